@@ -1,0 +1,225 @@
+package fsm
+
+import (
+	"fmt"
+)
+
+func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
+	j, ok := s.jobs[c.Job]
+	if !ok {
+		return Result{Err: fmt.Errorf("%w: %q", ErrNotFound, c.Job)}
+	}
+	if c.Region < 0 || c.Region >= len(j.Regions) || j.Regions[c.Region].Status != RegionReady {
+		return Result{Err: fmt.Errorf("%w: region %d of %q is not ready", ErrRejected, c.Region, c.Job)}
+	}
+	assign := make(map[slotKey]slotRef, len(c.Slots))
+	taken := make(map[slotRef]bool, len(c.Slots))
+	for _, a := range c.Slots {
+		k := slotKey{j.ID, a.Group, a.Index}
+		ref := slotRef{a.Executor, a.Slot}
+		if a.Executor == "" || a.Slot < 0 {
+			return Result{Err: fmt.Errorf("%w: bad slot %q/%d", ErrRejected, a.Executor, a.Slot)}
+		}
+		if _, dup := assign[k]; dup {
+			return Result{Err: fmt.Errorf("%w: slot key %s/%d assigned twice", ErrRejected, a.Group, a.Index)}
+		}
+		if taken[ref] {
+			return Result{Err: fmt.Errorf("%w: slot %s/%d assigned twice", ErrRejected, a.Executor, a.Slot)}
+		}
+		taken[ref] = true
+		if use := s.slots[a.Executor][a.Slot]; use != nil && use.key != k {
+			return Result{Err: fmt.Errorf("%w: slot %s/%d is taken", ErrRejected, a.Executor, a.Slot)}
+		}
+		if held, ok := s.slotOf[k]; ok && held != ref {
+			return Result{Err: fmt.Errorf("%w: %s/%d is already in slot %s/%d", ErrRejected, a.Group, a.Index, held.executor, held.slot)}
+		}
+		assign[k] = ref
+	}
+	// Every execution of the region needs its key assigned, and every
+	// assignment must be used.
+	used := make(map[slotKey]bool, len(assign))
+	var missing error
+	s.forEachInRegion(j, c.Region, func(e *Execution) {
+		k := s.keyOf(j, e)
+		if _, ok := assign[k]; !ok && missing == nil {
+			missing = fmt.Errorf("%w: no slot for %s", ErrRejected, e.ID)
+		}
+		if e.State != ExecScheduled && missing == nil {
+			missing = fmt.Errorf("%w: %s is %s", ErrRejected, e.ID, e.State)
+		}
+		used[k] = true
+	})
+	if missing != nil {
+		return Result{Err: missing}
+	}
+	if len(used) != len(assign) {
+		return Result{Err: fmt.Errorf("%w: %d slot assignments for %d slot keys", ErrRejected, len(assign), len(used))}
+	}
+	var placed []Execution
+	s.forEachInRegion(j, c.Region, func(e *Execution) {
+		k := s.keyOf(j, e)
+		ref := assign[k]
+		e.State = ExecDeploying
+		e.Executor = ref.executor
+		e.Slot = ref.slot
+		e.Epoch = c.Token
+		e.Deployed = false
+		e.DeployIndex = index
+		e.DeployTime = c.Time
+		s.track(e, k)
+		placed = append(placed, *e)
+	})
+	s.setRegionStatus(j, c.Region, RegionRunning)
+	s.refreshActive(j, c.Time)
+	return Result{Placed: placed}
+}
+
+// keyOf is the slot key of an execution.
+func (s *State) keyOf(j *Job, e *Execution) slotKey {
+	return slotKey{j.ID, j.Spec.Vertices[e.VertexIndex].SlotSharingGroup, e.Subtask}
+}
+
+// track adds a placed, live execution to the per-executor and slot indexes.
+func (s *State) track(e *Execution, k slotKey) {
+	m := s.byExecutor[e.Executor]
+	if m == nil {
+		m = make(map[string]*Execution)
+		s.byExecutor[e.Executor] = m
+	}
+	m[e.ID] = e
+	slots := s.slots[e.Executor]
+	if slots == nil {
+		slots = make(map[int]*slotUse)
+		s.slots[e.Executor] = slots
+	}
+	use := slots[e.Slot]
+	if use == nil {
+		use = &slotUse{key: k}
+		slots[e.Slot] = use
+		s.slotOf[k] = slotRef{e.Executor, e.Slot}
+	}
+	use.refs++
+}
+
+// untrack removes an execution that ended from the indexes; the slot is
+// free once no live execution uses it.
+func (s *State) untrack(e *Execution) {
+	m := s.byExecutor[e.Executor]
+	if _, ok := m[e.ID]; !ok {
+		return
+	}
+	delete(m, e.ID)
+	if len(m) == 0 {
+		delete(s.byExecutor, e.Executor)
+	}
+	slots := s.slots[e.Executor]
+	if use := slots[e.Slot]; use != nil {
+		use.refs--
+		if use.refs <= 0 {
+			delete(slots, e.Slot)
+			delete(s.slotOf, use.key)
+			if len(slots) == 0 {
+				delete(s.slots, e.Executor)
+			}
+		}
+	}
+}
+
+func (s *State) applyReport(index uint64, c *ReportExecutions) Result {
+	var terminal []string
+	for _, u := range c.Updates {
+		e := s.execs[u.ID]
+		if e == nil || e.Executor != c.Executor || e.State == ExecScheduled {
+			// Not (or no longer) expected on this executor: its terminal
+			// state needs no recording. The leader cancels live ones.
+			if u.State.Terminal() && (e == nil || e.State.Terminal()) {
+				terminal = append(terminal, u.ID)
+			}
+			continue
+		}
+		if !u.State.Valid() {
+			continue
+		}
+		if !e.Deployed && !e.State.Terminal() {
+			e.Deployed = true
+			e.AckIndex = index
+		}
+		switch {
+		case e.State.Terminal():
+		case u.State.Terminal():
+			s.endExecution(e, u.State, c.Time, u.Message)
+		case u.State == ExecRunning && e.State == ExecDeploying:
+			e.State = ExecRunning
+		}
+		if u.State.Terminal() && e.State.Terminal() {
+			terminal = append(terminal, u.ID)
+		}
+	}
+	return Result{Terminal: terminal}
+}
+
+func (s *State) applyFail(c *FailExecutions) Result {
+	for _, id := range c.IDs {
+		e := s.execs[id]
+		if e == nil || e.Executor != c.Executor || e.State.Terminal() || e.State == ExecScheduled {
+			continue
+		}
+		s.failOrCancel(e, c.Time, c.Reason)
+	}
+	return Result{}
+}
+
+func (s *State) applyExecutorLost(c *ExecutorLost) Result {
+	reason := fmt.Sprintf("executor %s lost", c.Executor)
+	for _, id := range sortedKeys(s.byExecutor[c.Executor]) {
+		if e := s.execs[id]; e != nil && !e.State.Terminal() {
+			s.failOrCancel(e, c.Time, reason)
+		}
+	}
+	return Result{}
+}
+
+// failOrCancel ends an execution that is gone from its executor: CANCELED if
+// it was being cancelled anyway, FAILED otherwise.
+func (s *State) failOrCancel(e *Execution, now int64, reason string) {
+	if e.State == ExecCanceling {
+		s.endExecution(e, ExecCanceled, now, reason)
+		return
+	}
+	s.endExecution(e, ExecFailed, now, reason)
+}
+
+func (s *State) applyRestart(c *RestartRegions) Result {
+	j, ok := s.jobs[c.Job]
+	if !ok {
+		return Result{Err: fmt.Errorf("%w: %q", ErrNotFound, c.Job)}
+	}
+	if j.Status.Terminal() || j.Status.ending() {
+		return Result{}
+	}
+	for ri := range j.Regions {
+		if !s.restartDue(j, ri, c.Time) {
+			continue
+		}
+		s.newAttempts(j, ri, true)
+		j.Restarts++
+	}
+	s.refreshActive(j, c.Time)
+	return Result{}
+}
+
+// restartDue reports whether a restarting region may restart at now: its
+// delay has passed and every execution in it has ended.
+func (s *State) restartDue(j *Job, ri int, now int64) bool {
+	r := &j.Regions[ri]
+	if r.Status != RegionRestarting || r.RestartAt > now {
+		return false
+	}
+	done := true
+	s.forEachInRegion(j, ri, func(e *Execution) {
+		if !e.State.Terminal() {
+			done = false
+		}
+	})
+	return done
+}

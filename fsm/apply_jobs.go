@@ -1,0 +1,193 @@
+package fsm
+
+import (
+	"fmt"
+	"reflect"
+)
+
+func (s *State) applySubmit(index uint64, c *SubmitJob) Result {
+	if c.Spec == nil {
+		return Result{Err: fmt.Errorf("submit %q: no spec", c.ID)}
+	}
+	if old, ok := s.jobs[c.ID]; ok {
+		if reflect.DeepEqual(old.Spec, c.Spec) {
+			return Result{}
+		}
+		return Result{Err: fmt.Errorf("%w: %q", ErrConflict, c.ID)}
+	}
+	// Specs arrive normalized; normalizing again is a cheap guard against a
+	// proposer that skipped it, and is deterministic.
+	spec := *c.Spec
+	if err := spec.Normalize(); err != nil {
+		return Result{Err: fmt.Errorf("submit %q: %w", c.ID, err)}
+	}
+	j := &Job{
+		ID:          c.ID,
+		Spec:        &spec,
+		Status:      JobCreated,
+		SubmitIndex: index,
+		SubmitTime:  c.Time,
+		Vertices:    make([]VertexState, len(spec.Vertices)),
+	}
+	for ri, r := range spec.Regions() {
+		j.Regions = append(j.Regions, RegionState{Vertices: r.Vertices, Upstream: r.Upstream, Downstream: r.Downstream})
+		for _, vi := range r.Vertices {
+			j.Vertices[vi] = VertexState{Region: ri, Attempts: make([]int, spec.Vertices[vi].Parallelism)}
+		}
+	}
+	s.jobs[j.ID] = j
+	for ri := range j.Regions {
+		s.newAttempts(j, ri, false)
+	}
+	return Result{Created: true}
+}
+
+// newAttempts creates a SCHEDULED execution for every subtask of a region:
+// attempt 0 for a new job, the next attempt on restart (next == true), whose
+// previous attempts have all ended and are dropped. The region becomes ready
+// or waiting.
+func (s *State) newAttempts(j *Job, ri int, next bool) {
+	r := &j.Regions[ri]
+	for _, vi := range r.Vertices {
+		v := &j.Vertices[vi]
+		vid := j.Spec.Vertices[vi].ID
+		for i := range v.Attempts {
+			if next {
+				delete(s.execs, ExecutionID(j.ID, vid, i, v.Attempts[i]))
+				v.Attempts[i]++
+			}
+			e := &Execution{
+				ID:          ExecutionID(j.ID, vid, i, v.Attempts[i]),
+				Job:         j.ID,
+				Vertex:      vid,
+				VertexIndex: vi,
+				Subtask:     i,
+				Attempt:     v.Attempts[i],
+				State:       ExecScheduled,
+			}
+			s.execs[e.ID] = e
+		}
+		v.Finished = 0
+	}
+	s.setRegionStatus(j, ri, RegionWaiting)
+	if s.upstreamFinished(j, ri) {
+		s.setRegionStatus(j, ri, RegionReady)
+	}
+}
+
+func (s *State) upstreamFinished(j *Job, ri int) bool {
+	for _, u := range j.Regions[ri].Upstream {
+		if j.Regions[u].Status != RegionFinished {
+			return false
+		}
+	}
+	return true
+}
+
+// setRegionStatus changes a region's status and keeps the ready and
+// restarting indexes in step.
+func (s *State) setRegionStatus(j *Job, ri int, st RegionStatus) {
+	ref := regionRef{j.ID, ri}
+	old := j.Regions[ri].Status
+	if old == st {
+		return
+	}
+	switch old {
+	case RegionReady:
+		delete(s.ready, ref)
+	case RegionRestarting:
+		delete(s.restarting, ref)
+	}
+	switch st {
+	case RegionReady:
+		s.ready[ref] = struct{}{}
+	case RegionRestarting:
+		s.restarting[ref] = struct{}{}
+	}
+	j.Regions[ri].Status = st
+}
+
+func (s *State) applyCancel(c *CancelJob) Result {
+	j, ok := s.jobs[c.ID]
+	if !ok {
+		return Result{Err: fmt.Errorf("%w: %q", ErrNotFound, c.ID)}
+	}
+	if j.Status.Terminal() || j.Status.ending() {
+		return Result{}
+	}
+	s.stopJob(j, JobCancelling, "cancelled by user", c.Time)
+	return Result{}
+}
+
+// stopJob moves a job to CANCELLING or FAILING: every live execution is
+// cancelled (at once if it was never placed), and the job ends when the last
+// one has.
+func (s *State) stopJob(j *Job, st JobStatus, msg string, now int64) {
+	j.Status = st
+	j.Message = msg
+	for ri := range j.Regions {
+		s.setRegionStatus(j, ri, RegionStopped)
+	}
+	s.forEachCurrent(j, func(e *Execution) {
+		s.cancelExecution(e, now)
+	})
+	s.maybeEnd(j, now)
+}
+
+// cancelExecution asks a live execution to stop: one never placed is
+// CANCELED at once; a placed one is CANCELING until its executor confirms.
+func (s *State) cancelExecution(e *Execution, now int64) {
+	switch {
+	case e.State.Terminal() || e.State == ExecCanceling:
+	case e.State == ExecScheduled:
+		e.State = ExecCanceled
+		e.EndTime = now
+	default:
+		e.State = ExecCanceling
+	}
+}
+
+// maybeEnd ends a stopping job once none of its executions is live.
+func (s *State) maybeEnd(j *Job, now int64) {
+	if !j.Status.ending() {
+		return
+	}
+	live := false
+	s.forEachCurrent(j, func(e *Execution) {
+		if !e.State.Terminal() {
+			live = true
+		}
+	})
+	if live {
+		return
+	}
+	if j.Status == JobCancelling {
+		j.Status = JobCanceled
+	} else {
+		j.Status = JobFailed
+	}
+	j.EndTime = now
+}
+
+// forEachCurrent calls f with the current attempt of every subtask, in
+// vertex and subtask order.
+func (s *State) forEachCurrent(j *Job, f func(*Execution)) {
+	for vi := range j.Vertices {
+		s.forEachInVertex(j, vi, f)
+	}
+}
+
+func (s *State) forEachInVertex(j *Job, vi int, f func(*Execution)) {
+	vid := j.Spec.Vertices[vi].ID
+	for i, a := range j.Vertices[vi].Attempts {
+		if e := s.execs[ExecutionID(j.ID, vid, i, a)]; e != nil {
+			f(e)
+		}
+	}
+}
+
+func (s *State) forEachInRegion(j *Job, ri int, f func(*Execution)) {
+	for _, vi := range j.Regions[ri].Vertices {
+		s.forEachInVertex(j, vi, f)
+	}
+}

@@ -1,0 +1,173 @@
+package fsm
+
+import (
+	"jobmaster/jobspec"
+)
+
+// CommandType is the first byte of an encoded command. Numbers are
+// append-only: never reuse or renumber one, since the log and snapshots
+// written by older versions must keep decoding.
+type CommandType uint8
+
+// Command types.
+const (
+	TypeEstablishLeadership CommandType = 1
+	TypeSubmitJob           CommandType = 2
+	TypeCancelJob           CommandType = 3
+	TypePlaceRegion         CommandType = 4
+	TypeReportExecutions    CommandType = 5
+	TypeFailExecutions      CommandType = 6
+	TypeExecutorLost        CommandType = 7
+	TypeRestartRegions      CommandType = 8
+)
+
+func (t CommandType) String() string {
+	switch t {
+	case TypeEstablishLeadership:
+		return "establish-leadership"
+	case TypeSubmitJob:
+		return "submit-job"
+	case TypeCancelJob:
+		return "cancel-job"
+	case TypePlaceRegion:
+		return "place-region"
+	case TypeReportExecutions:
+		return "report-executions"
+	case TypeFailExecutions:
+		return "fail-executions"
+	case TypeExecutorLost:
+		return "executor-lost"
+	case TypeRestartRegions:
+		return "restart-regions"
+	}
+	return "unknown"
+}
+
+// Command is a logical change to the state.
+type Command interface {
+	Type() CommandType
+	// token is the fencing token the command was proposed under.
+	token() uint64
+}
+
+// Fenced is embedded in every command a leader proposes: Token is the
+// proposing leader's fencing token and Time the leader's clock (unix ms)
+// when it proposed the command.
+type Fenced struct {
+	Token uint64 `codec:"tok"`
+	Time  int64  `codec:"t"`
+}
+
+func (f Fenced) token() uint64 { return f.Token }
+
+// EstablishLeadership is committed by a new leader after its Barrier; the
+// entry's log index becomes the epoch (the fencing token).
+type EstablishLeadership struct {
+	Node string `codec:"n"`
+}
+
+// SubmitJob adds a job. Submitting the same spec under the same id again is a
+// no-op; a different spec under a taken id is a conflict.
+type SubmitJob struct {
+	Fenced
+	ID   string        `codec:"id"`
+	Spec *jobspec.Spec `codec:"spec"`
+}
+
+// CancelJob cancels a job; cancelling an ended or cancelling job is a no-op.
+type CancelJob struct {
+	Fenced
+	ID string `codec:"id"`
+}
+
+// PlaceRegion places every execution of a ready region: each slot key
+// (group, subtask index) of the region onto an executor slot. All or nothing.
+type PlaceRegion struct {
+	Fenced
+	Job    string       `codec:"j"`
+	Region int          `codec:"r"`
+	Slots  []SlotAssign `codec:"s"`
+}
+
+// SlotAssign puts subtask Index of slot sharing group Group onto a slot.
+type SlotAssign struct {
+	Group    string `codec:"g"`
+	Index    int    `codec:"i"`
+	Executor string `codec:"e"`
+	Slot     int    `codec:"s"`
+}
+
+// ReportExecutions records what an executor said about executions placed on
+// it: reporting an execution acknowledges its deployment, and a state further
+// along its life than the recorded one is recorded.
+type ReportExecutions struct {
+	Fenced
+	Executor string         `codec:"e"`
+	Updates  []ReportUpdate `codec:"u"`
+}
+
+// ReportUpdate is one execution's state as its executor reported it.
+type ReportUpdate struct {
+	ID      string    `codec:"id"`
+	State   ExecState `codec:"s"`
+	Message string    `codec:"m,omitempty"`
+}
+
+// FailExecutions fails executions placed on Executor that the leader found
+// missing there or whose deployment stayed unacknowledged too long.
+// Executions being cancelled become CANCELED instead.
+type FailExecutions struct {
+	Fenced
+	Executor string   `codec:"e"`
+	IDs      []string `codec:"ids"`
+	Reason   string   `codec:"m"`
+}
+
+// ExecutorLost fails every execution placed on an executor that stopped
+// answering heartbeats.
+type ExecutorLost struct {
+	Fenced
+	Executor string `codec:"e"`
+}
+
+// RestartRegions starts new attempts in the job's restarting regions whose
+// restart time has come and whose executions have all ended.
+type RestartRegions struct {
+	Fenced
+	Job string `codec:"j"`
+}
+
+// Type implementations.
+func (*EstablishLeadership) Type() CommandType { return TypeEstablishLeadership }
+func (*SubmitJob) Type() CommandType           { return TypeSubmitJob }
+func (*CancelJob) Type() CommandType           { return TypeCancelJob }
+func (*PlaceRegion) Type() CommandType         { return TypePlaceRegion }
+func (*ReportExecutions) Type() CommandType    { return TypeReportExecutions }
+func (*FailExecutions) Type() CommandType      { return TypeFailExecutions }
+func (*ExecutorLost) Type() CommandType        { return TypeExecutorLost }
+func (*RestartRegions) Type() CommandType      { return TypeRestartRegions }
+
+func (*EstablishLeadership) token() uint64 { return 0 }
+
+// newCommand returns an empty command of the given type, or nil.
+func newCommand(t CommandType) Command {
+	switch t {
+	case TypeEstablishLeadership:
+		return &EstablishLeadership{}
+	case TypeSubmitJob:
+		return &SubmitJob{}
+	case TypeCancelJob:
+		return &CancelJob{}
+	case TypePlaceRegion:
+		return &PlaceRegion{}
+	case TypeReportExecutions:
+		return &ReportExecutions{}
+	case TypeFailExecutions:
+		return &FailExecutions{}
+	case TypeExecutorLost:
+		return &ExecutorLost{}
+	case TypeRestartRegions:
+		return &RestartRegions{}
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package fsm
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/jobspec"
+)
+
+// tb is what both *testing.T and *rapid.T offer.
+type tb interface {
+	require.TestingT
+	Helper()
+}
+
+// harness applies commands to a State the way the log would: each command
+// goes through the encoder and decoder and gets the next index.
+type harness struct {
+	t     testing.TB
+	s     *State
+	token uint64
+	now   int64
+}
+
+func newHarness(t testing.TB) *harness {
+	h := &harness{t: t, s: NewState(), now: 1_000_000}
+	h.establish("m1")
+	return h
+}
+
+func (h *harness) apply(c Command) Result {
+	h.t.Helper()
+	rs := h.s.ApplyEntry(h.s.Index()+1, MustEncode(c))
+	require.Len(h.t, rs, 1)
+	return rs[0]
+}
+
+func (h *harness) establish(node string) {
+	r := h.apply(&EstablishLeadership{Node: node})
+	require.NoError(h.t, r.Err)
+	h.token = r.Epoch
+}
+
+func (h *harness) fenced() Fenced { return Fenced{Token: h.token, Time: h.now} }
+
+func parseSpec(t tb, body string) *jobspec.Spec {
+	t.Helper()
+	s, err := jobspec.Parse([]byte(body))
+	require.NoError(t, err)
+	return s
+}
+
+func (h *harness) submit(id, body string) Result {
+	h.t.Helper()
+	return h.apply(&SubmitJob{Fenced: h.fenced(), ID: id, Spec: parseSpec(h.t, body)})
+}
+
+// placeAll places every ready region, filling slots of the executor in
+// order; it returns the placed executions.
+func (h *harness) placeAll(executor string) []Execution {
+	h.t.Helper()
+	var placed []Execution
+	for {
+		ready := h.s.ReadyRegions()
+		if len(ready) == 0 {
+			return placed
+		}
+		rr := ready[0]
+		used := map[int]bool{}
+		for _, n := range h.s.UsedSlots()[executor] {
+			used[n] = true
+		}
+		next := 0
+		var slots []SlotAssign
+		for _, k := range rr.Keys {
+			if k.Held {
+				slots = append(slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: k.Executor, Slot: k.Slot})
+				continue
+			}
+			for used[next] {
+				next++
+			}
+			used[next] = true
+			slots = append(slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: executor, Slot: next})
+		}
+		r := h.apply(&PlaceRegion{Fenced: h.fenced(), Job: rr.Job, Region: rr.Region, Slots: slots})
+		require.NoError(h.t, r.Err)
+		placed = append(placed, r.Placed...)
+	}
+}
+
+func (h *harness) report(executor string, updates ...ReportUpdate) Result {
+	h.t.Helper()
+	r := h.apply(&ReportExecutions{Fenced: h.fenced(), Executor: executor, Updates: updates})
+	require.NoError(h.t, r.Err)
+	return r
+}
+
+// reportAll reports every live execution on the executor in the given state.
+func (h *harness) reportAll(executor string, st ExecState) {
+	h.t.Helper()
+	var ups []ReportUpdate
+	for _, e := range h.s.Expected(executor) {
+		ups = append(ups, ReportUpdate{ID: e.ID, State: st})
+	}
+	h.report(executor, ups...)
+}
+
+func (h *harness) job(id string) *JobView {
+	h.t.Helper()
+	v, ok := h.s.Job(id)
+	require.True(h.t, ok, "job %s", id)
+	return v
+}
+
+func (h *harness) exec(id string) Execution {
+	h.t.Helper()
+	e, ok := h.s.Execution(id)
+	require.True(h.t, ok, "execution %s", id)
+	return e
+}
+
+// checkInvariants verifies what must hold after every command.
+func checkInvariants(t tb, s *State) {
+	t.Helper()
+	// The derived indexes equal a rebuild from scratch.
+	r := &State{jobs: s.jobs, execs: s.execs}
+	require.NoError(t, r.rebuildDerived())
+	require.Equal(t, len(r.byExecutor), len(s.byExecutor), "byExecutor")
+	for ex, m := range r.byExecutor {
+		require.Len(t, s.byExecutor[ex], len(m), "byExecutor[%s]", ex)
+		for id := range m {
+			require.Contains(t, s.byExecutor[ex], id)
+		}
+	}
+	require.Equal(t, r.slotOf, s.slotOf, "slotOf")
+	require.Equal(t, r.ready, s.ready, "ready")
+	require.Equal(t, r.restarting, s.restarting, "restarting")
+	for ex, m := range r.slots {
+		for n, u := range m {
+			require.Equal(t, *u, *s.slots[ex][n], "slot %s/%d", ex, n)
+		}
+	}
+	// One execution per subtask, matching the current attempt; counters
+	// match; an ended job has nothing live.
+	count := 0
+	for _, j := range s.jobs {
+		for vi, v := range j.Vertices {
+			finished := 0
+			for i, a := range v.Attempts {
+				e := s.execs[ExecutionID(j.ID, j.Spec.Vertices[vi].ID, i, a)]
+				require.NotNil(t, e, "current attempt of %s/%d", j.Spec.Vertices[vi].ID, i)
+				count++
+				if e.State == ExecFinished {
+					finished++
+				}
+				if j.Status.Terminal() {
+					require.True(t, e.State.Terminal(), "%s is %s in a %s job", e.ID, e.State, j.Status)
+				}
+			}
+			require.Equal(t, finished, v.Finished, "finished counter of %s", j.Spec.Vertices[vi].ID)
+		}
+	}
+	require.Equal(t, count, len(s.execs), "executions that are no current attempt")
+}

@@ -1,0 +1,137 @@
+package fsm
+
+import "fmt"
+
+// endExecution records a terminal state and lets the job react to it.
+func (s *State) endExecution(e *Execution, st ExecState, now int64, msg string) {
+	wasCanceling := e.State == ExecCanceling
+	e.State = st
+	e.EndTime = now
+	if msg != "" {
+		e.Message = msg
+	}
+	s.untrack(e)
+	j := s.jobs[e.Job]
+	if j == nil {
+		return
+	}
+	vi := e.VertexIndex
+	if st == ExecFinished {
+		j.Vertices[vi].Finished++
+	}
+	if j.Status.Terminal() {
+		return
+	}
+	if j.Status.ending() {
+		s.maybeEnd(j, now)
+		return
+	}
+	ri := j.Vertices[vi].Region
+	failed := st == ExecFailed || (st == ExecCanceled && !wasCanceling)
+	switch j.Regions[ri].Status {
+	case RegionRunning:
+		if failed {
+			why := msg
+			if why == "" {
+				why = string(st)
+			}
+			s.handleFailure(j, ri, fmt.Sprintf("%s %s: %s", e.ID, st, why), now)
+			return
+		}
+		if st == ExecFinished && s.regionFinished(j, ri) {
+			s.setRegionStatus(j, ri, RegionFinished)
+			for _, d := range j.Regions[ri].Downstream {
+				if j.Regions[d].Status == RegionWaiting && s.upstreamFinished(j, d) {
+					s.setRegionStatus(j, d, RegionReady)
+				}
+			}
+			s.refreshActive(j, now)
+		}
+	case RegionRestarting:
+		// The restart waits for every execution of the region to end.
+	}
+}
+
+func (s *State) regionFinished(j *Job, ri int) bool {
+	for _, vi := range j.Regions[ri].Vertices {
+		if j.Vertices[vi].Finished < len(j.Vertices[vi].Attempts) {
+			return false
+		}
+	}
+	return true
+}
+
+// handleFailure asks the job's restart strategy what to do about a failure
+// in region ri: fail the job, or cancel what the failover scope covers and
+// restart it after the strategy's delay.
+func (s *State) handleFailure(j *Job, ri int, cause string, now int64) {
+	ok, delay, why := decideRestart(j.Spec.Restart, &j.Backoff, now, jitterSeed(j.ID, j.Backoff.Failures))
+	if !ok {
+		s.stopJob(j, JobFailing, cause+"; "+why, now)
+		return
+	}
+	j.Message = cause
+	for _, r := range s.failoverScope(j, ri) {
+		s.setRegionStatus(j, r, RegionRestarting)
+		j.Regions[r].RestartAt = now + delay
+		s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now) })
+	}
+	s.refreshActive(j, now)
+}
+
+// failoverScope returns the regions a failure in region ri restarts: under
+// "region", ri and every region downstream of it that has started; under
+// "full", every region that has started. Regions still waiting for their
+// inputs stay as they are.
+func (s *State) failoverScope(j *Job, ri int) []int {
+	if j.Spec.Failover == "full" {
+		var out []int
+		for r := range j.Regions {
+			if j.Regions[r].Status != RegionWaiting {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	seen := map[int]bool{ri: true}
+	out := []int{ri}
+	for i := 0; i < len(out); i++ {
+		for _, d := range j.Regions[out[i]].Downstream {
+			if !seen[d] && j.Regions[d].Status != RegionWaiting {
+				seen[d] = true
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// refreshActive derives the status of a job that is neither ending nor
+// ended from its regions.
+func (s *State) refreshActive(j *Job, now int64) {
+	if j.Status.Terminal() || j.Status.ending() {
+		return
+	}
+	started, restarting, finished := false, false, true
+	for _, r := range j.Regions {
+		switch r.Status {
+		case RegionRestarting:
+			restarting = true
+		case RegionRunning, RegionFinished:
+			started = true
+		}
+		if r.Status != RegionFinished {
+			finished = false
+		}
+	}
+	switch {
+	case finished:
+		j.Status = JobFinished
+		j.EndTime = now
+		j.Message = ""
+	case restarting:
+		j.Status = JobRestarting
+	case started || j.Status == JobRestarting:
+		j.Status = JobRunning
+	}
+}

@@ -1,0 +1,191 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+var propertySpecs = []string{
+	`{"vertices":[{"id":"v","parallelism":2,"command":["x"]}],"restart":{"strategy":"fixed-delay","attempts":2,"delay":"1s"}}`,
+	pipeline,
+	`{"vertices":[{"id":"x","parallelism":1,"command":["x"]},{"id":"y","parallelism":2,"command":["x"],"slot_sharing_group":"g"},
+		{"id":"z","parallelism":1,"command":["x"],"inputs":[{"from":"x","mode":"blocking"},{"from":"y","mode":"blocking"}]}],
+		"failover":"full","restart":{"strategy":"exponential-delay","initial_delay":"1s","max_delay":"4s","attempts":3}}`,
+	`{"vertices":[{"id":"v","parallelism":3,"command":["x"]}],"restart":{"strategy":"failure-rate","max_failures":2,"interval":"10s","delay":"0s"}}`,
+	`{"vertices":[{"id":"v","parallelism":1,"command":["x"]}],"restart":{"strategy":"none"}}`,
+}
+
+var (
+	propertyJobs      = []string{"a", "b", "c", "d"}
+	propertyExecutors = []string{"e1", "e2", "e3"}
+	propertyStates    = []ExecState{ExecDeploying, ExecRunning, ExecFinished, ExecFailed, ExecCanceled, ExecCanceling, "BOGUS"}
+)
+
+// genCommand draws a command that makes sense in state s (or, sometimes, a
+// deliberately stale or ill-fitting one).
+func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
+	f := func() Fenced { return Fenced{Token: *token, Time: *now} }
+	switch rapid.IntRange(0, 11).Draw(t, "kind") {
+	case 0:
+		return &SubmitJob{Fenced: f(), ID: rapid.SampledFrom(propertyJobs).Draw(t, "job"),
+			Spec: parseSpec(t, rapid.SampledFrom(propertySpecs).Draw(t, "spec"))}
+	case 1:
+		return &EstablishLeadership{Node: rapid.SampledFrom([]string{"m1", "m2", "m3"}).Draw(t, "node")}
+	case 2:
+		c := &CancelJob{Fenced: f(), ID: rapid.SampledFrom(propertyJobs).Draw(t, "job")}
+		if rapid.Bool().Draw(t, "stale") {
+			c.Token--
+		}
+		return c
+	case 3, 4:
+		ready := s.ReadyRegions()
+		if len(ready) == 0 {
+			*now += 100
+			return &RestartRegions{Fenced: f(), Job: rapid.SampledFrom(propertyJobs).Draw(t, "job")}
+		}
+		rr := rapid.SampledFrom(ready).Draw(t, "region")
+		ex := rapid.SampledFrom(propertyExecutors).Draw(t, "executor")
+		used := map[int]bool{}
+		for _, n := range s.UsedSlots()[ex] {
+			used[n] = true
+		}
+		next := 0
+		c := &PlaceRegion{Fenced: f(), Job: rr.Job, Region: rr.Region}
+		for _, k := range rr.Keys {
+			if k.Held {
+				c.Slots = append(c.Slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: k.Executor, Slot: k.Slot})
+				continue
+			}
+			for used[next] {
+				next++
+			}
+			if rapid.IntRange(0, 9).Draw(t, "collide") == 0 {
+				next = 0 // may hit a taken slot: the placement must be rejected whole
+			}
+			used[next] = true
+			c.Slots = append(c.Slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: ex, Slot: next})
+		}
+		return c
+	case 5, 6, 7:
+		ex := rapid.SampledFrom(propertyExecutors).Draw(t, "executor")
+		live := s.Expected(ex)
+		c := &ReportExecutions{Fenced: f(), Executor: ex}
+		for _, e := range live {
+			if rapid.Bool().Draw(t, "include") {
+				c.Updates = append(c.Updates, ReportUpdate{ID: e.ID, State: rapid.SampledFrom(propertyStates).Draw(t, "state")})
+			}
+		}
+		if rapid.IntRange(0, 4).Draw(t, "unknown") == 0 {
+			c.Updates = append(c.Updates, ReportUpdate{ID: "zz/v/0/0", State: ExecFinished})
+		}
+		return c
+	case 8:
+		ex := rapid.SampledFrom(propertyExecutors).Draw(t, "executor")
+		c := &FailExecutions{Fenced: f(), Executor: ex, Reason: "missing"}
+		for _, e := range s.Expected(ex) {
+			if rapid.Bool().Draw(t, "fail") {
+				c.IDs = append(c.IDs, e.ID)
+			}
+		}
+		return c
+	case 9:
+		return &ExecutorLost{Fenced: f(), Executor: rapid.SampledFrom(propertyExecutors).Draw(t, "executor")}
+	default:
+		*now += int64(rapid.IntRange(0, 5000).Draw(t, "tick"))
+		return &RestartRegions{Fenced: f(), Job: rapid.SampledFrom(propertyJobs).Draw(t, "job")}
+	}
+}
+
+// TestPropertySnapshotRestoreMidway: any command sequence gives the same
+// state hash applied straight through as through a snapshot and restore at
+// any point, and the invariants hold after every entry.
+func TestPropertySnapshotRestoreMidway(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		a := NewState()
+		var b *State
+		var token uint64
+		now := int64(1_000_000)
+		steps := rapid.IntRange(1, 120).Draw(t, "steps")
+		cut := rapid.IntRange(0, steps).Draw(t, "cut")
+		for i := 0; i < steps; i++ {
+			if i == cut {
+				var buf bytes.Buffer
+				_, err := a.Capture().WriteTo(&buf)
+				require.NoError(t, err)
+				b, err = Restore(&buf)
+				require.NoError(t, err)
+				require.Equal(t, a.Capture().Hash(), b.Capture().Hash())
+			}
+			// One entry may carry several commands.
+			n := rapid.IntRange(1, 3).Draw(t, "batch")
+			var entry []byte
+			for k := 0; k < n; k++ {
+				var err error
+				entry, err = Encode(entry, genCommand(t, a, &token, &now))
+				require.NoError(t, err)
+			}
+			index := a.Index() + 1
+			ra := a.ApplyEntry(index, entry)
+			for _, r := range ra {
+				if r.Epoch != 0 {
+					token = r.Epoch
+				}
+			}
+			checkInvariants(t, a)
+			if b != nil {
+				rb := b.ApplyEntry(index, entry)
+				require.Equal(t, fmt.Sprint(ra), fmt.Sprint(rb), "results at index %d", index)
+			}
+		}
+		if b != nil {
+			require.Equal(t, a.Capture().Hash(), b.Capture().Hash())
+			checkInvariants(t, b)
+		}
+	})
+}
+
+// TestPropertyAtMostOneLiveAttempt: a subtask never has two live executions,
+// a placed execution never shares its slot with another job's, and a
+// terminal state, once recorded, never changes.
+func TestPropertyAtMostOneLiveAttempt(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := NewState()
+		ended := map[string]ExecState{}
+		var token uint64
+		now := int64(1_000_000)
+		for i := rapid.IntRange(1, 150).Draw(t, "steps"); i > 0; i-- {
+			for _, r := range s.ApplyEntry(s.Index()+1, MustEncode(genCommand(t, s, &token, &now))) {
+				if r.Epoch != 0 {
+					token = r.Epoch
+				}
+			}
+			live := map[string]string{}
+			for _, e := range s.execs {
+				if e.State.Terminal() {
+					if prev, ok := ended[e.ID]; ok {
+						require.Equal(t, prev, e.State, "terminal state of %s changed", e.ID)
+					}
+					ended[e.ID] = e.State
+					continue
+				}
+				require.NotContains(t, ended, e.ID, "%s came back to life", e.ID)
+				sub := fmt.Sprintf("%s/%s/%d", e.Job, e.Vertex, e.Subtask)
+				require.NotContains(t, live, sub, "two live attempts of %s", sub)
+				live[sub] = e.ID
+			}
+			for ex, slots := range s.slots {
+				for n, u := range slots {
+					for _, e := range s.byExecutor[ex] {
+						if e.Slot == n {
+							require.Equal(t, u.key.job, e.Job, "slot %s/%d", ex, n)
+						}
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,157 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the snapshot fixtures under testdata/")
+
+// fixtureState builds a state that exercises every part of a snapshot: a
+// finished job, a running one with a restart behind it, a cancelling one, and
+// executions pending and deployed.
+func fixtureState(t *testing.T) *State {
+	h := newHarness(t)
+	h.submit("done", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
+	h.submit("busy", pipeline)
+	h.submit("stop", `{"name":"stop","vertices":[{"id":"v","parallelism":2,"command":["sleep","60"],"env":{"B":"2","A":"1"}}],
+		"restart":{"strategy":"failure-rate","max_failures":3,"interval":"1m"}}`)
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "done/v/0/0", State: ExecFinished})
+	h.report("e1", ReportUpdate{ID: "busy/source/0/0", State: ExecRunning}, ReportUpdate{ID: "busy/map/1/0", State: ExecFailed, Message: "exit status 1"})
+	h.report("e1", ReportUpdate{ID: "busy/source/0/0", State: ExecCanceled}, ReportUpdate{ID: "busy/source/1/0", State: ExecCanceled},
+		ReportUpdate{ID: "busy/map/0/0", State: ExecCanceled})
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "busy"})
+	h.establish("m2")
+	h.placeAll("e2")
+	h.report("e2", ReportUpdate{ID: "busy/source/0/1", State: ExecRunning})
+	h.apply(&CancelJob{Fenced: h.fenced(), ID: "stop"})
+	checkInvariants(t, h.s)
+	return h.s
+}
+
+// dump renders a state for the golden file.
+func dump(t *testing.T, s *State) []byte {
+	var execs []Execution
+	for _, id := range sortedKeys(s.execs) {
+		execs = append(execs, *s.execs[id])
+	}
+	var jobs []*Job
+	for _, id := range sortedKeys(s.jobs) {
+		jobs = append(jobs, s.jobs[id])
+	}
+	b, err := json.MarshalIndent(map[string]any{
+		"index": s.index, "epoch": s.epoch, "leader": s.leader, "jobs": jobs, "executions": execs,
+	}, "", "  ")
+	require.NoError(t, err)
+	return append(b, '\n')
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	s := fixtureState(t)
+	var buf bytes.Buffer
+	_, err := s.Capture().WriteTo(&buf)
+	require.NoError(t, err)
+	r, err := Restore(bytes.NewReader(buf.Bytes()))
+	require.NoError(t, err)
+	require.Equal(t, s.Capture().Hash(), r.Capture().Hash())
+	require.Equal(t, string(dump(t, s)), string(dump(t, r)))
+	checkInvariants(t, r)
+	// Writing the restored state gives the same bytes.
+	var again bytes.Buffer
+	_, err = r.Capture().WriteTo(&again)
+	require.NoError(t, err)
+	require.Equal(t, buf.Bytes(), again.Bytes())
+}
+
+// TestSnapshotFixturesRestore: snapshots written by earlier versions keep
+// restoring to the same state. A format change adds a new fixture (run with
+// -update only to create one) and keeps the old ones.
+func TestSnapshotFixturesRestore(t *testing.T) {
+	bin := filepath.Join("testdata", "snapshot-v1.bin")
+	golden := filepath.Join("testdata", "snapshot-v1.json")
+	if *update {
+		s := fixtureState(t)
+		var buf bytes.Buffer
+		_, err := s.Capture().WriteTo(&buf)
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(bin, buf.Bytes(), 0o644))
+		require.NoError(t, os.WriteFile(golden, dump(t, s), 0o644))
+	}
+	data, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	s, err := Restore(bytes.NewReader(data))
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(dump(t, s)))
+	checkInvariants(t, s)
+}
+
+func TestRestoreRejectsGarbage(t *testing.T) {
+	_, err := Restore(bytes.NewReader([]byte{0xc1, 0xc1}))
+	require.Error(t, err)
+	var buf bytes.Buffer
+	c := NewState().Capture()
+	c.header.Format = 99
+	_, err = c.WriteTo(&buf)
+	require.NoError(t, err)
+	_, err = Restore(&buf)
+	require.ErrorContains(t, err, "snapshot format 99")
+}
+
+type memSink struct {
+	bytes.Buffer
+	canceled bool
+}
+
+func (m *memSink) ID() string    { return "mem" }
+func (m *memSink) Cancel() error { m.canceled = true; return nil }
+func (m *memSink) Close() error  { return nil }
+
+func TestFSMSnapshotAndRestoreThroughRaftInterfaces(t *testing.T) {
+	s := fixtureState(t)
+	f := New()
+	f.state = s
+	snap, err := f.Snapshot()
+	require.NoError(t, err)
+	sink := &memSink{}
+	require.NoError(t, snap.Persist(sink))
+	snap.Release()
+
+	g := New()
+	changed := g.Changed()
+	require.NoError(t, g.Restore(ioNopCloser{&sink.Buffer}))
+	<-changed
+	require.Equal(t, f.Capture().Hash(), g.Capture().Hash())
+
+	// Batches apply in order and answer per entry.
+	entry := MustEncode(&CancelJob{Fenced: Fenced{Token: s.Epoch()}, ID: "busy"}, &CancelJob{Fenced: Fenced{Token: 1}, ID: "done"})
+	out := g.ApplyBatch([]*raft.Log{
+		{Index: s.Index() + 1, Type: raft.LogConfiguration},
+		{Index: s.Index() + 2, Type: raft.LogCommand, Data: entry},
+	})
+	require.Nil(t, out[0])
+	rs := out[1].([]Result)
+	require.Len(t, rs, 2)
+	require.NoError(t, rs[0].Err)
+	require.ErrorIs(t, rs[1].Err, ErrStaleToken)
+	g.Read(func(st *State) {
+		require.Equal(t, s.Index()+2, st.Index())
+		v, _ := st.Job("busy")
+		require.Equal(t, JobCancelling, v.Status)
+	})
+}
+
+type ioNopCloser struct{ *bytes.Buffer }
+
+func (ioNopCloser) Close() error { return nil }

@@ -1,0 +1,170 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Errors returned in a command's Result. Callers match them with errors.Is.
+var (
+	// ErrStaleToken: the command carried a fencing token older than the
+	// current epoch (or newer than any epoch); it changed nothing.
+	ErrStaleToken = errors.New("stale fencing token")
+	// ErrConflict: a job with this id exists with a different spec.
+	ErrConflict = errors.New("a job with this id exists with a different spec")
+	// ErrNotFound: no job with this id.
+	ErrNotFound = errors.New("job not found")
+	// ErrRejected: a placement no longer fits the state (the region is not
+	// ready any more, or a slot is taken); it changed nothing.
+	ErrRejected = errors.New("placement rejected")
+)
+
+// Result is the outcome of one command.
+type Result struct {
+	Err error
+	// Epoch is set by establish-leadership: the new fencing token.
+	Epoch uint64
+	// Created is set by submit-job when the job is new.
+	Created bool
+	// Placed lists, for place-region, the executions placed.
+	Placed []Execution
+	// Terminal lists, for report-executions, the ids whose terminal state is
+	// recorded (now or before), so the executor may forget them.
+	Terminal []string
+}
+
+// slotKey identifies a logical slot: subtask Index of a slot sharing group of
+// a job. Executions with the same key share one executor slot.
+type slotKey struct {
+	job   string
+	group string
+	index int
+}
+
+// slotRef is an executor slot.
+type slotRef struct {
+	executor string
+	slot     int
+}
+
+// slotUse is the occupant of an executor slot.
+type slotUse struct {
+	key  slotKey
+	refs int // live executions using the slot
+}
+
+// regionRef names a region of a job.
+type regionRef struct {
+	job    string
+	region int
+}
+
+// State is the replicated state. It is not safe for concurrent use; FSM
+// wraps it with a lock. Fields below "derived" are indexes rebuilt from the
+// rest on restore and are not part of the hash.
+type State struct {
+	index  uint64 // last applied log index
+	epoch  uint64
+	leader string
+	jobs   map[string]*Job
+	execs  map[string]*Execution
+
+	// derived
+	byExecutor map[string]map[string]*Execution // live, placed executions
+	slots      map[string]map[int]*slotUse      // executor -> slot -> use
+	slotOf     map[slotKey]slotRef
+	ready      map[regionRef]struct{}
+	restarting map[regionRef]struct{}
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	s := &State{
+		jobs:  make(map[string]*Job),
+		execs: make(map[string]*Execution),
+	}
+	s.resetDerived()
+	return s
+}
+
+func (s *State) resetDerived() {
+	s.byExecutor = make(map[string]map[string]*Execution)
+	s.slots = make(map[string]map[int]*slotUse)
+	s.slotOf = make(map[slotKey]slotRef)
+	s.ready = make(map[regionRef]struct{})
+	s.restarting = make(map[regionRef]struct{})
+}
+
+// Index is the last applied log index.
+func (s *State) Index() uint64 { return s.index }
+
+// Epoch is the current fencing token (0 before any leader established).
+func (s *State) Epoch() uint64 { return s.epoch }
+
+// Leader is the node that committed the current epoch.
+func (s *State) Leader() string { return s.leader }
+
+// SetIndex records that the log up to index has been applied (for entries
+// that carry no commands, such as configuration changes).
+func (s *State) SetIndex(index uint64) {
+	if index > s.index {
+		s.index = index
+	}
+}
+
+// Apply applies one command committed at the given log index.
+func (s *State) Apply(index uint64, c Command) Result {
+	s.SetIndex(index)
+	if c.Type() != TypeEstablishLeadership {
+		if tok := c.token(); tok != s.epoch {
+			return Result{Err: fmt.Errorf("%w: command token %d, epoch %d", ErrStaleToken, tok, s.epoch)}
+		}
+	}
+	switch c := c.(type) {
+	case *EstablishLeadership:
+		s.epoch = index
+		s.leader = c.Node
+		return Result{Epoch: index}
+	case *SubmitJob:
+		return s.applySubmit(index, c)
+	case *CancelJob:
+		return s.applyCancel(c)
+	case *PlaceRegion:
+		return s.applyPlace(index, c)
+	case *ReportExecutions:
+		return s.applyReport(index, c)
+	case *FailExecutions:
+		return s.applyFail(c)
+	case *ExecutorLost:
+		return s.applyExecutorLost(c)
+	case *RestartRegions:
+		return s.applyRestart(c)
+	}
+	return Result{Err: fmt.Errorf("unknown command %T", c)}
+}
+
+// ApplyEntry decodes an entry and applies each of its commands.
+func (s *State) ApplyEntry(index uint64, data []byte) []Result {
+	cmds, err := Decode(data)
+	out := make([]Result, 0, len(cmds)+1)
+	for _, c := range cmds {
+		out = append(out, s.Apply(index, c))
+	}
+	if err != nil {
+		s.SetIndex(index)
+		out = append(out, Result{Err: err})
+	}
+	return out
+}
+
+// sortedKeys returns a map's keys in order; every iteration over a map that
+// can change state goes through it.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

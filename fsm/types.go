@@ -1,0 +1,178 @@
+package fsm
+
+import (
+	"strconv"
+
+	"jobmaster/jobspec"
+)
+
+// JobStatus is the status of a job.
+type JobStatus string
+
+// Job statuses.
+const (
+	JobCreated    JobStatus = "CREATED"
+	JobRunning    JobStatus = "RUNNING"
+	JobRestarting JobStatus = "RESTARTING"
+	JobFailing    JobStatus = "FAILING"
+	JobFailed     JobStatus = "FAILED"
+	JobCancelling JobStatus = "CANCELLING"
+	JobCanceled   JobStatus = "CANCELED"
+	JobFinished   JobStatus = "FINISHED"
+)
+
+// Terminal reports whether the job has ended.
+func (s JobStatus) Terminal() bool {
+	return s == JobFailed || s == JobCanceled || s == JobFinished
+}
+
+// ending reports whether the job is winding down towards a terminal status.
+func (s JobStatus) ending() bool { return s == JobFailing || s == JobCancelling }
+
+// ExecState is the state of an execution.
+type ExecState string
+
+// Execution states.
+const (
+	ExecScheduled ExecState = "SCHEDULED"
+	ExecDeploying ExecState = "DEPLOYING"
+	ExecRunning   ExecState = "RUNNING"
+	ExecFinished  ExecState = "FINISHED"
+	ExecCanceling ExecState = "CANCELING"
+	ExecCanceled  ExecState = "CANCELED"
+	ExecFailed    ExecState = "FAILED"
+)
+
+// Terminal reports whether the state is final.
+func (s ExecState) Terminal() bool {
+	return s == ExecFinished || s == ExecCanceled || s == ExecFailed
+}
+
+// Valid reports whether s is one of the execution states.
+func (s ExecState) Valid() bool { return s.rank() >= 0 }
+
+// rank orders states along an execution's life; a report moves an execution
+// only forward.
+func (s ExecState) rank() int {
+	switch s {
+	case ExecScheduled:
+		return 0
+	case ExecDeploying:
+		return 1
+	case ExecRunning:
+		return 2
+	case ExecCanceling:
+		return 3
+	case ExecFinished, ExecCanceled, ExecFailed:
+		return 4
+	}
+	return -1
+}
+
+// RegionStatus is the scheduling status of a pipelined region.
+type RegionStatus uint8
+
+// Region statuses.
+const (
+	// RegionWaiting: some upstream region has not FINISHED.
+	RegionWaiting RegionStatus = iota
+	// RegionReady: every execution is SCHEDULED and the region may be placed.
+	RegionReady
+	// RegionRunning: placed; its executions are deploying or running.
+	RegionRunning
+	// RegionRestarting: failed; waiting for its executions to end and for the
+	// restart delay to pass.
+	RegionRestarting
+	// RegionFinished: every subtask FINISHED.
+	RegionFinished
+	// RegionStopped: the job is cancelling, failing or has ended.
+	RegionStopped
+)
+
+var regionStatusNames = [...]string{"waiting", "ready", "running", "restarting", "finished", "stopped"}
+
+func (s RegionStatus) String() string {
+	if int(s) < len(regionStatusNames) {
+		return regionStatusNames[s]
+	}
+	return "unknown"
+}
+
+// Job is a submitted job. Spec is normalized and never changes after submit.
+type Job struct {
+	ID          string
+	Spec        *jobspec.Spec
+	Status      JobStatus
+	SubmitIndex uint64
+	SubmitTime  int64 // unix milliseconds, from the submit command
+	EndTime     int64 // unix milliseconds; 0 until terminal
+	Message     string
+	// Restarts counts region restarts carried out.
+	Restarts int
+	Backoff  RestartState
+	Vertices []VertexState
+	Regions  []RegionState
+}
+
+// VertexState is the per-vertex part of a job's state.
+type VertexState struct {
+	Region int
+	// Attempts holds the current attempt of each subtask.
+	Attempts []int
+	// Finished counts subtasks whose current attempt has FINISHED.
+	Finished int
+}
+
+// RegionState is the per-region part of a job's state. The region's shape
+// (vertices, upstream, downstream) comes from jobspec.Spec.Regions.
+type RegionState struct {
+	Vertices   []int
+	Upstream   []int
+	Downstream []int
+	Status     RegionStatus
+	// RestartAt is when a restarting region may restart (unix ms).
+	RestartAt int64
+}
+
+// RestartState is the restart strategy's bookkeeping for one job.
+type RestartState struct {
+	// Failures counts failure events: all of them for fixed-delay, those
+	// since the last backoff reset for exponential-delay.
+	Failures int
+	// FailureTimes are the recent failure times for failure-rate (unix ms).
+	FailureTimes []int64
+	// LastFailure is the time of the latest failure event (unix ms).
+	LastFailure int64
+	// BackoffMs is the current exponential-delay backoff.
+	BackoffMs int64
+}
+
+// Execution is one attempt of one subtask.
+type Execution struct {
+	ID     string
+	Job    string
+	Vertex string
+	// VertexIndex is the vertex's position in the job spec.
+	VertexIndex int
+	Subtask     int
+	Attempt     int
+	State       ExecState
+	Executor    string
+	Slot        int
+	// Epoch is the fencing token of the leader that placed the execution.
+	Epoch uint64
+	// Deployed is false while the deployment is pending (not acknowledged).
+	Deployed bool
+	// DeployIndex and AckIndex are the log indexes of the placement and of
+	// the acknowledgment.
+	DeployIndex uint64
+	AckIndex    uint64
+	DeployTime  int64 // unix ms of the placement
+	EndTime     int64 // unix ms of the terminal state
+	Message     string
+}
+
+// ExecutionID formats the id of an execution.
+func ExecutionID(job, vertex string, subtask, attempt int) string {
+	return job + "/" + vertex + "/" + strconv.Itoa(subtask) + "/" + strconv.Itoa(attempt)
+}

@@ -1,0 +1,250 @@
+package fsm
+
+import (
+	"sort"
+
+	"jobmaster/jobspec"
+)
+
+// Views are copies: a caller may keep them while the state moves on.
+
+// JobSummary is one line of the job list.
+type JobSummary struct {
+	ID     string
+	Name   string
+	Status JobStatus
+}
+
+// Jobs lists every job in id order.
+func (s *State) Jobs() []JobSummary {
+	out := make([]JobSummary, 0, len(s.jobs))
+	for _, id := range sortedKeys(s.jobs) {
+		j := s.jobs[id]
+		out = append(out, JobSummary{ID: j.ID, Name: j.Spec.Name, Status: j.Status})
+	}
+	return out
+}
+
+// JobView is a job with the current attempt of each subtask.
+type JobView struct {
+	ID          string
+	Name        string
+	Status      JobStatus
+	Message     string
+	Restarts    int
+	SubmitIndex uint64
+	SubmitTime  int64
+	EndTime     int64
+	Spec        *jobspec.Spec
+	Vertices    []VertexView
+}
+
+// VertexView is one vertex of a JobView.
+type VertexView struct {
+	ID          string
+	Parallelism int
+	Subtasks    []Execution
+}
+
+// Job returns a view of one job.
+func (s *State) Job(id string) (*JobView, bool) {
+	j, ok := s.jobs[id]
+	if !ok {
+		return nil, false
+	}
+	v := &JobView{
+		ID: j.ID, Name: j.Spec.Name, Status: j.Status, Message: j.Message, Restarts: j.Restarts,
+		SubmitIndex: j.SubmitIndex, SubmitTime: j.SubmitTime, EndTime: j.EndTime, Spec: j.Spec,
+	}
+	for vi := range j.Vertices {
+		sv := &j.Spec.Vertices[vi]
+		vv := VertexView{ID: sv.ID, Parallelism: sv.Parallelism, Subtasks: make([]Execution, 0, sv.Parallelism)}
+		s.forEachInVertex(j, vi, func(e *Execution) { vv.Subtasks = append(vv.Subtasks, *e) })
+		v.Vertices = append(v.Vertices, vv)
+	}
+	return v, true
+}
+
+// Execution returns a copy of one execution.
+func (s *State) Execution(id string) (Execution, bool) {
+	e, ok := s.execs[id]
+	if !ok {
+		return Execution{}, false
+	}
+	return *e, true
+}
+
+// NumJobs and NumExecutions count what the state holds.
+func (s *State) NumJobs() int       { return len(s.jobs) }
+func (s *State) NumExecutions() int { return len(s.execs) }
+
+// Expected returns the live executions placed on an executor (the
+// expected-deployment set for it), in id order.
+func (s *State) Expected(executor string) []Execution {
+	m := s.byExecutor[executor]
+	out := make([]Execution, 0, len(m))
+	for _, e := range m {
+		out = append(out, *e)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// ExpectedEach calls f with every live execution placed on the executor,
+// without copying; f must not keep the pointer.
+func (s *State) ExpectedEach(executor string, f func(*Execution)) {
+	for _, e := range s.byExecutor[executor] {
+		f(e)
+	}
+}
+
+// ExecutorsWithWork lists the executors that have live executions, in order.
+func (s *State) ExecutorsWithWork() []string { return sortedKeys(s.byExecutor) }
+
+// UsedSlots returns, per executor, the numbers of the slots in use.
+func (s *State) UsedSlots() map[string][]int {
+	out := make(map[string][]int, len(s.slots))
+	for ex, m := range s.slots {
+		l := make([]int, 0, len(m))
+		for n := range m {
+			l = append(l, n)
+		}
+		sort.Ints(l)
+		out[ex] = l
+	}
+	return out
+}
+
+// ReadyRegion is a region waiting to be placed.
+type ReadyRegion struct {
+	Job         string
+	Region      int
+	SubmitIndex uint64
+	// Keys are the slot keys the region needs, in group then index order.
+	Keys []SlotNeed
+	// Executions is the number of executions the region will start.
+	Executions int
+}
+
+// SlotNeed is one slot key of a ready region. Held is set when a live
+// execution of the same job already holds the key's slot: the region joins it
+// there.
+type SlotNeed struct {
+	Group    string
+	Index    int
+	Held     bool
+	Executor string
+	Slot     int
+}
+
+// ReadyRegions lists the regions waiting for placement, oldest job first.
+func (s *State) ReadyRegions() []ReadyRegion {
+	refs := make([]regionRef, 0, len(s.ready))
+	for r := range s.ready {
+		refs = append(refs, r)
+	}
+	sort.Slice(refs, func(a, b int) bool {
+		ja, jb := s.jobs[refs[a].job], s.jobs[refs[b].job]
+		if ja.SubmitIndex != jb.SubmitIndex {
+			return ja.SubmitIndex < jb.SubmitIndex
+		}
+		return refs[a].region < refs[b].region
+	})
+	out := make([]ReadyRegion, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, s.readyRegion(r))
+	}
+	return out
+}
+
+func (s *State) readyRegion(r regionRef) ReadyRegion {
+	j := s.jobs[r.job]
+	rr := ReadyRegion{Job: r.job, Region: r.region, SubmitIndex: j.SubmitIndex}
+	type gi struct {
+		group string
+		index int
+	}
+	seen := make(map[gi]bool)
+	for _, vi := range j.Regions[r.region].Vertices {
+		v := &j.Spec.Vertices[vi]
+		rr.Executions += v.Parallelism
+		for i := 0; i < v.Parallelism; i++ {
+			k := gi{v.SlotSharingGroup, i}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			n := SlotNeed{Group: k.group, Index: i}
+			if ref, ok := s.slotOf[slotKey{j.ID, k.group, i}]; ok {
+				n.Held, n.Executor, n.Slot = true, ref.executor, ref.slot
+			}
+			rr.Keys = append(rr.Keys, n)
+		}
+	}
+	sort.Slice(rr.Keys, func(a, b int) bool {
+		if rr.Keys[a].Group != rr.Keys[b].Group {
+			return rr.Keys[a].Group < rr.Keys[b].Group
+		}
+		return rr.Keys[a].Index < rr.Keys[b].Index
+	})
+	return rr
+}
+
+// RestartsDue lists the jobs with a region whose restart is due at now.
+func (s *State) RestartsDue(now int64) []string {
+	due := make(map[string]bool)
+	for r := range s.restarting {
+		if !due[r.job] && s.restartDue(s.jobs[r.job], r.region, now) {
+			due[r.job] = true
+		}
+	}
+	return sortedKeys(due)
+}
+
+// NextRestart returns the earliest restart time of any restarting region,
+// or 0 when none is restarting.
+func (s *State) NextRestart() int64 {
+	var next int64
+	for r := range s.restarting {
+		at := s.jobs[r.job].Regions[r.region].RestartAt
+		if next == 0 || at < next {
+			next = at
+		}
+	}
+	return next
+}
+
+// TaskSpec is what an executor needs to run an execution.
+type TaskSpec struct {
+	Execution   Execution
+	Parallelism int
+	Command     []string
+	Env         map[string]string
+}
+
+// TaskSpec returns the deployment of a placed execution.
+func (s *State) TaskSpec(id string) (TaskSpec, bool) {
+	e, ok := s.execs[id]
+	if !ok {
+		return TaskSpec{}, false
+	}
+	return s.taskSpec(e), true
+}
+
+func (s *State) taskSpec(e *Execution) TaskSpec {
+	v := &s.jobs[e.Job].Spec.Vertices[e.VertexIndex]
+	return TaskSpec{Execution: *e, Parallelism: v.Parallelism, Command: v.Command, Env: v.Env}
+}
+
+// TaskSpecs returns the deployments of placed executions (Placed of a
+// place-region result).
+func (s *State) TaskSpecs(placed []Execution) []TaskSpec {
+	out := make([]TaskSpec, 0, len(placed))
+	for i := range placed {
+		if j := s.jobs[placed[i].Job]; j != nil {
+			v := &j.Spec.Vertices[placed[i].VertexIndex]
+			out = append(out, TaskSpec{Execution: placed[i], Parallelism: v.Parallelism, Command: v.Command, Env: v.Env})
+		}
+	}
+	return out
+}

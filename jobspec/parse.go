@@ -1,0 +1,413 @@
+package jobspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Limits beyond the per-vertex ones.
+const (
+	MaxTotalSubtasks = 100000
+	MaxNameLength    = 256
+)
+
+// Error is a validation error that names the offending field with a JSON
+// path such as "vertices[1].parallelism".
+type Error struct {
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return e.Msg
+	}
+	return e.Field + ": " + e.Msg
+}
+
+func fieldErr(field, format string, args ...any) *Error {
+	return &Error{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Parse decodes a JSON job spec, rejects unknown fields and trailing data,
+// validates it and returns it normalized. Every error is an *Error.
+func Parse(data []byte) (*Spec, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &Error{Msg: "malformed JSON: unexpected data after the job spec"}
+	}
+	if err := s.Normalize(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// jsonError turns an encoding/json error into a message a user can act on.
+func jsonError(err error) *Error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return &Error{Msg: fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn)}
+	case errors.As(err, &typ):
+		return fieldErr(typ.Field, "want %s, got JSON %s", typ.Type, typ.Value)
+	case errors.Is(err, io.EOF):
+		return &Error{Msg: "malformed JSON: empty body, want a job spec"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &Error{Msg: "malformed JSON: unexpected end of input"}
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return &Error{Field: strings.Trim(f, `"`), Msg: "unknown field"}
+	}
+	return &Error{Msg: "malformed job spec: " + strings.TrimPrefix(msg, "json: ")}
+}
+
+// Normalize validates the spec in place and fills in every default, so that
+// two specs meaning the same thing become equal.
+func (s *Spec) Normalize() error {
+	if len(s.Name) > MaxNameLength {
+		return fieldErr("name", "longer than %d characters", MaxNameLength)
+	}
+	if len(s.Vertices) == 0 {
+		return fieldErr("vertices", "a job needs at least one vertex")
+	}
+	if len(s.Vertices) > MaxVertices {
+		return fieldErr("vertices", "%d vertices, at most %d allowed", len(s.Vertices), MaxVertices)
+	}
+	index := make(map[string]int, len(s.Vertices))
+	total := 0
+	for i := range s.Vertices {
+		v := &s.Vertices[i]
+		f := fmt.Sprintf("vertices[%d]", i)
+		if err := checkName(f+".id", v.ID); err != nil {
+			return err
+		}
+		if j, dup := index[v.ID]; dup {
+			return fieldErr(f+".id", "duplicate vertex id %q (also vertices[%d])", v.ID, j)
+		}
+		index[v.ID] = i
+		if v.Parallelism < 1 || v.Parallelism > MaxParallelism {
+			return fieldErr(f+".parallelism", "must be between 1 and %d, got %d", MaxParallelism, v.Parallelism)
+		}
+		total += v.Parallelism
+		if len(v.Command) == 0 || v.Command[0] == "" {
+			return fieldErr(f+".command", "must name a program to run")
+		}
+		for k, val := range v.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return fieldErr(f+".env", "invalid variable name %q", k)
+			}
+			if strings.HasPrefix(k, "JOBMASTER_") {
+				return fieldErr(f+".env."+k, "JOBMASTER_ variables are set by the executor")
+			}
+			if strings.ContainsRune(val, 0) {
+				return fieldErr(f+".env."+k, "value contains a NUL byte")
+			}
+		}
+		if len(v.Env) == 0 {
+			v.Env = nil
+		}
+		if v.SlotSharingGroup == "" {
+			v.SlotSharingGroup = DefaultSlotSharingGroup
+		} else if err := checkName(f+".slot_sharing_group", v.SlotSharingGroup); err != nil {
+			return err
+		}
+	}
+	if total > MaxTotalSubtasks {
+		return fieldErr("vertices", "%d subtasks in all, at most %d allowed", total, MaxTotalSubtasks)
+	}
+	for i := range s.Vertices {
+		v := &s.Vertices[i]
+		seen := make(map[string]bool, len(v.Inputs))
+		for j := range v.Inputs {
+			in := &v.Inputs[j]
+			f := fmt.Sprintf("vertices[%d].inputs[%d]", i, j)
+			if _, ok := index[in.From]; !ok {
+				return fieldErr(f+".from", "unknown vertex %q", in.From)
+			}
+			if in.From == v.ID {
+				return fieldErr(f+".from", "vertex %q cannot consume itself (cycle)", v.ID)
+			}
+			if seen[in.From] {
+				return fieldErr(f+".from", "duplicate input from %q", in.From)
+			}
+			seen[in.From] = true
+			switch in.Mode {
+			case "":
+				in.Mode = ModePipelined
+			case ModePipelined, ModeBlocking:
+			default:
+				return fieldErr(f+".mode", "must be %q or %q, got %q", ModePipelined, ModeBlocking, in.Mode)
+			}
+		}
+		if len(v.Inputs) == 0 {
+			v.Inputs = nil
+		}
+	}
+	if cycle := findCycle(s, index); cycle != nil {
+		return fieldErr("vertices", "the job graph has a cycle: %s", strings.Join(cycle, " -> "))
+	}
+	switch s.Failover {
+	case "":
+		s.Failover = FailoverRegion
+	case FailoverRegion, FailoverFull:
+	default:
+		return fieldErr("failover", "must be %q or %q, got %q", FailoverRegion, FailoverFull, s.Failover)
+	}
+	if s.Restart == nil {
+		s.Restart = &Restart{Strategy: StrategyFixedDelay, Attempts: omitted, Jitter: omitted, Delay: omitted}
+	}
+	return s.Restart.normalize()
+}
+
+// checkName accepts identifiers that can appear in an execution id
+// (<job>/<vertex>/<subtask>/<attempt>): letters, digits, '.', '_' and '-'.
+func checkName(field, v string) error {
+	if err := CheckID(v); err != nil {
+		return fieldErr(field, "%s", err.Error())
+	}
+	return nil
+}
+
+// CheckID validates a job or vertex id: 1 to 128 characters from letters,
+// digits, '.', '_' and '-', not "." or "..".
+func CheckID(v string) error {
+	if v == "" {
+		return errors.New("must not be empty")
+	}
+	if len(v) > MaxIDLength {
+		return fmt.Errorf("longer than %d characters", MaxIDLength)
+	}
+	if v == "." || v == ".." {
+		return fmt.Errorf("%q is not allowed", v)
+	}
+	for _, r := range v {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return fmt.Errorf("%q has the character %q; use letters, digits, '.', '_' and '-'", v, r)
+		}
+	}
+	return nil
+}
+
+// findCycle returns the vertex ids along a cycle of the job graph, or nil.
+func findCycle(s *Spec, index map[string]int) []string {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int, len(s.Vertices))
+	parent := make([]int, len(s.Vertices))
+	var cycle []string
+	var visit func(i int) bool
+	// Edges run from a consumer to its producers; a cycle either way is a cycle.
+	visit = func(i int) bool {
+		color[i] = grey
+		for _, in := range s.Vertices[i].Inputs {
+			j := index[in.From]
+			switch color[j] {
+			case grey:
+				cycle = []string{s.Vertices[j].ID}
+				for k := i; k != j; k = parent[k] {
+					cycle = append(cycle, s.Vertices[k].ID)
+				}
+				cycle = append(cycle, s.Vertices[j].ID)
+				return true
+			case white:
+				parent[j] = i
+				if visit(j) {
+					return true
+				}
+			}
+		}
+		color[i] = black
+		return false
+	}
+	for i := range s.Vertices {
+		if color[i] == white && visit(i) {
+			return cycle
+		}
+	}
+	return nil
+}
+
+// Defaults of the restart strategies (documented in docs/configuration.md).
+const (
+	DefaultFixedDelayAttempts  = 3
+	DefaultRestartDelay        = Duration(time.Second)
+	DefaultInitialDelay        = Duration(time.Second)
+	DefaultMaxDelay            = Duration(time.Minute)
+	DefaultMultiplier          = 2.0
+	DefaultJitter              = 0.1
+	DefaultResetThreshold      = Duration(time.Hour)
+	DefaultFailureRateMax      = 1
+	DefaultFailureRateInterval = Duration(time.Minute)
+	maxRestartDuration         = Duration(24 * time.Hour)
+
+	// omitted marks attempts, delay or jitter left out of the JSON, so that
+	// the default applies; an explicit 0 means zero.
+	omitted = -1
+)
+
+// UnmarshalJSON decodes a restart strategy, telling an omitted attempts
+// field (the default applies) from an explicit 0 (no restarts).
+func (r *Restart) UnmarshalJSON(b []byte) error {
+	type plain Restart
+	var raw struct {
+		plain
+		Attempts *int      `json:"attempts,omitempty"`
+		Jitter   *float64  `json:"jitter,omitempty"`
+		Delay    *Duration `json:"delay,omitempty"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		if e := jsonError(err); e.Field != "" {
+			e.Field = "restart." + strings.TrimPrefix(e.Field, "plain.")
+			return e
+		}
+		return err
+	}
+	*r = Restart(raw.plain)
+	r.Attempts = omitted
+	r.Jitter = omitted
+	r.Delay = omitted
+	if raw.Delay != nil {
+		r.Delay = *raw.Delay
+		if r.Delay < 0 {
+			return fieldErr("restart.delay", "must not be negative, got %s", r.Delay.Std())
+		}
+	}
+	if raw.Jitter != nil {
+		r.Jitter = *raw.Jitter
+		if r.Jitter < 0 || r.Jitter > 1 {
+			return fieldErr("restart.jitter", "must be between 0 and 1, got %g", r.Jitter)
+		}
+	}
+	if raw.Attempts != nil {
+		r.Attempts = *raw.Attempts
+		if r.Attempts < 0 {
+			return fieldErr("restart.attempts", "must not be negative, got %d", r.Attempts)
+		}
+	}
+	return nil
+}
+
+func (r *Restart) normalize() error {
+	attemptsSet := r.Attempts != omitted && r.Attempts != 0
+	jitterSet := r.Jitter != omitted && r.Jitter != 0
+	delaySet := r.Delay != omitted && r.Delay != 0
+	if r.Delay == omitted {
+		r.Delay = 0
+		if r.Strategy == StrategyFixedDelay || r.Strategy == StrategyFailureRate {
+			r.Delay = DefaultRestartDelay
+		}
+	}
+	if r.Jitter == omitted {
+		r.Jitter = 0
+		if r.Strategy == StrategyExponentialDelay {
+			r.Jitter = DefaultJitter
+		}
+	}
+	if r.Attempts == omitted {
+		r.Attempts = 0
+		if r.Strategy == StrategyFixedDelay {
+			r.Attempts = DefaultFixedDelayAttempts
+		}
+	} else if r.Attempts < 0 {
+		return fieldErr("restart.attempts", "must not be negative, got %d", r.Attempts)
+	}
+	for _, d := range []struct {
+		name string
+		v    Duration
+	}{{"delay", r.Delay}, {"initial_delay", r.InitialDelay}, {"max_delay", r.MaxDelay}, {"reset_threshold", r.ResetThreshold}, {"interval", r.Interval}} {
+		if d.v < 0 || d.v > maxRestartDuration {
+			return fieldErr("restart."+d.name, "must be between 0s and %s, got %s", maxRestartDuration.Std(), d.v.Std())
+		}
+	}
+	unused := func(names ...string) error {
+		for _, n := range names {
+			set := false
+			switch n {
+			case "attempts":
+				set = attemptsSet
+			case "delay":
+				set = delaySet
+			case "initial_delay":
+				set = r.InitialDelay != 0
+			case "max_delay":
+				set = r.MaxDelay != 0
+			case "multiplier":
+				set = r.Multiplier != 0
+			case "jitter":
+				set = jitterSet
+			case "reset_threshold":
+				set = r.ResetThreshold != 0
+			case "max_failures":
+				set = r.MaxFailures != 0
+			case "interval":
+				set = r.Interval != 0
+			}
+			if set {
+				return fieldErr("restart."+n, "not used by strategy %q", r.Strategy)
+			}
+		}
+		return nil
+	}
+	switch r.Strategy {
+	case StrategyNone:
+		return unused("attempts", "delay", "initial_delay", "max_delay", "multiplier", "jitter", "reset_threshold", "max_failures", "interval")
+	case StrategyFixedDelay:
+		return unused("initial_delay", "max_delay", "multiplier", "jitter", "reset_threshold", "max_failures", "interval")
+	case StrategyFailureRate:
+		if r.MaxFailures < 0 {
+			return fieldErr("restart.max_failures", "must not be negative, got %d", r.MaxFailures)
+		}
+		if r.MaxFailures == 0 {
+			r.MaxFailures = DefaultFailureRateMax
+		}
+		if r.Interval == 0 {
+			r.Interval = DefaultFailureRateInterval
+		}
+		return unused("attempts", "initial_delay", "max_delay", "multiplier", "jitter", "reset_threshold")
+	case StrategyExponentialDelay:
+		if r.InitialDelay == 0 {
+			r.InitialDelay = DefaultInitialDelay
+		}
+		if r.MaxDelay == 0 {
+			r.MaxDelay = DefaultMaxDelay
+		}
+		if r.MaxDelay < r.InitialDelay {
+			return fieldErr("restart.max_delay", "must be at least initial_delay (%s), got %s", r.InitialDelay.Std(), r.MaxDelay.Std())
+		}
+		if r.Multiplier == 0 {
+			r.Multiplier = DefaultMultiplier
+		}
+		if r.Multiplier < 1 || r.Multiplier > 100 {
+			return fieldErr("restart.multiplier", "must be between 1 and 100, got %g", r.Multiplier)
+		}
+		if r.Jitter < 0 || r.Jitter > 1 {
+			return fieldErr("restart.jitter", "must be between 0 and 1, got %g", r.Jitter)
+		}
+		if r.ResetThreshold == 0 {
+			r.ResetThreshold = DefaultResetThreshold
+		}
+		return unused("delay", "max_failures", "interval")
+	case "":
+		return fieldErr("restart.strategy", "missing; use one of none, fixed-delay, exponential-delay, failure-rate")
+	default:
+		return fieldErr("restart.strategy", "unknown strategy %q; use one of none, fixed-delay, exponential-delay, failure-rate", r.Strategy)
+	}
+}

@@ -1,0 +1,124 @@
+package jobspec
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const valid = `{
+  "name": "wordcount",
+  "vertices": [
+    {"id": "split", "parallelism": 4, "command": ["sh", "-c", "true"], "env": {"K": "V"}},
+    {"id": "count", "parallelism": 2, "command": ["./count"],
+     "inputs": [{"from": "split", "mode": "blocking"}], "slot_sharing_group": "default"}
+  ],
+  "restart": {"strategy": "fixed-delay", "attempts": 3, "delay": "1s"},
+  "failover": "region"
+}`
+
+func TestParseValid(t *testing.T) {
+	s, err := Parse([]byte(valid))
+	require.NoError(t, err)
+	require.Equal(t, "wordcount", s.Name)
+	require.Equal(t, 6, s.TotalSubtasks())
+	require.Equal(t, Duration(time.Second), s.Restart.Delay)
+	require.Equal(t, 3, s.Restart.Attempts)
+	require.Equal(t, ModeBlocking, s.Vertices[1].Inputs[0].Mode)
+}
+
+func TestParseDefaults(t *testing.T) {
+	s, err := Parse([]byte(`{"vertices":[{"id":"a","parallelism":1,"command":["true"]},
+		{"id":"b","parallelism":1,"command":["true"],"inputs":[{"from":"a"}]}]}`))
+	require.NoError(t, err)
+	require.Equal(t, FailoverRegion, s.Failover)
+	require.Equal(t, &Restart{Strategy: StrategyFixedDelay, Attempts: DefaultFixedDelayAttempts, Delay: DefaultRestartDelay}, s.Restart)
+	require.Equal(t, ModePipelined, s.Vertices[1].Inputs[0].Mode)
+	require.Equal(t, DefaultSlotSharingGroup, s.Vertices[0].SlotSharingGroup)
+
+	// Normalizing twice changes nothing: specs meaning the same compare equal.
+	again := *s
+	require.NoError(t, again.Normalize())
+	require.Equal(t, s, &again)
+
+	s, err = Parse([]byte(`{"vertices":[{"id":"a","parallelism":1,"command":["true"]}],
+		"restart":{"strategy":"fixed-delay","attempts":0}}`))
+	require.NoError(t, err)
+	require.Equal(t, 0, s.Restart.Attempts, "an explicit 0 means no restarts")
+
+	s, err = Parse([]byte(`{"vertices":[{"id":"a","parallelism":1,"command":["true"]}],
+		"restart":{"strategy":"exponential-delay"}}`))
+	require.NoError(t, err)
+	require.Equal(t, DefaultJitter, s.Restart.Jitter)
+	require.Equal(t, DefaultMaxDelay, s.Restart.MaxDelay)
+	s, err = Parse([]byte(`{"vertices":[{"id":"a","parallelism":1,"command":["true"]}],
+		"restart":{"strategy":"exponential-delay","jitter":0}}`))
+	require.NoError(t, err)
+	require.Equal(t, 0.0, s.Restart.Jitter, "an explicit 0 means no jitter")
+}
+
+func TestParseErrors(t *testing.T) {
+	v := func(extra string) string {
+		return `{"vertices":[{"id":"a","parallelism":1,"command":["true"]}` + extra + `]}`
+	}
+	cases := []struct {
+		name, body, want string
+	}{
+		{"malformed", `{"vertices": [`, "malformed JSON"},
+		{"empty", ``, "empty body"},
+		{"not an object", `[1,2]`, "want jobspec.Spec"},
+		{"trailing", v("") + `{}`, "unexpected data after"},
+		{"unknown field", `{"vertices":[],"bogus":1}`, "bogus: unknown field"},
+		{"unknown vertex field", `{"vertices":[{"id":"a","parallelism":1,"command":["x"],"paralelism":2}]}`, "paralelism: unknown field"},
+		{"no vertices", `{"vertices":[]}`, "vertices: a job needs at least one vertex"},
+		{"wrong type", `{"vertices":[{"id":"a","parallelism":"x","command":["x"]}]}`, "vertices.parallelism: want int"},
+		{"parallelism 0", `{"vertices":[{"id":"a","parallelism":0,"command":["x"]}]}`, "vertices[0].parallelism: must be between 1 and 10000, got 0"},
+		{"parallelism too big", `{"vertices":[{"id":"a","parallelism":10001,"command":["x"]}]}`, "vertices[0].parallelism"},
+		{"empty command", `{"vertices":[{"id":"a","parallelism":1,"command":[]}]}`, "vertices[0].command: must name a program"},
+		{"missing id", `{"vertices":[{"parallelism":1,"command":["x"]}]}`, "vertices[0].id: must not be empty"},
+		{"slash in id", `{"vertices":[{"id":"a/b","parallelism":1,"command":["x"]}]}`, "vertices[0].id"},
+		{"duplicate", v(`,{"id":"a","parallelism":1,"command":["x"]}`), `vertices[1].id: duplicate vertex id "a"`},
+		{"unknown edge", v(`,{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"zz"}]}`), `vertices[1].inputs[0].from: unknown vertex "zz"`},
+		{"self edge", `{"vertices":[{"id":"a","parallelism":1,"command":["x"],"inputs":[{"from":"a"}]}]}`, "cycle"},
+		{"cycle", `{"vertices":[{"id":"a","parallelism":1,"command":["x"],"inputs":[{"from":"c"}]},
+			{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"a"}]},
+			{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]}]}`, "vertices: the job graph has a cycle"},
+		{"bad mode", v(`,{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"a","mode":"push"}]}`), `vertices[1].inputs[0].mode`},
+		{"reserved env", `{"vertices":[{"id":"a","parallelism":1,"command":["x"],"env":{"JOBMASTER_JOB_ID":"x"}}]}`, "JOBMASTER_ variables"},
+		{"bad failover", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"failover":"some"}`, "failover: must be"},
+		{"bad strategy", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"sometimes"}}`, `restart.strategy: unknown strategy "sometimes"`},
+		{"bad delay", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"fixed-delay","delay":"soon"}}`, `invalid duration "soon"`},
+		{"unused param", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"none","attempts":2}}`, `restart.attempts: not used by strategy "none"`},
+		{"unknown restart field", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"none","tries":2}}`, `restart.tries: unknown field`},
+		{"negative attempts", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"fixed-delay","attempts":-1}}`, `restart.attempts: must not be negative`},
+		{"jitter", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"exponential-delay","jitter":2}}`, `restart.jitter`},
+		{"too many subtasks", `{"vertices":[` + strings.Repeat(`{"id":"x","parallelism":10000,"command":["x"]},`, 0) + manyVertices(11) + `]}`, "subtasks in all"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.body))
+			require.Error(t, err)
+			require.IsType(t, &Error{}, err)
+			require.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+func manyVertices(n int) string {
+	var parts []string
+	for i := 0; i < n; i++ {
+		parts = append(parts, `{"id":"v`+string(rune('a'+i))+`","parallelism":10000,"command":["x"]}`)
+	}
+	return strings.Join(parts, ",")
+}
+
+func TestDurationJSONRoundTrip(t *testing.T) {
+	b, err := Duration(1500 * time.Millisecond).MarshalJSON()
+	require.NoError(t, err)
+	require.Equal(t, `"1.5s"`, string(b))
+	var d Duration
+	require.NoError(t, d.UnmarshalJSON(b))
+	require.Equal(t, Duration(1500*time.Millisecond), d)
+}
