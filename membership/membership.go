@@ -1,0 +1,315 @@
+// Package membership is gossip membership (hashicorp/memberlist) for both
+// roles. Each node gossips its Meta: its role, its HTTP address and, for a
+// master, its Raft address and whether it already belongs to a Raft cluster;
+// for an executor, its slot count. Masters use it to find each other (to
+// bootstrap) and to find executors; executors use it to find masters.
+//
+// Membership is advisory: the leader decides that an executor is lost from
+// its own heartbeats, never from gossip alone.
+package membership
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Roles.
+const (
+	RoleMaster   = "master"
+	RoleExecutor = "executor"
+)
+
+// Member statuses.
+const (
+	StatusAlive   = "alive"
+	StatusSuspect = "suspect"
+	StatusDead    = "dead"
+	StatusLeft    = "left"
+)
+
+// maxMeta is memberlist's limit on node metadata (it panics above it).
+const maxMeta = memberlist.MetaMaxSize
+
+// Meta is what a node tells the others about itself.
+type Meta struct {
+	Role     string `json:"r"`
+	HTTPAddr string `json:"h"`
+	RaftAddr string `json:"ra,omitempty"`
+	// InCluster is set by a master that has Raft state (it was bootstrapped or
+	// added to a cluster): such a cluster must not be bootstrapped again.
+	InCluster bool `json:"c,omitempty"`
+	Slots     int  `json:"s,omitempty"`
+	Version   int  `json:"v"`
+}
+
+// Member is a node as gossip sees it.
+type Member struct {
+	ID         string
+	GossipAddr string
+	Status     string
+	Meta       Meta
+}
+
+// Config configures a gossip node.
+type Config struct {
+	NodeID string
+	// BindAddr is host:port for gossip (TCP and UDP).
+	BindAddr string
+	// Join lists gossip addresses to join; the node keeps retrying them in the
+	// background, and rejoins them after a partition heals.
+	Join []string
+	Meta Meta
+	// Logger receives memberlist's log at debug level.
+	Logger *slog.Logger
+	// ReconnectInterval is how often the node retries Join addresses that are
+	// not alive members (default 2s).
+	ReconnectInterval time.Duration
+}
+
+// Node is a running gossip member.
+type Node struct {
+	cfg  Config
+	list *memberlist.Memberlist
+
+	mu      sync.Mutex
+	meta    Meta
+	members map[string]*Member
+	changed chan struct{}
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Start binds the gossip port and starts joining.
+func Start(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.ReconnectInterval == 0 {
+		cfg.ReconnectInterval = 2 * time.Second
+	}
+	host, portStr, err := net.SplitHostPort(cfg.BindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: %w", cfg.BindAddr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: bad port", cfg.BindAddr)
+	}
+	n := &Node{
+		cfg:     cfg,
+		meta:    cfg.Meta,
+		members: make(map[string]*Member),
+		changed: make(chan struct{}),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if b, err := n.encodeMeta(cfg.Meta); err != nil {
+		return nil, err
+	} else if len(b) > maxMeta {
+		return nil, fmt.Errorf("gossip metadata is %d bytes, at most %d", len(b), maxMeta)
+	}
+	mc := memberlist.DefaultLocalConfig()
+	mc.Name = cfg.NodeID
+	mc.BindAddr = host
+	mc.BindPort = port
+	mc.AdvertiseAddr = host
+	mc.AdvertisePort = port
+	mc.Delegate = (*delegate)(n)
+	mc.Events = (*events)(n)
+	mc.Logger = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)
+	// A restarted node comes back under its name, possibly on a new address.
+	mc.DeadNodeReclaimTime = time.Second
+	// Loopback and LAN clusters: detect failures in a few seconds.
+	mc.ProbeInterval = 500 * time.Millisecond
+	mc.PushPullInterval = 5 * time.Second
+	list, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("gossip on %s: %w", cfg.BindAddr, err)
+	}
+	n.list = list
+	go n.rejoin()
+	return n, nil
+}
+
+// rejoin keeps joining the configured addresses that are not alive members:
+// at start (the others may not be up yet) and after a partition, when
+// memberlist alone would leave both sides believing the other dead.
+func (n *Node) rejoin() {
+	defer close(n.done)
+	t := time.NewTicker(n.cfg.ReconnectInterval)
+	defer t.Stop()
+	for {
+		var want []string
+		alive := make(map[string]bool)
+		for _, m := range n.list.Members() {
+			if m.State == memberlist.StateAlive || m.State == memberlist.StateSuspect {
+				alive[m.Address()] = true
+			}
+		}
+		for _, a := range n.cfg.Join {
+			if !alive[a] && a != n.cfg.BindAddr {
+				want = append(want, a)
+			}
+		}
+		// Dead members are retried too: after a partition heals they answer.
+		n.mu.Lock()
+		for _, m := range n.members {
+			if m.Status == StatusDead && !alive[m.GossipAddr] {
+				want = append(want, m.GossipAddr)
+			}
+		}
+		n.mu.Unlock()
+		if len(want) > 0 {
+			if _, err := n.list.Join(want); err != nil {
+				n.cfg.Logger.Debug("gossip join", "addrs", want, "err", err)
+			}
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Members lists every known member, including failed ones, by id.
+func (n *Node) Members() []Member {
+	live := make(map[string]memberlist.NodeStateType)
+	for _, m := range n.list.Members() {
+		live[m.Name] = m.State
+	}
+	n.mu.Lock()
+	out := make([]Member, 0, len(n.members))
+	for _, m := range n.members {
+		c := *m
+		if st, ok := live[c.ID]; ok && st == memberlist.StateSuspect && c.Status == StatusAlive {
+			c.Status = StatusSuspect
+		}
+		out = append(out, c)
+	}
+	n.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Role lists the members with the given role.
+func (n *Node) Role(role string) []Member {
+	var out []Member
+	for _, m := range n.Members() {
+		if m.Meta.Role == role {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Get returns one member by id.
+func (n *Node) Get(id string) (Member, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m, ok := n.members[id]
+	if !ok {
+		return Member{}, false
+	}
+	return *m, true
+}
+
+// Changed returns a channel closed at the next membership change.
+func (n *Node) Changed() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.changed
+}
+
+func (n *Node) notifyLocked() {
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// UpdateMeta changes this node's metadata and gossips it.
+func (n *Node) UpdateMeta(m Meta) error {
+	if b, err := n.encodeMeta(m); err != nil {
+		return err
+	} else if len(b) > maxMeta {
+		return fmt.Errorf("gossip metadata is %d bytes, at most %d", len(b), maxMeta)
+	}
+	n.mu.Lock()
+	n.meta = m
+	n.mu.Unlock()
+	return n.list.UpdateNode(time.Second)
+}
+
+// Leave announces departure and stops gossip.
+func (n *Node) Leave(timeout time.Duration) error {
+	err := n.list.Leave(timeout)
+	return errors.Join(err, n.Shutdown())
+}
+
+// Shutdown stops gossip without announcing it (as a crash would).
+func (n *Node) Shutdown() error {
+	select {
+	case <-n.stop:
+		return nil
+	default:
+	}
+	close(n.stop)
+	<-n.done
+	return n.list.Shutdown()
+}
+
+func (n *Node) encodeMeta(m Meta) ([]byte, error) {
+	return json.Marshal(m)
+}
+
+func (n *Node) observe(node *memberlist.Node, status string) {
+	var meta Meta
+	if err := json.Unmarshal(node.Meta, &meta); err != nil {
+		n.cfg.Logger.Warn("gossip: undecodable metadata", "node", node.Name, "err", err)
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.members[node.Name] = &Member{ID: node.Name, GossipAddr: node.Address(), Status: status, Meta: meta}
+	n.notifyLocked()
+}
+
+type delegate Node
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	n := (*Node)(d)
+	n.mu.Lock()
+	m := n.meta
+	n.mu.Unlock()
+	b, _ := n.encodeMeta(m)
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+type events Node
+
+func (e *events) NotifyJoin(node *memberlist.Node)   { (*Node)(e).observe(node, StatusAlive) }
+func (e *events) NotifyUpdate(node *memberlist.Node) { (*Node)(e).observe(node, StatusAlive) }
+func (e *events) NotifyLeave(node *memberlist.Node) {
+	st := StatusDead
+	if node.State == memberlist.StateLeft {
+		st = StatusLeft
+	}
+	(*Node)(e).observe(node, st)
+}

@@ -1,0 +1,80 @@
+package membership
+
+import (
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// ignoreProbe: memberlist's Shutdown does not wait for a probe in flight,
+// which ends by itself within the probe interval.
+var ignoreProbe = goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode")
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitFor polls a condition until it holds; it fails the test after a
+// generous bound that only a broken implementation reaches.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestMembersFindEachOtherAndSeeFailures(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreProbe)
+	a := freePort(t)
+	m1, err := Start(Config{NodeID: "m1", BindAddr: a, Meta: Meta{Role: RoleMaster, HTTPAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", Version: 1}})
+	require.NoError(t, err)
+	defer m1.Shutdown()
+	e1, err := Start(Config{NodeID: "e1", BindAddr: freePort(t), Join: []string{a}, Meta: Meta{Role: RoleExecutor, HTTPAddr: "127.0.0.1:3", Slots: 4, Version: 1}})
+	require.NoError(t, err)
+
+	waitFor(t, "m1 to see e1", func() bool { return len(m1.Role(RoleExecutor)) == 1 })
+	ex := m1.Role(RoleExecutor)[0]
+	require.Equal(t, "e1", ex.ID)
+	require.Equal(t, 4, ex.Meta.Slots)
+	require.Equal(t, "127.0.0.1:3", ex.Meta.HTTPAddr)
+	waitFor(t, "e1 to see m1", func() bool { return len(e1.Role(RoleMaster)) == 1 })
+
+	// Metadata updates spread.
+	changed := e1.Changed()
+	require.NoError(t, m1.UpdateMeta(Meta{Role: RoleMaster, HTTPAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", InCluster: true, Version: 1}))
+	waitFor(t, "e1 to see m1 in a cluster", func() bool { m, _ := e1.Get("m1"); return m.Meta.InCluster })
+	<-changed
+
+	// A crashed member is reported dead.
+	require.NoError(t, e1.Shutdown())
+	waitFor(t, "m1 to see e1 dead", func() bool { m, _ := m1.Get("e1"); return m.Status == StatusDead })
+}
+
+func TestJoinRetriesUntilTheOtherSideIsUp(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreProbe)
+	a := freePort(t)
+	e1, err := Start(Config{NodeID: "e1", BindAddr: freePort(t), Join: []string{a}, ReconnectInterval: 100 * time.Millisecond,
+		Meta: Meta{Role: RoleExecutor, HTTPAddr: "x", Version: 1}})
+	require.NoError(t, err)
+	defer e1.Shutdown()
+	m1, err := Start(Config{NodeID: "m1", BindAddr: a, Meta: Meta{Role: RoleMaster, HTTPAddr: "y", Version: 1}})
+	require.NoError(t, err)
+	defer m1.Shutdown()
+	waitFor(t, "e1 to join m1 after m1 started", func() bool { return len(e1.Role(RoleMaster)) == 1 })
+}
+
+func TestMetaTooLargeIsAnError(t *testing.T) {
+	_, err := Start(Config{NodeID: "x", BindAddr: freePort(t), Meta: Meta{Role: RoleMaster, HTTPAddr: fmt.Sprintf("%0600d", 1)}})
+	require.ErrorContains(t, err, "gossip metadata")
+}
