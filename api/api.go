@@ -1,0 +1,101 @@
+// Package api holds the JSON bodies of the masters' public HTTP API
+// (docs/api.md), shared by the server and the client.
+package api
+
+// DefaultAddress is where the client looks for masters when neither
+// --address nor JOBMASTER_ADDR is set: the masters of `jobmaster dev`.
+const DefaultAddress = "127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403"
+
+// MaxBodyBytes bounds a request body; a larger one gets 413.
+const MaxBodyBytes = 1 << 20
+
+// Error is the body of every error answer.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// SubmitResponse answers PUT /v1/jobs/{id} and POST /v1/jobs.
+type SubmitResponse struct {
+	ID string `json:"id"`
+}
+
+// JobList answers GET /v1/jobs.
+type JobList struct {
+	Jobs []JobSummary `json:"jobs"`
+}
+
+// JobSummary is one job of the list.
+type JobSummary struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+}
+
+// Job answers GET /v1/jobs/{id}.
+type Job struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Status   string `json:"status"`
+	Restarts int    `json:"restarts"`
+	// Message says why the job failed or what it last restarted for.
+	Message    string   `json:"message,omitempty"`
+	SubmitTime int64    `json:"submit_time_ms"`
+	EndTime    int64    `json:"end_time_ms,omitempty"`
+	Vertices   []Vertex `json:"vertices"`
+}
+
+// Vertex is one vertex of a job.
+type Vertex struct {
+	ID          string    `json:"id"`
+	Parallelism int       `json:"parallelism"`
+	Subtasks    []Subtask `json:"subtasks"`
+}
+
+// Subtask is the current attempt of one subtask.
+type Subtask struct {
+	Index       int    `json:"index"`
+	Attempt     int    `json:"attempt"`
+	State       string `json:"state"`
+	Executor    string `json:"executor"`
+	ExecutionID string `json:"execution_id"`
+	Message     string `json:"message,omitempty"`
+}
+
+// Cluster answers GET /v1/cluster.
+type Cluster struct {
+	Leader       *string    `json:"leader"`
+	FencingToken uint64     `json:"fencing_token"`
+	Masters      []Master   `json:"masters"`
+	Executors    []Executor `json:"executors"`
+}
+
+// Master is one master. Role is leader, follower or candidate (or unknown
+// for a master gossip knows but Raft does not).
+type Master struct {
+	ID       string `json:"id"`
+	HTTPAddr string `json:"http_addr"`
+	Role     string `json:"role"`
+}
+
+// Executor is one executor. Status is alive, suspect or lost.
+type Executor struct {
+	ID        string `json:"id"`
+	HTTPAddr  string `json:"http_addr"`
+	Slots     int    `json:"slots"`
+	FreeSlots int    `json:"free_slots"`
+	Status    string `json:"status"`
+}
+
+// Health answers GET /v1/health.
+type Health struct {
+	Leader *string `json:"leader"`
+	Node   string  `json:"node"`
+}
+
+// StateHash answers GET /v1/state/hash: the digest of this master's
+// replicated state at its applied index (for comparing replicas).
+type StateHash struct {
+	Node         string `json:"node"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Hash         string `json:"hash"`
+}
