@@ -1,0 +1,166 @@
+// Package reconcile compares what an executor reports with what the leader
+// expects on it (deployment reconciliation, as in Flink's
+// DefaultExecutionDeploymentReconciler) and decides what to do. It is pure:
+// the expected set, the report and the time go in; a Result comes out, and
+// the leader carries it out.
+//
+// Rules, per report:
+//   - unknown: an execution the executor holds live but the leader does not
+//     expect there (never placed, ended, or placed elsewhere) is cancelled on
+//     the executor; the cancel repeats with every report that still shows it.
+//   - a reported state further along than the recorded one is recorded, and
+//     reporting a pending execution acknowledges its deployment.
+//   - missing: a deployed execution absent from a full report is failed; the
+//     job's restart strategy decides what follows. An execution whose
+//     acknowledgment was committed after the heartbeat was sent is not
+//     missing: the report may predate it.
+//   - a pending execution is never missing: it is deployed again while its
+//     deadline runs, and failed when the deadline passes.
+//   - an execution being cancelled that the executor no longer holds is
+//     cancelled for good; one it still runs gets the cancel again.
+//   - a terminal state of an execution the leader does not expect needs no
+//     recording: it is acknowledged so the executor can forget it.
+package reconcile
+
+import (
+	"fmt"
+	"time"
+
+	"jobmaster/fsm"
+	"jobmaster/wire"
+)
+
+// Input is one report and what the leader expects.
+type Input struct {
+	Executor string
+	// Expected is the live executions placed on the executor, from the FSM
+	// as it is when the report is handled.
+	Expected []fsm.Execution
+	// Reported is what the executor said it holds.
+	Reported []wire.ExecutionStatus
+	// Partial is set for a push, which lists only what changed: nothing can
+	// be missing from it.
+	Partial bool
+	// BaseIndex is the FSM's applied index when the heartbeat was sent.
+	BaseIndex uint64
+	// Now is the leader's clock (unix ms), and AckDeadline how long a
+	// deployment may stay unacknowledged.
+	Now         int64
+	AckDeadline time.Duration
+}
+
+// Result is what to do about a report.
+type Result struct {
+	// Record is the states to commit (report-executions).
+	Record []fsm.ReportUpdate
+	// Missing is the executions to fail (fail-executions) because the
+	// executor lost them, and Expired those whose deployment was never
+	// acknowledged in time.
+	Missing []string
+	Expired []string
+	// Cancel is the executions to cancel on the executor.
+	Cancel []string
+	// Redeploy is the pending executions to deploy again.
+	Redeploy []string
+	// Ack is the terminal executions the executor may forget now.
+	Ack []string
+}
+
+// Empty reports whether the result asks for nothing.
+func (r *Result) Empty() bool {
+	return len(r.Record)+len(r.Missing)+len(r.Expired)+len(r.Cancel)+len(r.Redeploy)+len(r.Ack) == 0
+}
+
+// Reconcile decides what to do about one report.
+func Reconcile(in Input) Result {
+	var out Result
+	expected := make(map[string]*fsm.Execution, len(in.Expected))
+	for i := range in.Expected {
+		expected[in.Expected[i].ID] = &in.Expected[i]
+	}
+	reported := make(map[string]bool, len(in.Reported))
+	for _, r := range in.Reported {
+		reported[r.ExecutionID] = true
+		st := fsm.ExecState(r.State)
+		e, ok := expected[r.ExecutionID]
+		switch {
+		case !ok && wire.TerminalState(r.State):
+			out.Ack = append(out.Ack, r.ExecutionID)
+		case !ok:
+			out.Cancel = append(out.Cancel, r.ExecutionID)
+		case st.Terminal():
+			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st, Message: r.Message})
+		case !e.Deployed || (st == fsm.ExecRunning && e.State == fsm.ExecDeploying):
+			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st})
+			if e.State == fsm.ExecCanceling {
+				out.Cancel = append(out.Cancel, e.ID)
+			}
+		case e.State == fsm.ExecCanceling:
+			out.Cancel = append(out.Cancel, e.ID)
+		}
+	}
+	if in.Partial {
+		return out
+	}
+	deadline := in.AckDeadline.Milliseconds()
+	for i := range in.Expected {
+		e := &in.Expected[i]
+		if reported[e.ID] {
+			continue
+		}
+		switch {
+		case e.Deployed && e.AckIndex > in.BaseIndex:
+			// Acknowledged after the heartbeat was sent: the report may
+			// predate the deployment.
+		case e.State == fsm.ExecCanceling:
+			out.Missing = append(out.Missing, e.ID)
+		case e.Deployed:
+			out.Missing = append(out.Missing, e.ID)
+		case in.Now-e.DeployTime > deadline:
+			out.Expired = append(out.Expired, e.ID)
+		case e.DeployIndex <= in.BaseIndex:
+			out.Redeploy = append(out.Redeploy, e.ID)
+		}
+	}
+	return out
+}
+
+// Commands turns a result into the commands to propose, stamped with the
+// leader's token and clock.
+func Commands(executor string, r Result, token uint64, now int64, ackDeadline time.Duration) []fsm.Command {
+	var cmds []fsm.Command
+	f := fsm.Fenced{Token: token, Time: now}
+	if len(r.Record) > 0 {
+		cmds = append(cmds, &fsm.ReportExecutions{Fenced: f, Executor: executor, Updates: r.Record})
+	}
+	if len(r.Missing) > 0 {
+		cmds = append(cmds, &fsm.FailExecutions{Fenced: f, Executor: executor, IDs: r.Missing,
+			Reason: fmt.Sprintf("missing on executor %s", executor)})
+	}
+	if len(r.Expired) > 0 {
+		cmds = append(cmds, &fsm.FailExecutions{Fenced: f, Executor: executor, IDs: r.Expired,
+			Reason: fmt.Sprintf("deployment to executor %s not acknowledged within %s", executor, ackDeadline)})
+	}
+	return cmds
+}
+
+// Liveness of an executor, as the leader judges it from heartbeats.
+const (
+	Alive   = "alive"
+	Suspect = "suspect"
+	Lost    = "lost"
+)
+
+// Liveness classifies an executor by the time since its last answered
+// heartbeat: alive within two intervals, lost after timeout, suspect in
+// between. Only a lost executor's executions are failed.
+func Liveness(now, lastAnswer time.Time, interval, timeout time.Duration) string {
+	since := now.Sub(lastAnswer)
+	switch {
+	case since >= timeout:
+		return Lost
+	case since > 2*interval:
+		return Suspect
+	}
+	return Alive
+}
