@@ -141,7 +141,7 @@ func (h *freeHeap) Less(i, j int) bool {
 	return a.id < b.id
 }
 func (h *freeHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *freeHeap) Push(x any)   { h.items = append(h.items, x.(*freeExec)) }
+func (h *freeHeap) Push(x any)    { h.items = append(h.items, x.(*freeExec)) }
 func (h *freeHeap) Pop() any {
 	old := h.items
 	x := old[len(old)-1]
