@@ -104,6 +104,12 @@ func (s *State) track(e *Execution, k slotKey) {
 // untrack removes an execution that ended from the indexes; the slot is
 // free once no live execution uses it.
 func (s *State) untrack(e *Execution) {
+	if c := s.canceling[e.Executor]; c != nil {
+		delete(c, e.ID)
+		if len(c) == 0 {
+			delete(s.canceling, e.Executor)
+		}
+	}
 	m := s.byExecutor[e.Executor]
 	if _, ok := m[e.ID]; !ok {
 		return

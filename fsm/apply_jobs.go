@@ -144,6 +144,12 @@ func (s *State) cancelExecution(e *Execution, now int64) {
 		e.EndTime = now
 	default:
 		e.State = ExecCanceling
+		m := s.canceling[e.Executor]
+		if m == nil {
+			m = make(map[string]struct{})
+			s.canceling[e.Executor] = m
+		}
+		m[e.ID] = struct{}{}
 	}
 }
 

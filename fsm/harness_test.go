@@ -137,6 +137,7 @@ func checkInvariants(t tb, s *State) {
 	require.Equal(t, r.slotOf, s.slotOf, "slotOf")
 	require.Equal(t, r.ready, s.ready, "ready")
 	require.Equal(t, r.restarting, s.restarting, "restarting")
+	require.Equal(t, r.canceling, s.canceling, "canceling")
 	for ex, m := range r.slots {
 		for n, u := range m {
 			require.Equal(t, *u, *s.slots[ex][n], "slot %s/%d", ex, n)

@@ -164,6 +164,12 @@ func (s *State) rebuildDerived() error {
 			return fmt.Errorf("snapshot: execution %s has no job vertex", e.ID)
 		}
 		s.track(e, s.keyOf(j, e))
+		if e.State == ExecCanceling {
+			if s.canceling[e.Executor] == nil {
+				s.canceling[e.Executor] = make(map[string]struct{})
+			}
+			s.canceling[e.Executor][e.ID] = struct{}{}
+		}
 	}
 	for _, id := range sortedKeys(s.jobs) {
 		j := s.jobs[id]

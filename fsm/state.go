@@ -76,6 +76,7 @@ type State struct {
 	slotOf     map[slotKey]slotRef
 	ready      map[regionRef]struct{}
 	restarting map[regionRef]struct{}
+	canceling  map[string]map[string]struct{} // executor -> CANCELING ids
 }
 
 // NewState returns an empty state.
@@ -94,6 +95,7 @@ func (s *State) resetDerived() {
 	s.slotOf = make(map[slotKey]slotRef)
 	s.ready = make(map[regionRef]struct{})
 	s.restarting = make(map[regionRef]struct{})
+	s.canceling = make(map[string]map[string]struct{})
 }
 
 // Index is the last applied log index.

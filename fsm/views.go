@@ -98,6 +98,15 @@ func (s *State) ExpectedEach(executor string, f func(*Execution)) {
 	}
 }
 
+// Canceling returns, per executor, the executions being cancelled there.
+func (s *State) Canceling() map[string][]string {
+	out := make(map[string][]string, len(s.canceling))
+	for ex, m := range s.canceling {
+		out[ex] = sortedKeys(m)
+	}
+	return out
+}
+
 // ExecutorsWithWork lists the executors that have live executions, in order.
 func (s *State) ExecutorsWithWork() []string { return sortedKeys(s.byExecutor) }
 

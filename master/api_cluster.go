@@ -1,0 +1,129 @@
+package master
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/raft"
+
+	"jobmaster/api"
+	"jobmaster/fsm"
+	"jobmaster/membership"
+	"jobmaster/wire"
+)
+
+// cluster: GET /v1/cluster. Served by the leader (or, with ?stale, by any
+// master from what it knows).
+func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *session) error {
+	_, leaderID := m.raft.LeaderWithID()
+	out := api.Cluster{Masters: []api.Master{}, Executors: []api.Executor{}}
+	if leaderID != "" {
+		l := string(leaderID)
+		out.Leader = &l
+	}
+	var used map[string][]int
+	m.fsm.Read(func(st *fsm.State) {
+		out.FencingToken = st.Epoch()
+		used = st.UsedSlots()
+	})
+	out.Masters = m.masters(leaderID)
+	if s != nil {
+		out.Executors = s.tracker.view(used)
+	} else {
+		out.Executors = m.gossipExecutors(used)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// masters lists the Raft configuration's servers, plus masters gossip knows
+// that are not (yet) in it.
+func (m *Master) masters(leader raft.ServerID) []api.Master {
+	byID := make(map[string]*api.Master)
+	if f := m.raft.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			byID[string(srv.ID)] = &api.Master{ID: string(srv.ID), Role: "follower"}
+		}
+	}
+	for _, mem := range m.gossip.Role(membership.RoleMaster) {
+		x, ok := byID[mem.ID]
+		if !ok {
+			x = &api.Master{ID: mem.ID, Role: "unknown"}
+			byID[mem.ID] = x
+		}
+		x.HTTPAddr = mem.Meta.HTTPAddr
+	}
+	if x, ok := byID[m.cfg.NodeID]; ok {
+		x.Role = strings.ToLower(m.raft.State().String())
+		x.HTTPAddr = m.httpAddr
+	}
+	if x, ok := byID[string(leader)]; ok {
+		x.Role = "leader"
+	}
+	out := make([]api.Master, 0, len(byID))
+	for _, x := range byID {
+		out = append(out, *x)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// gossipExecutors is a follower's view of executors: gossip's, with dead
+// ones shown as lost.
+func (m *Master) gossipExecutors(used map[string][]int) []api.Executor {
+	var out []api.Executor
+	for _, mem := range m.gossip.Role(membership.RoleExecutor) {
+		st := mem.Status
+		if st == membership.StatusDead || st == membership.StatusLeft {
+			st = "lost"
+		}
+		out = append(out, api.Executor{ID: mem.ID, HTTPAddr: mem.Meta.HTTPAddr, Slots: mem.Meta.Slots,
+			FreeSlots: max(0, mem.Meta.Slots-len(used[mem.ID])), Status: st})
+	}
+	if out == nil {
+		out = []api.Executor{}
+	}
+	return out
+}
+
+// health: GET /v1/health. 200 when this master knows a leader, else 503.
+func (m *Master) health(w http.ResponseWriter, _ *http.Request) {
+	_, id := m.raft.LeaderWithID()
+	h := api.Health{Node: m.cfg.NodeID}
+	if id == "" {
+		writeJSON(w, http.StatusServiceUnavailable, h)
+		return
+	}
+	l := string(id)
+	h.Leader = &l
+	writeJSON(w, http.StatusOK, h)
+}
+
+// stateHash: GET /v1/state/hash. This master's own state, never forwarded.
+func (m *Master) stateHash(w http.ResponseWriter, _ *http.Request) {
+	c := m.fsm.Capture()
+	writeJSON(w, http.StatusOK, api.StateHash{Node: m.cfg.NodeID, AppliedIndex: c.Index(), Hash: c.Hash()})
+}
+
+// executorUpdate: POST /v1/internal/executor-update, an executor's push of
+// state changes. The answer acknowledges terminal states now recorded.
+func (m *Master) executorUpdate(w http.ResponseWriter, _ *http.Request, body []byte, s *session) error {
+	var rep wire.Report
+	if err := json.Unmarshal(body, &rep); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed report: "+err.Error())
+		return nil
+	}
+	if rep.Version != wire.Version {
+		writeError(w, http.StatusBadRequest, "wire version mismatch")
+		return nil
+	}
+	if rep.Executor == "" {
+		writeError(w, http.StatusBadRequest, "report names no executor")
+		return nil
+	}
+	acks := s.tracker.handlePush(&rep)
+	writeJSON(w, http.StatusOK, wire.UpdateResponse{Ack: acks})
+	return nil
+}

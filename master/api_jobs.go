@@ -1,0 +1,134 @@
+package master
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"jobmaster/api"
+	"jobmaster/fsm"
+	"jobmaster/jobspec"
+)
+
+// putJob: PUT /v1/jobs/{id}. Idempotent by id: 201 when created, 200 when
+// the same spec is already there, 409 when a different one is.
+func (m *Master) putJob(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := jobspec.CheckID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "job id: "+err.Error())
+		return
+	}
+	m.submit(w, r, id, false)
+}
+
+// createJob: POST /v1/jobs. The id is chosen here, on the master that took
+// the request, before it is forwarded: a forward that must be retried
+// cannot create the job twice.
+func (m *Master) createJob(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get(jobIDHeader)
+	if id != "" {
+		if err := jobspec.CheckID(id); err != nil {
+			writeError(w, http.StatusBadRequest, "job id: "+err.Error())
+			return
+		}
+	}
+	m.submit(w, r, id, true)
+}
+
+func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, generated bool) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	spec, err := jobspec.Parse(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if generated && id == "" {
+		id = newJobID(spec.Name)
+		r.Header.Set(jobIDHeader, id)
+	}
+	m.onLeader(w, r, body, func(w http.ResponseWriter, r *http.Request, _ []byte, s *session) error {
+		res, err := m.prop.ProposeOne(r.Context(), &fsm.SubmitJob{Fenced: s.fenced(), ID: id, Spec: spec})
+		switch {
+		case errors.Is(err, fsm.ErrConflict):
+			writeError(w, http.StatusConflict, fmt.Sprintf("job %q already exists with a different spec", id))
+		case err != nil:
+			return err
+		case res.Created || generated:
+			w.Header().Set("Location", "/v1/jobs/"+id)
+			writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: id})
+		default:
+			writeJSON(w, http.StatusOK, api.SubmitResponse{ID: id})
+		}
+		return nil
+	})
+}
+
+// newJobID makes an id from the job's name (when it is a valid id) and 8
+// random hex digits.
+func newJobID(name string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	suffix := hex.EncodeToString(b[:])
+	prefix := "job"
+	if name != "" && jobspec.CheckID(name) == nil && len(name) <= 100 {
+		prefix = name
+	}
+	return prefix + "-" + suffix
+}
+
+func (m *Master) listJobs(w http.ResponseWriter, _ *http.Request, _ []byte, _ *session) error {
+	var jobs []fsm.JobSummary
+	m.fsm.Read(func(st *fsm.State) { jobs = st.Jobs() })
+	out := api.JobList{Jobs: make([]api.JobSummary, 0, len(jobs))}
+	for _, j := range jobs {
+		out.Jobs = append(out.Jobs, api.JobSummary{ID: j.ID, Name: j.Name, Status: string(j.Status)})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *session) error {
+	id := r.PathValue("id")
+	var v *fsm.JobView
+	var ok bool
+	m.fsm.Read(func(st *fsm.State) { v, ok = st.Job(id) })
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("job %q not found", id))
+		return nil
+	}
+	writeJSON(w, http.StatusOK, jobToAPI(v))
+	return nil
+}
+
+func jobToAPI(v *fsm.JobView) api.Job {
+	out := api.Job{ID: v.ID, Name: v.Name, Status: string(v.Status), Restarts: v.Restarts, Message: v.Message,
+		SubmitTime: v.SubmitTime, EndTime: v.EndTime, Vertices: make([]api.Vertex, 0, len(v.Vertices))}
+	for _, vv := range v.Vertices {
+		av := api.Vertex{ID: vv.ID, Parallelism: vv.Parallelism, Subtasks: make([]api.Subtask, 0, len(vv.Subtasks))}
+		for _, e := range vv.Subtasks {
+			av.Subtasks = append(av.Subtasks, api.Subtask{Index: e.Subtask, Attempt: e.Attempt, State: string(e.State),
+				Executor: e.Executor, ExecutionID: e.ID, Message: e.Message})
+		}
+		out.Vertices = append(out.Vertices, av)
+	}
+	return out
+}
+
+func (m *Master) cancelJob(w http.ResponseWriter, r *http.Request, _ []byte, s *session) error {
+	id := r.PathValue("id")
+	_, err := m.prop.ProposeOne(r.Context(), &fsm.CancelJob{Fenced: s.fenced(), ID: id})
+	switch {
+	case errors.Is(err, fsm.ErrNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("job %q not found", id))
+	case err != nil:
+		return err
+	default:
+		writeJSON(w, http.StatusAccepted, api.SubmitResponse{ID: id})
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Config configures a master. Zero durations take the documented defaults
+// (docs/configuration.md).
+type Config struct {
+	NodeID     string
+	DataDir    string
+	HTTPAddr   string // listen host:port for the HTTP API
+	RaftAddr   string // host:port for Raft's TCP transport
+	GossipAddr string // host:port for memberlist
+	// Join lists gossip addresses of other masters.
+	Join []string
+	// BootstrapExpect: form a new cluster once this many masters (this one
+	// included) are seen in gossip and none already belongs to a cluster.
+	// 0: never bootstrap; wait to be added to an existing cluster.
+	BootstrapExpect int
+
+	// Raft timing. About 250 ms holds on a loaded 2-core machine; 100 ms
+	// caused spurious elections there.
+	RaftHeartbeatTimeout time.Duration
+	RaftElectionTimeout  time.Duration
+
+	// ExecutorHeartbeat is how often the leader heartbeats each executor.
+	ExecutorHeartbeat time.Duration
+	// ExecutorTimeout is how long an executor may leave heartbeats
+	// unanswered before it is lost and its executions are failed. It must
+	// exceed the executors' lease plus the heartbeat request timeout, so a
+	// lost executor has stopped its tasks before their replacements start.
+	ExecutorTimeout time.Duration
+	// ExecutorLease is the executors' self-fencing lease (their --lease); the
+	// master checks the timing relation against it.
+	ExecutorLease time.Duration
+	// DeployTimeout is how long a deployment may stay unacknowledged before
+	// it is failed.
+	DeployTimeout time.Duration
+	// RequestWait is how long an API request waits for a leader during an
+	// election before answering 503.
+	RequestWait time.Duration
+
+	Logger *slog.Logger
+	// RaftLog receives hashicorp/raft's own log (default: stderr), at
+	// RaftLogLevel (default "warn").
+	RaftLog      io.Writer
+	RaftLogLevel string
+	// Now is the clock; tests inject their own.
+	Now func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultRaftTimeout       = 250 * time.Millisecond
+	DefaultExecutorHeartbeat = time.Second
+	DefaultExecutorLease     = 10 * time.Second
+	DefaultExecutorTimeout   = 15 * time.Second
+	DefaultDeployTimeout     = 10 * time.Second
+	DefaultRequestWait       = 5 * time.Second
+	// heartbeatRPCTimeout bounds one heartbeat request. The timing relation
+	// is ExecutorTimeout >= ExecutorLease + heartbeatRPCTimeout + margin.
+	heartbeatRPCTimeout = 2 * time.Second
+)
+
+func (c *Config) setDefaults() error {
+	if c.NodeID == "" {
+		return errors.New("--node-id is required")
+	}
+	if c.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	for _, a := range []struct{ name, v string }{{"--http-addr", c.HTTPAddr}, {"--raft-addr", c.RaftAddr}, {"--gossip-addr", c.GossipAddr}} {
+		if a.v == "" {
+			return fmt.Errorf("%s is required", a.name)
+		}
+	}
+	if c.BootstrapExpect < 0 {
+		return errors.New("--bootstrap-expect must not be negative")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.RaftHeartbeatTimeout, DefaultRaftTimeout)
+	def(&c.RaftElectionTimeout, DefaultRaftTimeout)
+	def(&c.ExecutorHeartbeat, DefaultExecutorHeartbeat)
+	def(&c.ExecutorLease, DefaultExecutorLease)
+	def(&c.ExecutorTimeout, DefaultExecutorTimeout)
+	def(&c.DeployTimeout, DefaultDeployTimeout)
+	def(&c.RequestWait, DefaultRequestWait)
+	if c.ExecutorTimeout < c.ExecutorLease+heartbeatRPCTimeout {
+		return fmt.Errorf("--executor-timeout (%s) must be at least the executor lease (%s) plus the heartbeat request timeout (%s): otherwise a lost executor may still run a task when its replacement starts",
+			c.ExecutorTimeout, c.ExecutorLease, heartbeatRPCTimeout)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.RaftLog == nil {
+		c.RaftLog = os.Stderr
+	}
+	if c.RaftLogLevel == "" {
+		c.RaftLogLevel = "warn"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}

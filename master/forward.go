@@ -1,0 +1,147 @@
+package master
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"jobmaster/fsm"
+)
+
+// leaderHandler serves a request on the leader. It returns a retryable
+// error (see retryable) only when it wrote nothing: leadership was lost
+// under it and the request goes to the next leader.
+type leaderHandler func(w http.ResponseWriter, r *http.Request, body []byte, s *session) error
+
+const (
+	hopsHeader  = "X-Jobmaster-Hops"
+	jobIDHeader = "X-Jobmaster-Job-Id"
+	maxHops     = 3
+)
+
+// retryable reports whether an error means "not the leader any more": the
+// request is safe to hand to the next leader because every write is
+// idempotent (jobs are submitted under an id, cancels and reports repeat).
+func retryable(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, fsm.ErrStaleToken) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, errShutdown)
+}
+
+// leaderWrite serves a request on the leader: here if this master leads,
+// else forwarded; during an election it waits up to RequestWait and then
+// answers 503 with Retry-After.
+func (m *Master) leaderWrite(h leaderHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		m.onLeader(w, r, body, h)
+	}
+}
+
+// leaderRead is leaderWrite for reads, except that ?stale serves the
+// request from this master's own state, with no leader needed.
+func (m *Master) leaderRead(h leaderHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("stale") {
+			_ = h(w, r, nil, nil)
+			return
+		}
+		m.leaderWrite(h)(w, r)
+	}
+}
+
+func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h leaderHandler) {
+	hops, _ := strconv.Atoi(r.Header.Get(hopsHeader))
+	deadline := time.Now().Add(m.cfg.RequestWait)
+	for {
+		s, changed := m.sessionWatch()
+		if s != nil {
+			err := h(w, r, body, s)
+			if err == nil {
+				return
+			}
+			if !retryable(err) {
+				writeError(w, http.StatusInternalServerError, err.Error())
+				return
+			}
+		} else if addr := m.leaderHTTPAddr(); addr != "" && hops < maxHops {
+			if m.forward(w, r, body, addr, hops+1) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "no leader available (an election may be in progress); retry shortly")
+			return
+		}
+		select {
+		case <-changed:
+		case <-time.After(50 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		case <-m.stop:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "master is shutting down")
+			return
+		}
+	}
+}
+
+// leaderHTTPAddr is the HTTP address of the current leader if it is another
+// master, else "".
+func (m *Master) leaderHTTPAddr() string {
+	_, id := m.raft.LeaderWithID()
+	if id == "" || string(id) == m.cfg.NodeID {
+		return ""
+	}
+	mem, ok := m.gossip.Get(string(id))
+	if !ok {
+		return ""
+	}
+	return mem.Meta.HTTPAddr
+}
+
+// forward relays a request to the leader and its answer back. It returns
+// false when no answer came (the leader may have died): the caller waits
+// for the next leader and tries again.
+func (m *Master) forward(w http.ResponseWriter, r *http.Request, body []byte, addr string, hops int) bool {
+	ctx, cancel := context.WithTimeout(r.Context(), m.cfg.RequestWait+5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	for _, h := range []string{"Content-Type", jobIDHeader} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	req.Header.Set(hopsHeader, strconv.Itoa(hops))
+	resp, err := m.client.Do(req)
+	if err != nil {
+		m.log.Debug("forward to leader failed", "leader", addr, "err", err)
+		return false
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	for _, h := range []string{"Content-Type", "Retry-After", "Location"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(data)
+	return true
+}

@@ -1,0 +1,102 @@
+package master
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+
+	"jobmaster/api"
+)
+
+// routes builds the HTTP API (docs/api.md).
+func (m *Master) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/jobs", m.methods(map[string]http.HandlerFunc{
+		http.MethodGet:  m.leaderRead(m.listJobs),
+		http.MethodPost: m.createJob,
+	}))
+	mux.HandleFunc("/v1/jobs/{id}", m.methods(map[string]http.HandlerFunc{
+		http.MethodGet: m.leaderRead(m.getJob),
+		http.MethodPut: m.putJob,
+	}))
+	mux.HandleFunc("/v1/jobs/{id}/cancel", m.methods(map[string]http.HandlerFunc{
+		http.MethodPost: m.leaderWrite(m.cancelJob),
+	}))
+	mux.HandleFunc("/v1/cluster", m.methods(map[string]http.HandlerFunc{
+		http.MethodGet: m.leaderRead(m.cluster),
+	}))
+	mux.HandleFunc("/v1/health", m.methods(map[string]http.HandlerFunc{http.MethodGet: m.health}))
+	mux.HandleFunc("/v1/state/hash", m.methods(map[string]http.HandlerFunc{http.MethodGet: m.stateHash}))
+	mux.HandleFunc("/v1/internal/executor-update", m.methods(map[string]http.HandlerFunc{
+		http.MethodPost: m.leaderWrite(m.executorUpdate),
+	}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return recoverPanics(m, mux)
+}
+
+// methods dispatches on the request method and answers 405 with a JSON
+// error naming the allowed ones.
+func (m *Master) methods(h map[string]http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if f, ok := h[r.Method]; ok {
+			f(w, r)
+			return
+		}
+		var allowed []string
+		for k := range h {
+			allowed = append(allowed, k)
+		}
+		w.Header().Set("Allow", fmt.Sprint(allowed))
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
+	}
+}
+
+// recoverPanics turns a panic in a handler into a 500: no request can crash
+// a master.
+func recoverPanics(m *Master, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				m.log.Error("panic in HTTP handler", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+				writeError(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, api.Error{Error: msg})
+}
+
+// readBody reads a request body of at most api.MaxBodyBytes; a larger one
+// is a 413.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", api.MaxBodyBytes))
+		} else {
+			writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		}
+		return nil, false
+	}
+	return body, true
+}

@@ -1,0 +1,159 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"jobmaster/fsm"
+)
+
+// monitorLeadership is the single consumer of Raft's leadership changes.
+// Raft may coalesce changes: two "true" in a row mean leadership was lost and
+// regained, so the old session is stopped and a new one (a new epoch)
+// started.
+func (m *Master) monitorLeadership() {
+	var cur *session
+	stopCur := func() {
+		if cur != nil {
+			cur.stop()
+			cur = nil
+		}
+	}
+	defer stopCur()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case leader := <-m.raft.LeaderCh():
+			stopCur()
+			if leader {
+				cur = m.startSession()
+			}
+		}
+	}
+}
+
+// session is one term of leadership: from establishing the epoch until
+// leadership is lost. Everything it starts stops with it.
+type session struct {
+	m      *Master
+	token  uint64
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	tracker *tracker
+	// kickSchedule wakes the scheduler.
+	kickSchedule chan struct{}
+}
+
+func (m *Master) startSession() *session {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &session{m: m, ctx: ctx, cancel: cancel, done: make(chan struct{}), kickSchedule: make(chan struct{}, 1)}
+	go s.run()
+	return s
+}
+
+// stop ends the session and waits until all its goroutines have returned.
+func (s *session) stop() {
+	s.cancel()
+	<-s.done
+}
+
+func (s *session) run() {
+	defer close(s.done)
+	m := s.m
+	start := m.cfg.Now()
+	token, err := s.establish()
+	if err != nil {
+		if s.ctx.Err() == nil {
+			m.log.Error("could not establish leadership; stepping down", "err", err)
+			// A leader that cannot commit is of no use: let another try.
+			_ = m.raft.LeadershipTransfer().Error()
+		}
+		return
+	}
+	s.token = token
+	s.tracker = newTracker(s)
+	m.setSession(s)
+	defer m.setSession(nil)
+	m.log.Info("leadership established", "fencing_token", token, "took", m.cfg.Now().Sub(start))
+
+	done := make(chan struct{})
+	var running int
+	spawn := func(f func()) {
+		running++
+		go func() {
+			defer func() { done <- struct{}{} }()
+			f()
+		}()
+	}
+	spawn(s.tracker.run)
+	spawn(s.schedule)
+	spawn(s.restarts)
+	spawn(s.reconcileVoters)
+	<-s.ctx.Done()
+	for ; running > 0; running-- {
+		<-done
+	}
+	s.tracker.wait()
+	m.log.Info("leadership lost", "fencing_token", token)
+}
+
+// establish runs a Barrier, so that the FSM holds every entry of earlier
+// terms, then commits establish-leadership; its index is the new fencing
+// token.
+func (s *session) establish() (uint64, error) {
+	m := s.m
+	for attempt := 0; ; attempt++ {
+		if err := s.ctx.Err(); err != nil {
+			return 0, err
+		}
+		err := m.raft.Barrier(5 * time.Second).Error()
+		if err == nil {
+			var r fsm.Result
+			r, err = m.prop.ProposeOne(s.ctx, &fsm.EstablishLeadership{Node: m.cfg.NodeID})
+			if err == nil {
+				return r.Epoch, nil
+			}
+		}
+		if attempt >= 3 {
+			return 0, err
+		}
+		m.log.Warn("establishing leadership", "err", err)
+		select {
+		case <-s.ctx.Done():
+			return 0, s.ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// fenced stamps a command with the session's token and the clock.
+func (s *session) fenced() fsm.Fenced {
+	return fsm.Fenced{Token: s.token, Time: s.m.cfg.Now().UnixMilli()}
+}
+
+// propose commits commands under this session. A stale-token result means
+// a newer leader exists: the session is over.
+func (s *session) propose(cmds ...fsm.Command) ([]fsm.Result, error) {
+	rs, _, err := s.m.prop.Propose(s.ctx, cmds...)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rs {
+		if errors.Is(r.Err, fsm.ErrStaleToken) {
+			return rs, r.Err
+		}
+	}
+	return rs, nil
+}
+
+// kick wakes the scheduler without blocking.
+func (s *session) kick() {
+	select {
+	case s.kickSchedule <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,198 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"jobmaster/api"
+	"jobmaster/fsm"
+)
+
+// goleak: memberlist's Shutdown does not wait for a probe in flight.
+var leakOptions = []goleak.Option{
+	goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"),
+	goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+}
+
+func TestThreeMastersReplicateAndFailOver(t *testing.T) {
+	defer goleak.VerifyNone(t, append(leakOptions, goleak.IgnoreCurrent())...)
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	token1 := c.masters[l].Token()
+	require.NotZero(t, token1)
+
+	// A job submitted to a follower is readable from every master.
+	f := c.follower()
+	r := do(t, "PUT", c.url(f, "/v1/jobs/wc"), []byte(simpleJob))
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	require.Equal(t, "wc", decode[api.SubmitResponse](t, r).ID)
+	for i := range c.masters {
+		r := do(t, "GET", c.url(i, "/v1/jobs/wc"), nil)
+		require.Equal(t, http.StatusOK, r.status, "master %d: %s", i, r.body)
+		j := decode[api.Job](t, r)
+		require.Equal(t, "simple", j.Name)
+		require.Len(t, j.Vertices[0].Subtasks, 2)
+	}
+	c.waitSameState()
+
+	// /v1/cluster names the leader and the token; every master has a role.
+	cl := decode[api.Cluster](t, do(t, "GET", c.url(f, "/v1/cluster"), nil))
+	require.Equal(t, c.masters[l].ID(), *cl.Leader)
+	require.Equal(t, token1, cl.FencingToken)
+	roles := map[string]string{}
+	for _, m := range cl.Masters {
+		roles[m.ID] = m.Role
+		require.NotEmpty(t, m.HTTPAddr)
+	}
+	require.Equal(t, map[string]string{"m1": "follower", "m2": "follower", "m3": "follower", c.masters[l].ID(): "leader"}, roles)
+
+	// Kill the leader: another takes over with a higher token, and writes
+	// resume through any surviving master.
+	c.stop(l)
+	l2 := c.leader()
+	require.NotEqual(t, l, l2)
+	token2 := c.masters[l2].Token()
+	require.Greater(t, token2, token1)
+	for i, m := range c.masters {
+		if m == nil {
+			continue
+		}
+		r := do(t, "PUT", c.url(i, fmt.Sprintf("/v1/jobs/after-%d", i)), []byte(simpleJob))
+		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	}
+	r = do(t, "GET", c.url(l2, "/v1/jobs"), nil)
+	require.Len(t, decode[api.JobList](t, r).Jobs, 3)
+	c.stopAll()
+}
+
+func TestStaleTokenCommandIsIgnored(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	m := c.masters[l]
+	old := m.Token()
+	// Force a new epoch on the same leader: a new establish-leadership.
+	_, err := m.prop.ProposeOne(context.Background(), &fsm.EstablishLeadership{Node: m.ID()})
+	require.NoError(t, err)
+	_, err = m.prop.ProposeOne(context.Background(), &fsm.SubmitJob{Fenced: fsm.Fenced{Token: old}, ID: "x", Spec: mustSpec(t, simpleJob)})
+	require.ErrorIs(t, err, fsm.ErrStaleToken)
+	hash := c.waitSameState()
+	for i := range c.masters {
+		r := do(t, "GET", c.url(i, "/v1/jobs/x?stale"), nil)
+		require.Equal(t, http.StatusNotFound, r.status)
+	}
+	require.NotEmpty(t, hash)
+}
+
+func TestRestartAllMastersKeepsEveryJob(t *testing.T) {
+	c := newTestCluster(t, 3)
+	for i := 0; i < 20; i++ {
+		r := do(t, "PUT", c.url(i%3, fmt.Sprintf("/v1/jobs/j%d", i)), []byte(simpleJob))
+		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	}
+	before := c.waitSameState()
+	// Snapshot one master so that restart goes through a snapshot too.
+	require.NoError(t, c.masters[0].Raft().Snapshot().Error())
+	c.stopAll()
+	for i := range c.masters {
+		c.start(i)
+	}
+	l := c.leader()
+	r := do(t, "GET", c.url(l, "/v1/jobs"), nil)
+	require.Len(t, decode[api.JobList](t, r).Jobs, 20)
+	// Same jobs; the state differs only by the new epoch.
+	for i := 0; i < 20; i++ {
+		require.Equal(t, http.StatusOK, do(t, "GET", c.url(i%3, fmt.Sprintf("/v1/jobs/j%d", i)), nil).status)
+	}
+	require.NotEmpty(t, before)
+	c.waitSameState()
+}
+
+func TestSubmitIsIdempotentAcrossMasters(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.leader()
+	r := do(t, "PUT", c.url(0, "/v1/jobs/a"), []byte(simpleJob))
+	require.Equal(t, http.StatusCreated, r.status)
+	for i := range c.masters {
+		r := do(t, "PUT", c.url(i, "/v1/jobs/a"), []byte(simpleJob))
+		require.Equal(t, http.StatusOK, r.status, "same spec again: %s", r.body)
+	}
+	r = do(t, "PUT", c.url(1, "/v1/jobs/a"), []byte(`{"vertices":[{"id":"other","parallelism":1,"command":["x"]}]}`))
+	require.Equal(t, http.StatusConflict, r.status)
+	require.Contains(t, decode[api.Error](t, r).Error, "different spec")
+
+	// POST chooses the id, prefixed with the name.
+	r = do(t, "POST", c.url(2, "/v1/jobs"), []byte(simpleJob))
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	id := decode[api.SubmitResponse](t, r).ID
+	require.True(t, strings.HasPrefix(id, "simple-"), id)
+	require.Equal(t, http.StatusOK, do(t, "GET", c.url(0, "/v1/jobs/"+id), nil).status)
+}
+
+func TestBadInputGetsClearErrors(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.leader()
+	big := `{"name":"` + strings.Repeat("x", 1<<20) + `","vertices":[]}`
+	cases := []struct {
+		method, path, body string
+		status             int
+		want               string
+	}{
+		{"PUT", "/v1/jobs/a", `{"vertices": [`, 400, "malformed JSON"},
+		{"PUT", "/v1/jobs/a", `{"vertices":[{"id":"v","parallelism":1,"command":["x"]}],"extra":1}`, 400, "extra: unknown field"},
+		{"PUT", "/v1/jobs/a", `{"vertices":[{"id":"v","parallelism":1,"command":["x"],"inputs":[{"from":"v"}]}]}`, 400, "cycle"},
+		{"PUT", "/v1/jobs/a", `{"vertices":[{"id":"v","parallelism":1,"command":["x"],"inputs":[{"from":"w"}]}]}`, 400, `unknown vertex "w"`},
+		{"PUT", "/v1/jobs/a", `{"vertices":[{"id":"v","parallelism":1,"command":["x"]},{"id":"v","parallelism":1,"command":["x"]}]}`, 400, "duplicate vertex id"},
+		{"PUT", "/v1/jobs/a", `{"vertices":[{"id":"v","parallelism":0,"command":["x"]}]}`, 400, "parallelism"},
+		{"PUT", "/v1/jobs/a", `{"vertices":[{"id":"v","parallelism":10001,"command":["x"]}]}`, 400, "parallelism"},
+		{"PUT", "/v1/jobs/a", `{"vertices":[{"id":"v","parallelism":1,"command":[]}]}`, 400, "command"},
+		{"PUT", "/v1/jobs/a", big, 413, "larger than"},
+		{"POST", "/v1/jobs", big, 413, "larger than"},
+		{"PUT", "/v1/jobs/a%2Fb", simpleJob, 400, "job id"},
+		{"GET", "/v1/jobs/nope", "", 404, `job "nope" not found`},
+		{"POST", "/v1/jobs/nope/cancel", "", 404, "not found"},
+		{"DELETE", "/v1/jobs", "", 405, "not allowed"},
+		{"GET", "/v2/whatever", "", 404, "no such endpoint"},
+		{"POST", "/v1/internal/executor-update", "{", 400, "malformed report"},
+	}
+	for _, tc := range cases {
+		for i := range c.masters {
+			r := do(t, tc.method, c.url(i, tc.path), []byte(tc.body))
+			require.Equal(t, tc.status, r.status, "%s %s on master %d: %s", tc.method, tc.path, i, r.body)
+			require.Contains(t, decode[api.Error](t, r).Error, tc.want, "%s %s", tc.method, tc.path)
+		}
+	}
+}
+
+func TestRequestsDuringElectionWaitThen503(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	// Stop two masters: the last cannot elect a leader.
+	var last int
+	for i := range c.masters {
+		if i != l {
+			last = i
+		}
+	}
+	for i := range c.masters {
+		if i != last {
+			c.stop(i)
+		}
+	}
+	c.masters[last].cfg.RequestWait = 300 * time.Millisecond
+	waitFor(t, "the last master to lose its leader", func() bool {
+		return do(t, "GET", c.url(last, "/v1/health"), nil).status == http.StatusServiceUnavailable
+	})
+	r := do(t, "PUT", c.url(last, "/v1/jobs/x"), []byte(simpleJob))
+	require.Equal(t, http.StatusServiceUnavailable, r.status)
+	require.Equal(t, "1", r.header.Get("Retry-After"))
+	require.Contains(t, decode[api.Error](t, r).Error, "no leader")
+	// Stale reads still work.
+	require.Equal(t, http.StatusOK, do(t, "GET", c.url(last, "/v1/jobs?stale"), nil).status)
+}

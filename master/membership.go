@@ -1,0 +1,81 @@
+package master
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"jobmaster/membership"
+)
+
+// watchMembership runs for the master's whole life. Until the master belongs
+// to a cluster, it bootstraps one when gossip shows --bootstrap-expect
+// masters and none in a cluster, or notices being added to one; then it
+// gossips that it is in a cluster, so no one bootstraps around it.
+func (m *Master) watchMembership() {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		changed := m.gossip.Changed()
+		m.mu.Lock()
+		in := m.inCluster
+		m.mu.Unlock()
+		if !in {
+			m.tryJoinCluster()
+		}
+		select {
+		case <-m.stop:
+			return
+		case <-changed:
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Master) tryJoinCluster() {
+	if m.inConfiguration() {
+		m.markInCluster("added to a cluster")
+		return
+	}
+	servers, ok := bootstrapServers(m.gossip.Role(membership.RoleMaster), m.cfg.BootstrapExpect)
+	if !ok {
+		return
+	}
+	found := false
+	for _, s := range servers {
+		found = found || s.ID == raft.ServerID(m.cfg.NodeID)
+	}
+	if !found {
+		return
+	}
+	err := m.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+	if err != nil && err != raft.ErrCantBootstrap {
+		m.log.Error("bootstrap", "err", err)
+		return
+	}
+	m.markInCluster("bootstrapped")
+	m.log.Info("cluster bootstrapped", "servers", len(servers))
+}
+
+func (m *Master) inConfiguration() bool {
+	f := m.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == raft.ServerID(m.cfg.NodeID) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Master) markInCluster(why string) {
+	m.mu.Lock()
+	m.inCluster = true
+	m.mu.Unlock()
+	if err := m.gossip.UpdateMeta(m.meta()); err != nil {
+		m.log.Warn("gossip metadata", "err", err)
+	}
+	m.log.Info("in cluster", "how", why)
+}

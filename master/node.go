@@ -1,0 +1,210 @@
+// Package master is a jobmaster master node: Raft wiring (package fsm holds
+// the state), leadership, the HTTP API with forwarding to the leader, and the
+// leader-only work: scheduling, the deployment tracker and reconciler,
+// executor heartbeats, restarts.
+//
+// Goroutines and what they own:
+//   - monitorLeadership: the only consumer of Raft's leadership changes. It
+//     starts a session when this master becomes leader and stops it, waiting
+//     for every one of its goroutines, before handling the next change.
+//   - a session (leader only): establishes the epoch, then runs the
+//     scheduler, the executor tracker (one heartbeat goroutine per
+//     executor), the restarter and the voter reconciler; all of them stop
+//     with it and every command they propose carries its fencing token.
+//   - bootstrap: until this master belongs to a cluster, watches gossip and
+//     forms the cluster once --bootstrap-expect masters are seen.
+//   - proposer: batches commands into Raft entries.
+//   - the HTTP server's handlers: read the FSM, propose through the
+//     session, or forward to the leader.
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"jobmaster/fsm"
+	"jobmaster/membership"
+	"jobmaster/wire"
+)
+
+// Master is a running master node.
+type Master struct {
+	cfg    Config
+	log    *slog.Logger
+	fsm    *fsm.FSM
+	rp     *raftParts
+	raft   *raft.Raft
+	prop   *proposer
+	gossip *membership.Node
+
+	httpSrv  *http.Server
+	httpLn   net.Listener
+	httpAddr string
+	// client talks to other masters (forwarding) and to executors.
+	client *http.Client
+
+	mu      sync.Mutex
+	session *session // the established leader session, or nil
+	// sessionChanged is closed and replaced whenever session changes.
+	sessionChanged chan struct{}
+	inCluster      bool
+
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	shutOnce sync.Once
+}
+
+// New starts a master: Raft, gossip, the HTTP API, and bootstrap.
+func New(cfg Config) (*Master, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	m := &Master{
+		cfg:            cfg,
+		log:            cfg.Logger.With("node", cfg.NodeID),
+		fsm:            fsm.New(),
+		stop:           make(chan struct{}),
+		sessionChanged: make(chan struct{}),
+		client: &http.Client{Transport: &http.Transport{
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     30 * time.Second,
+			DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+		}},
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--http-addr: %w", err)
+	}
+	m.httpLn = ln
+	m.httpAddr = ln.Addr().String()
+	rp, err := openRaft(&m.cfg, m.fsm)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	m.rp, m.raft = rp, rp.raft
+	m.inCluster = rp.hadState
+	m.prop = newProposer(m.raft)
+	g, err := membership.Start(membership.Config{
+		NodeID:   cfg.NodeID,
+		BindAddr: cfg.GossipAddr,
+		Join:     cfg.Join,
+		Meta:     m.meta(),
+		Logger:   cfg.Logger.With("node", cfg.NodeID, "component", "gossip"),
+	})
+	if err != nil {
+		m.prop.close()
+		rp.close()
+		ln.Close()
+		return nil, err
+	}
+	m.gossip = g
+	m.httpSrv = &http.Server{Handler: m.routes(), ReadHeaderTimeout: 10 * time.Second}
+	m.goFunc(m.monitorLeadership)
+	m.goFunc(m.watchMembership)
+	m.goFunc(func() {
+		if err := m.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("http server", "err", err)
+		}
+	})
+	m.log.Info("master started", "http", m.httpAddr, "raft", cfg.RaftAddr, "gossip", cfg.GossipAddr,
+		"existing_state", rp.hadState, "bootstrap_expect", cfg.BootstrapExpect)
+	return m, nil
+}
+
+func (m *Master) goFunc(f func()) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
+}
+
+func (m *Master) meta() membership.Meta {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return membership.Meta{Role: membership.RoleMaster, HTTPAddr: m.httpAddr, RaftAddr: m.cfg.RaftAddr, InCluster: m.inCluster, Version: wire.Version}
+}
+
+// ID is the master's node id.
+func (m *Master) ID() string { return m.cfg.NodeID }
+
+// HTTPAddr is the address the HTTP API listens on.
+func (m *Master) HTTPAddr() string { return m.httpAddr }
+
+// Raft exposes the Raft node (tests and tools).
+func (m *Master) Raft() *raft.Raft { return m.raft }
+
+// FSM exposes the replicated state (tests and tools).
+func (m *Master) FSM() *fsm.FSM { return m.fsm }
+
+// IsLeader reports whether this master leads with an established epoch.
+func (m *Master) IsLeader() bool { return m.currentSession() != nil }
+
+// Token is this master's fencing token while it leads, else 0.
+func (m *Master) Token() uint64 {
+	if s := m.currentSession(); s != nil {
+		return s.token
+	}
+	return 0
+}
+
+func (m *Master) currentSession() *session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.session
+}
+
+// setSession publishes (or clears) the established session.
+func (m *Master) setSession(s *session) {
+	m.mu.Lock()
+	m.session = s
+	close(m.sessionChanged)
+	m.sessionChanged = make(chan struct{})
+	m.mu.Unlock()
+}
+
+func (m *Master) sessionWatch() (*session, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.session, m.sessionChanged
+}
+
+// Shutdown stops the master: the leader session first, then HTTP, gossip
+// (without a leave: a stopped master is a failed one to the others, and
+// returns under the same name), the proposer and Raft.
+func (m *Master) Shutdown(ctx context.Context) error {
+	var errs []error
+	m.shutOnce.Do(func() {
+		close(m.stop)
+		errs = append(errs, m.httpSrv.Shutdown(ctx))
+		m.wg.Wait()
+		errs = append(errs, m.gossip.Shutdown())
+		m.prop.close()
+		errs = append(errs, m.rp.close())
+		m.client.CloseIdleConnections()
+		m.log.Info("master stopped")
+	})
+	return errors.Join(errs...)
+}
+
+// Leave is Shutdown after announcing the departure to gossip, for a master
+// that is being removed for good.
+func (m *Master) Leave(ctx context.Context) error {
+	if err := m.gossip.Leave(time.Second); err != nil {
+		m.log.Warn("gossip leave", "err", err)
+	}
+	return m.Shutdown(ctx)
+}

@@ -1,0 +1,165 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"jobmaster/fsm"
+)
+
+// proposer batches commands from many callers into Raft entries: one entry
+// carries every command queued while the previous entry was being handed to
+// Raft (up to maxBatchBytes), and entries are pipelined, so throughput grows
+// with the number of concurrent callers rather than with fsyncs.
+//
+// Goroutines: run owns the queue and hands entries to Raft; one short-lived
+// goroutine per entry in flight waits for its future and answers callers.
+type proposer struct {
+	raft  *raft.Raft
+	queue chan *proposal
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// errShutdown: the master is stopping; the command may or may not commit.
+var errShutdown = errors.New("master is shutting down")
+
+const (
+	maxBatchBytes   = 1 << 20
+	maxBatchCmds    = 4096
+	enqueueTimeout  = 5 * time.Second
+	proposalBacklog = 8192
+)
+
+type proposal struct {
+	data  []byte
+	n     int // commands in data
+	reply chan proposalReply
+}
+
+type proposalReply struct {
+	results []fsm.Result
+	index   uint64
+	err     error
+}
+
+func newProposer(r *raft.Raft) *proposer {
+	p := &proposer{raft: r, queue: make(chan *proposal, proposalBacklog), stop: make(chan struct{}), done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+// Propose commits commands (in one entry, in order) and returns their
+// results and the entry's index. An error other than a context error means
+// the commands were not applied by this leader: raft.ErrNotLeader,
+// raft.ErrLeadershipLost (the outcome is unknown: they may still commit),
+// or errShutdown.
+func (p *proposer) Propose(ctx context.Context, cmds ...fsm.Command) ([]fsm.Result, uint64, error) {
+	var data []byte
+	for _, c := range cmds {
+		var err error
+		if data, err = fsm.Encode(data, c); err != nil {
+			return nil, 0, err
+		}
+	}
+	pr := &proposal{data: data, n: len(cmds), reply: make(chan proposalReply, 1)}
+	select {
+	case p.queue <- pr:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	case <-p.stop:
+		return nil, 0, errShutdown
+	}
+	select {
+	case r := <-pr.reply:
+		return r.results, r.index, r.err
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+}
+
+// ProposeOne commits one command and returns its result; a command the FSM
+// rejected comes back as the error.
+func (p *proposer) ProposeOne(ctx context.Context, c fsm.Command) (fsm.Result, error) {
+	rs, _, err := p.Propose(ctx, c)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	if len(rs) != 1 {
+		return fsm.Result{}, fmt.Errorf("%s: %d results", c.Type(), len(rs))
+	}
+	return rs[0], rs[0].Err
+}
+
+func (p *proposer) run() {
+	defer close(p.done)
+	var batch []*proposal
+	for {
+		batch = batch[:0]
+		select {
+		case pr := <-p.queue:
+			batch = append(batch, pr)
+		case <-p.stop:
+			p.drain()
+			return
+		}
+		size, n := len(batch[0].data), batch[0].n
+	fill:
+		for size < maxBatchBytes && n < maxBatchCmds {
+			select {
+			case pr := <-p.queue:
+				batch = append(batch, pr)
+				size += len(pr.data)
+				n += pr.n
+			default:
+				break fill
+			}
+		}
+		entry := make([]byte, 0, size)
+		for _, pr := range batch {
+			entry = append(entry, pr.data...)
+		}
+		f := p.raft.Apply(entry, enqueueTimeout)
+		go answer(f, append([]*proposal(nil), batch...))
+	}
+}
+
+// answer waits for an entry to commit and hands each caller its results.
+func answer(f raft.ApplyFuture, batch []*proposal) {
+	if err := f.Error(); err != nil {
+		for _, pr := range batch {
+			pr.reply <- proposalReply{err: err}
+		}
+		return
+	}
+	results, _ := f.Response().([]fsm.Result)
+	idx := f.Index()
+	for _, pr := range batch {
+		if len(results) < pr.n {
+			pr.reply <- proposalReply{err: fmt.Errorf("entry %d: %d results for %d commands", idx, len(results), pr.n)}
+			continue
+		}
+		pr.reply <- proposalReply{results: results[:pr.n:pr.n], index: idx}
+		results = results[pr.n:]
+	}
+}
+
+func (p *proposer) drain() {
+	for {
+		select {
+		case pr := <-p.queue:
+			pr.reply <- proposalReply{err: errShutdown}
+		default:
+			return
+		}
+	}
+}
+
+func (p *proposer) close() {
+	close(p.stop)
+	<-p.done
+}

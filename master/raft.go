@@ -1,0 +1,118 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"jobmaster/fsm"
+)
+
+// raftParts are the Raft node and everything it owns that must be closed.
+type raftParts struct {
+	raft      *raft.Raft
+	transport *raft.NetworkTransport
+	store     *raftboltdb.BoltStore
+	snaps     raft.SnapshotStore
+	// hadState is set when the data dir held Raft state at start: the node
+	// belongs to a cluster and never bootstraps.
+	hadState bool
+}
+
+// openRaft starts Raft over TCP with a bolt log and stable store (fsync on)
+// and file snapshots (3 retained).
+func openRaft(cfg *Config, f *fsm.FSM) (*raftParts, error) {
+	dir := filepath.Join(cfg.DataDir, "raft")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:   "raft." + cfg.NodeID,
+		Level:  hclog.LevelFromString(cfg.RaftLogLevel),
+		Output: cfg.RaftLog,
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = logger
+	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
+	rc.ElectionTimeout = cfg.RaftElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.RaftHeartbeatTimeout
+	rc.CommitTimeout = 10 * time.Millisecond
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	rc.SnapshotThreshold = 16384
+	rc.TrailingLogs = 10240
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("open raft log: %w", err)
+	}
+	p := &raftParts{store: store}
+	fail := func(err error) (*raftParts, error) {
+		p.close()
+		return nil, err
+	}
+	cache, err := raft.NewLogCache(1024, store)
+	if err != nil {
+		return fail(err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 3, logger)
+	if err != nil {
+		return fail(fmt.Errorf("open snapshots: %w", err))
+	}
+	p.snaps = snaps
+	advertise, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	if err != nil {
+		return fail(fmt.Errorf("--raft-addr %q: %w", cfg.RaftAddr, err))
+	}
+	trans, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, &raft.NetworkTransportConfig{
+		MaxPool: 3,
+		Timeout: 5 * time.Second,
+		Logger:  logger,
+	})
+	if err != nil {
+		return fail(fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err))
+	}
+	p.transport = trans
+	p.hadState, err = raft.HasExistingState(cache, store, snaps)
+	if err != nil {
+		return fail(err)
+	}
+	r, err := raft.NewRaft(rc, f, cache, store, snaps, trans)
+	if err != nil {
+		return fail(fmt.Errorf("start raft: %w", err))
+	}
+	p.raft = r
+	return p, nil
+}
+
+// close shuts Raft down and releases its transport and store, in the order
+// that leaks no goroutines: Raft, the transport's streams, the transport,
+// then the store.
+func (p *raftParts) close() error {
+	var errs []error
+	if p.raft != nil {
+		if err := p.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if p.transport != nil {
+		p.transport.CloseStreams()
+		if err := p.transport.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if p.store != nil {
+		if err := p.store.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

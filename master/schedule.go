@@ -1,0 +1,120 @@
+package master
+
+import (
+	"time"
+
+	"jobmaster/fsm"
+	"jobmaster/placement"
+)
+
+// schedulePause bounds how often the scheduler re-plans when the FSM
+// changes quickly: it coalesces a burst of submissions into one plan.
+const schedulePause = 5 * time.Millisecond
+
+// schedule places ready regions whenever something may have made room or
+// work: a kick (slots freed, an executor answered), an FSM change, or a
+// periodic tick.
+func (s *session) schedule() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		changed := s.m.fsm.Changed()
+		s.schedulePass()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.kickSchedule:
+		case <-changed:
+		case <-tick.C:
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(schedulePause):
+		}
+	}
+}
+
+// schedulePass plans from the current state, commits the placements in one
+// entry, and deploys what the FSM accepted.
+func (s *session) schedulePass() {
+	var ready []fsm.ReadyRegion
+	var used map[string][]int
+	s.m.fsm.Read(func(st *fsm.State) {
+		ready = st.ReadyRegions()
+		if len(ready) > 0 {
+			used = st.UsedSlots()
+		}
+	})
+	if len(ready) == 0 {
+		return
+	}
+	plan := placement.Plan(ready, s.tracker.schedulable(used))
+	if len(plan) == 0 {
+		return
+	}
+	f := s.fenced()
+	cmds := make([]fsm.Command, len(plan))
+	for i, p := range plan {
+		cmds[i] = p.Command(f.Token, f.Time)
+	}
+	rs, err := s.propose(cmds...)
+	if err != nil {
+		s.m.log.Debug("placement not committed", "err", err)
+		return
+	}
+	var placed []fsm.Execution
+	for _, r := range rs {
+		if r.Err != nil {
+			s.m.log.Debug("placement rejected", "err", r.Err)
+			continue
+		}
+		placed = append(placed, r.Placed...)
+	}
+	byExecutor := make(map[string][]fsm.TaskSpec)
+	s.m.fsm.Read(func(st *fsm.State) {
+		for _, ts := range st.TaskSpecs(placed) {
+			byExecutor[ts.Execution.Executor] = append(byExecutor[ts.Execution.Executor], ts)
+		}
+	})
+	s.tracker.deploy(byExecutor)
+}
+
+// restarts proposes the restart of every region whose restart delay has
+// passed and whose executions have all ended.
+func (s *session) restarts() {
+	for {
+		changed := s.m.fsm.Changed()
+		now := s.m.cfg.Now()
+		var due []string
+		var next int64
+		s.m.fsm.Read(func(st *fsm.State) {
+			due = st.RestartsDue(now.UnixMilli())
+			next = st.NextRestart()
+		})
+		if len(due) > 0 {
+			cmds := make([]fsm.Command, len(due))
+			f := s.fenced()
+			for i, j := range due {
+				cmds[i] = &fsm.RestartRegions{Fenced: f, Job: j}
+			}
+			if _, err := s.propose(cmds...); err == nil {
+				s.m.log.Info("restarting", "jobs", due)
+				s.kick()
+			}
+		}
+		wait := time.Second
+		if d := time.Duration(next-now.UnixMilli()) * time.Millisecond; next != 0 && d > 0 && d < wait {
+			wait = d
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-s.ctx.Done():
+			timer.Stop()
+			return
+		case <-changed:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
