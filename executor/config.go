@@ -1,0 +1,115 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Runtimes.
+const (
+	// RuntimeExec runs every task as a real process under the shim.
+	RuntimeExec = "exec"
+	// RuntimeSim runs no process: a task ends after Env["SIM_DURATION"]
+	// with exit code Env["SIM_EXIT_CODE"].
+	RuntimeSim = "sim"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultSlots       = 4
+	DefaultLease       = 10 * time.Second
+	DefaultCancelGrace = 5 * time.Second
+)
+
+// Config configures an executor.
+type Config struct {
+	// NodeID names the executor in gossip and in its reports.
+	NodeID string
+	// DataDir holds the persisted fencing token and the executions' working
+	// directories. It is created if missing.
+	DataDir string
+	// HTTPAddr is the host:port to serve on; port 0 picks a free port (Addr
+	// reports it).
+	HTTPAddr string
+	// GossipAddr is the host:port for memberlist. Empty runs the executor
+	// without gossip (a leader must then be told its HTTP address directly).
+	GossipAddr string
+	// Join lists master gossip addresses.
+	Join []string
+	// Slots is the number of slots offered (default 4).
+	Slots int
+	// Runtime is RuntimeExec (default) or RuntimeSim.
+	Runtime string
+	// Lease is the self-fencing lease (default 10s).
+	Lease time.Duration
+	// CancelGrace is how long a cancelled task has between SIGTERM and
+	// SIGKILL (default 5s).
+	CancelGrace time.Duration
+	// ShimCommand starts the task shim; the executor appends the shim's
+	// arguments (see RunShim). Default: {os.Executable(), "shim"}.
+	ShimCommand []string
+	// Logger receives the executor's log (default: discarded).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// withDefaults validates c and fills in its defaults.
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("node id is required"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data dir is required"))
+	}
+	if c.HTTPAddr == "" {
+		errs = append(errs, errors.New("http address is required"))
+	}
+	switch {
+	case c.Slots < 0:
+		errs = append(errs, fmt.Errorf("slots must be positive, got %d", c.Slots))
+	case c.Slots == 0:
+		c.Slots = DefaultSlots
+	}
+	switch c.Runtime {
+	case "":
+		c.Runtime = RuntimeExec
+	case RuntimeExec, RuntimeSim:
+	default:
+		errs = append(errs, fmt.Errorf("runtime %q: want %q or %q", c.Runtime, RuntimeExec, RuntimeSim))
+	}
+	switch {
+	case c.Lease < 0:
+		errs = append(errs, fmt.Errorf("lease must be positive, got %s", c.Lease))
+	case c.Lease == 0:
+		c.Lease = DefaultLease
+	}
+	switch {
+	case c.CancelGrace < 0:
+		errs = append(errs, fmt.Errorf("cancel grace must be positive, got %s", c.CancelGrace))
+	case c.CancelGrace == 0:
+		c.CancelGrace = DefaultCancelGrace
+	}
+	if len(c.ShimCommand) == 0 && c.Runtime == RuntimeExec {
+		exe, err := os.Executable()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shim command: %w", err))
+		}
+		c.ShimCommand = []string{exe, "shim"}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("executor config: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,57 @@
+// Package executor is an executor node of jobmaster: it offers slots, runs
+// the tasks that the leader deploys onto it, reports what it holds, and
+// fences itself off from leaders that are no longer the newest.
+//
+// # Vocabulary
+//
+//   - Execution: one run of one subtask of a job vertex, named by its
+//     execution id "<job>/<vertex>/<subtask>/<attempt>" (every component made
+//     of [A-Za-z0-9._-], never "." or ".."; subtask and attempt are 0-based
+//     decimal numbers). Each execution gets a working directory
+//     DataDir/executions/<execution id>/ holding its stdout.log and
+//     stderr.log.
+//   - Attempt: the number of times the subtask was started before this
+//     execution. A restarted subtask is a new execution with a new id: an
+//     executor never restarts anything by itself.
+//   - Slot: the unit of capacity the executor offers (Config.Slots). The
+//     leader places every task in a slot; tasks of one slot sharing group
+//     may share a slot. Used slots are the distinct slots of live executions.
+//   - Live / terminal: an execution is live while DEPLOYING (being started),
+//     RUNNING or CANCELING, and terminal once FINISHED, FAILED or CANCELED.
+//   - Held set: every execution the executor holds: each live one and each
+//     terminal one not yet acknowledged. Every report lists the held set.
+//   - Acknowledged: a terminal execution whose state the leader has recorded
+//     (it lists it in a heartbeat's Ack or in the answer to a push). The
+//     executor forgets it then, and only then: a terminal state is never
+//     dropped without an acknowledgment, so no state change is lost across a
+//     failover of the masters (it is lost only if the executor process dies).
+//   - Fencing token: the log index of a leader's establish-leadership entry;
+//     newer leaders have larger tokens. Every leader request carries one. The
+//     executor acts only on requests whose token is at least the newest it
+//     has seen, stores a newer token durably under DataDir before acting on
+//     it, and answers an older one with 409 and the newest token.
+//   - Lease: the executor's self-fencing timer. Every accepted leader request
+//     renews it; if none arrives for Config.Lease the executor stops every
+//     live task (they end CANCELED, "lease expired: ..."). The master's
+//     executor timeout is longer than the lease, so by the time a leader
+//     restarts the tasks of an executor it lost, that executor has stopped
+//     them.
+//   - Runtime: how tasks run. "exec" runs every task as a real process under
+//     a shim (see RunShim) in its own process group; "sim" runs no process
+//     and ends every task after Env["SIM_DURATION"] with exit code
+//     Env["SIM_EXIT_CODE"], for tests and benchmarks.
+//   - Push: every state change is sent at once to the newest leader's address
+//     (Report with Partial set); heartbeats answer with the full report.
+//
+// # Structure
+//
+// The decisions are plain code without I/O or clocks: the held set and its
+// transitions (held.go), the fencing-token check (token.go), the lease
+// (lease.go) and execution id validation (ids.go). The rest carries their
+// results out. Goroutines: the HTTP server's; the lease loop, which checks
+// the lease every Lease/20; the pusher, the only goroutine that sends pushes;
+// the sim runtime's timer loop (one per executor, however many tasks); and,
+// for the exec runtime, one waiter per task process. None of them holds the
+// executor's lock while doing I/O, except that a newer fencing token is
+// written to disk before the request carrying it is acted on.
+package executor

@@ -1,0 +1,300 @@
+package executor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"jobmaster/membership"
+	"jobmaster/wire"
+)
+
+// phase is where an executor is in its life.
+type phase int
+
+const (
+	phaseNew     phase = iota // built, not started
+	phaseRunning              // serving leader requests
+	phaseClosing              // Shutdown in progress: leader requests get 503
+	phaseStopped              // shut down or crashed
+)
+
+// Executor is an executor node. Build it with New, then Start it.
+type Executor struct {
+	cfg      Config
+	log      *slog.Logger
+	instance string
+
+	lifeMu sync.Mutex // serializes Start, Shutdown and Crash
+
+	// mu guards the fields below it: the executor's decisions are taken,
+	// and its held set changed, only under mu.
+	mu         sync.Mutex
+	phase      phase
+	held       *heldSet
+	token      uint64 // newest fencing token seen
+	persisted  uint64 // newest fencing token stored on disk
+	leaderAddr string // the newest leader's HTTP address: the push target
+	lease      lease
+	pending    map[string]struct{} // executions changed since the last push
+	settled    chan struct{}       // closed and replaced when an execution ends
+
+	rt         runtime
+	kick       chan struct{}  // wakes the pusher
+	quit       chan struct{}  // stops the lease loop and the pusher
+	loops      sync.WaitGroup // the lease loop and the pusher
+	served     chan struct{}  // closed when the HTTP server has stopped
+	ln         net.Listener
+	srv        *http.Server
+	gossip     *membership.Node
+	client     *http.Client
+	pushCtx    context.Context
+	pushCancel context.CancelFunc
+}
+
+// New validates cfg, creates the data directory and loads the persisted
+// fencing token. It starts nothing.
+func New(cfg Config) (*Executor, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	tok, err := loadToken(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("instance id: %w", err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 2
+	e := &Executor{
+		cfg:       cfg,
+		log:       cfg.Logger.With("executor", cfg.NodeID),
+		instance:  hex.EncodeToString(b[:]),
+		held:      newHeldSet(),
+		token:     tok,
+		persisted: tok,
+		lease:     lease{dur: cfg.Lease},
+		pending:   make(map[string]struct{}),
+		settled:   make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		served:    make(chan struct{}),
+		client:    &http.Client{Timeout: pushTimeout, Transport: tr},
+	}
+	e.pushCtx, e.pushCancel = context.WithCancel(context.Background())
+	return e, nil
+}
+
+// Instance is the random id of this executor process's life, carried in
+// every report.
+func (e *Executor) Instance() string { return e.instance }
+
+// Start serves HTTP, joins gossip and starts the lease loop and the pusher.
+func (e *Executor) Start() error {
+	e.lifeMu.Lock()
+	defer e.lifeMu.Unlock()
+	e.mu.Lock()
+	p := e.phase
+	e.mu.Unlock()
+	if p != phaseNew {
+		return errors.New("executor: Start called twice")
+	}
+	ln, err := net.Listen("tcp", e.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("executor http: %w", err)
+	}
+	if e.cfg.GossipAddr != "" {
+		e.gossip, err = membership.Start(membership.Config{
+			NodeID:   e.cfg.NodeID,
+			BindAddr: e.cfg.GossipAddr,
+			Join:     e.cfg.Join,
+			Logger:   e.cfg.Logger,
+			Meta: membership.Meta{
+				Role:     membership.RoleExecutor,
+				HTTPAddr: advertiseAddr(ln.Addr().String(), e.cfg.GossipAddr),
+				Slots:    e.cfg.Slots,
+				Version:  wire.Version,
+			},
+		})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("executor gossip: %w", err)
+		}
+	}
+	e.ln = ln
+	if e.cfg.Runtime == RuntimeSim {
+		e.rt = newSimRuntime(e.cfg.Now, e.onExit)
+	} else {
+		e.rt = newExecRuntime(e.cfg, e.onExit)
+	}
+	e.srv = &http.Server{
+		Handler:           e.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       time.Minute,
+		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelDebug),
+	}
+	e.mu.Lock()
+	e.phase = phaseRunning
+	e.lease.renew(e.cfg.Now())
+	e.mu.Unlock()
+	e.loops.Add(2)
+	go func() {
+		defer close(e.served)
+		if err := e.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.log.Error("http server", "err", err)
+		}
+	}()
+	go e.leaseLoop()
+	go e.pushLoop()
+	e.log.Info("executor started", "http", e.Addr(), "gossip", e.cfg.GossipAddr, "slots", e.cfg.Slots,
+		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "fencing_token", e.token, "instance", e.instance)
+	return nil
+}
+
+// advertiseAddr is the HTTP address to gossip: the listener's, with the
+// gossip host in place of an unspecified host (0.0.0.0, ::).
+func advertiseAddr(listen, gossip string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return listen
+	}
+	if ghost, _, err := net.SplitHostPort(gossip); err == nil && ghost != "" {
+		if ip := net.ParseIP(ghost); ip == nil || !ip.IsUnspecified() {
+			return net.JoinHostPort(ghost, port)
+		}
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// Addr is the HTTP address the executor listens on (empty before Start).
+func (e *Executor) Addr() string {
+	if e.ln == nil {
+		return ""
+	}
+	return e.ln.Addr().String()
+}
+
+// Shutdown stops every task (they end CANCELED and their processes are dead
+// when it returns), pushes their final states to the leader, leaves gossip,
+// and stops serving. If ctx ends first, the remaining tasks are killed at
+// once; Shutdown still returns only when they are dead, with ctx's error.
+func (e *Executor) Shutdown(ctx context.Context) error {
+	e.lifeMu.Lock()
+	defer e.lifeMu.Unlock()
+	e.mu.Lock()
+	if e.phase != phaseRunning {
+		if e.phase == phaseNew {
+			e.phase = phaseStopped
+		}
+		e.mu.Unlock()
+		return nil
+	}
+	e.phase = phaseClosing
+	e.mu.Unlock()
+	e.log.Info("executor shutting down: stopping every task")
+
+	var errs []error
+	e.stopTasks(e.cancelAll("executor shutting down"))
+	if err := e.waitTasks(ctx); err != nil {
+		errs = append(errs, err)
+		e.mu.Lock()
+		live := e.held.live()
+		e.mu.Unlock()
+		for _, id := range live {
+			e.rt.kill(id)
+		}
+		_ = e.waitTasks(context.Background())
+	}
+	close(e.quit)
+	e.loops.Wait()
+	if ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, pushTimeout)
+		e.pushOnce(pctx)
+		cancel()
+	}
+	e.rt.close()
+	if e.gossip != nil {
+		timeout := time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = min(timeout, max(time.Until(dl), 0))
+		}
+		if err := e.gossip.Leave(timeout); err != nil {
+			errs = append(errs, fmt.Errorf("leave gossip: %w", err))
+		}
+	}
+	if err := e.srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop http: %w", err))
+		e.srv.Close()
+	}
+	<-e.served
+	e.pushCancel()
+	e.client.CloseIdleConnections()
+	e.mu.Lock()
+	e.phase = phaseStopped
+	e.mu.Unlock()
+	e.log.Info("executor stopped")
+	return errors.Join(errs...)
+}
+
+// Crash simulates the death of the executor process, for tests: HTTP and
+// gossip stop at once (nothing is announced or pushed), and every task
+// process is killed as the shim would kill it once its executor died. The
+// held set is left as it was. A new executor may then be started on the
+// same data directory.
+func (e *Executor) Crash() {
+	e.lifeMu.Lock()
+	defer e.lifeMu.Unlock()
+	e.mu.Lock()
+	p := e.phase
+	e.phase = phaseStopped
+	e.mu.Unlock()
+	if p != phaseRunning {
+		return
+	}
+	e.log.Warn("executor crashing (test)")
+	e.srv.Close()
+	if e.gossip != nil {
+		_ = e.gossip.Shutdown()
+	}
+	e.pushCancel()
+	close(e.quit)
+	e.loops.Wait()
+	e.rt.close()
+	<-e.served
+	e.client.CloseIdleConnections()
+}
+
+// waitTasks waits until no execution is live.
+func (e *Executor) waitTasks(ctx context.Context) error {
+	for {
+		e.mu.Lock()
+		n := e.held.liveCount()
+		ch := e.settled
+		e.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%d tasks still running: %w", n, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,490 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"jobmaster/wire"
+)
+
+func TestDeployHeartbeatAck(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{Slots: 4})
+	l := newLeader(t, e, 1)
+
+	long := simTask("j", 0, time.Hour, 0)
+	done := simTask("j", 1, 0, 0)
+	bad := simTask("j", 2, 0, 3)
+	resp := l.deploy(long, done, bad)
+	require.Len(t, resp.Executions, 3, "every task is acknowledged")
+	st, _ := status(resp.Executions, long.ExecutionID)
+	require.Equal(t, wire.StateRunning, st.State)
+	require.Equal(t, wire.ExecutionStatus{ExecutionID: "j/v/0/0", JobID: "j", Vertex: "v", Subtask: 0, Attempt: 0, Slot: 0, State: wire.StateRunning}, st)
+
+	// The report holds the live task and the ended ones until acked.
+	var rep wire.Report
+	waitFor(t, "both short tasks to end", func() bool {
+		rep = l.heartbeat()
+		a, _ := status(rep.Executions, done.ExecutionID)
+		b, _ := status(rep.Executions, bad.ExecutionID)
+		return a.State == wire.StateFinished && b.State == wire.StateFailed
+	})
+	require.Equal(t, wire.Version, rep.Version)
+	require.Equal(t, "e1", rep.Executor)
+	require.Equal(t, e.Instance(), rep.Instance)
+	require.EqualValues(t, 1, rep.Token)
+	require.Equal(t, 4, rep.Slots)
+	require.Equal(t, 1, rep.UsedSlots)
+	require.False(t, rep.Partial)
+	b, _ := status(rep.Executions, bad.ExecutionID)
+	require.Equal(t, "exit status 3", b.Message)
+
+	// Terminal states stay until acked; acks of live ones are ignored.
+	rep = l.heartbeat()
+	require.Len(t, rep.Executions, 3)
+	rep = l.heartbeat(done.ExecutionID, long.ExecutionID, "unknown/v/0/0")
+	require.Len(t, rep.Executions, 2)
+	_, ok := status(rep.Executions, done.ExecutionID)
+	require.False(t, ok, "acked execution is forgotten")
+	_, ok = status(rep.Executions, long.ExecutionID)
+	require.True(t, ok, "a live execution is not acked away")
+	rep = l.heartbeat(bad.ExecutionID)
+	require.Len(t, rep.Executions, 1)
+
+	ex := l.executions()
+	require.EqualValues(t, 1, ex.FencingToken)
+	require.Len(t, ex.Executions, 1)
+	require.Equal(t, wire.StateRunning, ex.Executions[0].State)
+}
+
+func TestPublicExecutionsShape(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 1)
+	code, b := l.do(http.MethodGet, wire.PathExecutions, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.JSONEq(t, `{"fencing_token":0,"executions":[]}`, string(b))
+	l.deploy(simTask("j", 0, time.Hour, 0))
+	_, b = l.do(http.MethodGet, wire.PathExecutions, nil)
+	require.JSONEq(t, `{"fencing_token":1,"executions":[{"execution_id":"j/v/0/0","job_id":"j","vertex":"v","subtask":0,"attempt":0,"slot":0,"state":"RUNNING"}]}`, string(b))
+}
+
+func TestDeployIsIdempotent(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 1)
+	tk := simTask("j", 0, time.Hour, 0)
+	l.deploy(tk)
+	before := l.heartbeat()
+
+	again := tk
+	again.Slot = 3
+	again.Env = map[string]string{SimDurationEnv: "0s"}
+	resp := l.deploy(again, again)
+	require.Len(t, resp.Executions, 2)
+	for _, st := range resp.Executions {
+		require.Equal(t, wire.StateRunning, st.State)
+		require.Equal(t, 0, st.Slot, "the held execution is reported as it is")
+	}
+	require.Equal(t, before.Executions, l.heartbeat().Executions)
+
+	// A terminal, unacknowledged execution is not restarted either.
+	l.cancel(tk.ExecutionID)
+	l.waitState(tk.ExecutionID, wire.StateCanceled)
+	resp = l.deploy(tk)
+	require.Equal(t, wire.StateCanceled, resp.Executions[0].State)
+	require.Equal(t, wire.StateCanceled, l.waitState(tk.ExecutionID, wire.StateCanceled).State)
+}
+
+func TestDeployRejectsPerTask(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{Slots: 2})
+	l := newLeader(t, e, 1)
+	outOfRange := simTask("j", 3, time.Hour, 0) // slot 3 on a 2-slot executor
+	badSim := simTask("j", 1, time.Hour, 0)
+	badSim.Env[SimDurationEnv] = "soon"
+	ok := simTask("j", 0, time.Hour, 0)
+	resp := l.deploy(outOfRange, badSim, ok)
+	require.Equal(t, wire.StateFailed, resp.Executions[0].State)
+	require.Contains(t, resp.Executions[0].Message, "slot 3 out of range")
+	require.Equal(t, wire.StateFailed, resp.Executions[1].State)
+	require.Contains(t, resp.Executions[1].Message, "SIM_DURATION")
+	require.Equal(t, wire.StateRunning, resp.Executions[2].State)
+	rep := l.heartbeat()
+	require.Len(t, rep.Executions, 3, "failed deployments are reported until acked")
+	require.Equal(t, 1, rep.UsedSlots)
+}
+
+func TestCancelIsIdempotent(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 1)
+	tk := simTask("j", 0, time.Hour, 0)
+	l.deploy(tk)
+	l.cancel(tk.ExecutionID, "unknown/v/0/0")
+	st := l.waitState(tk.ExecutionID, wire.StateCanceled)
+	require.Equal(t, "canceled by the leader", st.Message)
+	l.cancel(tk.ExecutionID) // the leader retries until the report drops it
+	l.cancel(tk.ExecutionID)
+	rep := l.heartbeat(tk.ExecutionID)
+	require.Empty(t, rep.Executions)
+	l.cancel(tk.ExecutionID)
+	require.Empty(t, l.heartbeat().Executions)
+}
+
+func TestStaleTokenIsFencedAndTokenSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Logger: testLogger(t), Runtime: RuntimeSim, NodeID: "e1", HTTPAddr: "127.0.0.1:0"}
+	e1, err := New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, e1.Start())
+
+	newer := newLeader(t, e1, 5)
+	tk := simTask("j", 0, time.Hour, 0)
+	newer.deploy(tk)
+	b, err := os.ReadFile(filepath.Join(dir, tokenFile))
+	require.NoError(t, err)
+	require.Equal(t, "5\n", string(b), "the token is on disk")
+
+	older := newLeader(t, e1, 4)
+	expectStale := func(l *leader) {
+		t.Helper()
+		for _, c := range []struct {
+			path string
+			body any
+		}{
+			{wire.PathHeartbeat, wire.HeartbeatRequest{Leader: l.hdr(), Ack: []string{tk.ExecutionID}}},
+			{wire.PathDeploy, wire.DeployRequest{Leader: l.hdr(), Tasks: []wire.Task{simTask("j", 1, 0, 0)}}},
+			{wire.PathCancel, wire.CancelRequest{Leader: l.hdr(), IDs: []string{tk.ExecutionID}}},
+		} {
+			code, b := l.post(c.path, c.body)
+			require.Equal(t, http.StatusConflict, code, "%s: %s", c.path, b)
+			var stale wire.StaleToken
+			require.NoError(t, json.Unmarshal(b, &stale))
+			require.EqualValues(t, 5, stale.Token)
+			require.Contains(t, stale.Error, "stale fencing token 4")
+		}
+	}
+	expectStale(older)
+	// Nothing of the stale requests was acted on.
+	rep := newer.heartbeat()
+	require.Len(t, rep.Executions, 1)
+	require.Equal(t, wire.StateRunning, rep.Executions[0].State)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, e1.Shutdown(ctx))
+
+	// Same data dir: the newest token is remembered.
+	e2, err := New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, e2.Start())
+	t.Cleanup(func() { require.NoError(t, e2.Shutdown(context.Background())) })
+	require.NotEqual(t, e1.Instance(), e2.Instance())
+	older.base = "http://" + e2.Addr()
+	expectStale(older)
+	require.EqualValues(t, 5, newLeader(t, e2, 5).executions().FencingToken)
+	rep = newLeader(t, e2, 7).heartbeat()
+	require.EqualValues(t, 7, rep.Token)
+	require.Empty(t, rep.Executions, "tasks do not survive their executor")
+	newer.base = older.base
+	code, _ := newer.post(wire.PathHeartbeat, wire.HeartbeatRequest{Leader: newer.hdr()})
+	require.Equal(t, http.StatusConflict, code, "token 5 is now stale")
+}
+
+func TestBadInputGets4xx(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 1)
+	okHdr := `"version":1,"token":1,"node":"m1","addr":""`
+	huge := `{` + okHdr + `,"tasks":[{"execution_id":"` + strings.Repeat("x", 2<<20) + `"}]}`
+	tests := []struct {
+		name, method, path, body string
+		code                     int
+		want                     string
+	}{
+		{"malformed JSON", "POST", wire.PathDeploy, `{"version":1,`, 400, "malformed"},
+		{"not an object", "POST", wire.PathHeartbeat, `[1,2]`, 400, "malformed"},
+		{"empty body", "POST", wire.PathHeartbeat, ``, 400, "empty"},
+		{"unknown field", "POST", wire.PathDeploy, `{` + okHdr + `,"tasks":[],"bogus":1}`, 400, "bogus"},
+		{"wrong type", "POST", wire.PathCancel, `{` + okHdr + `,"ids":"x"}`, 400, "malformed"},
+		{"trailing data", "POST", wire.PathHeartbeat, `{` + okHdr + `} {}`, 400, "after the JSON body"},
+		{"old version", "POST", wire.PathHeartbeat, `{"version":0,"token":1}`, 400, "version 0: this executor speaks version 1"},
+		{"new version", "POST", wire.PathDeploy, `{"version":2,"token":1,"tasks":[]}`, 400, "version 2: this executor speaks version 1"},
+		{"body over 1 MiB", "POST", wire.PathDeploy, huge, 413, "larger than 1048576"},
+		{"path traversal id", "POST", wire.PathDeploy, `{` + okHdr + `,"tasks":[{"execution_id":"../../x/0/0","job_id":"..","vertex":"x","subtask":0,"parallelism":1,"attempt":0,"command":["true"]}]}`, 400, "execution id"},
+		{"dot-dot component", "POST", wire.PathDeploy, `{` + okHdr + `,"tasks":[{"execution_id":"../x/0/0","job_id":"..","vertex":"x","subtask":0,"parallelism":1,"attempt":0,"command":["true"]}]}`, 400, "not allowed"},
+		{"inconsistent id", "POST", wire.PathDeploy, `{` + okHdr + `,"tasks":[{"execution_id":"j/v/0/0","job_id":"k","vertex":"v","subtask":0,"parallelism":1,"attempt":0,"command":["true"]}]}`, 400, "does not match"},
+		{"wrong method", "GET", wire.PathDeploy, ``, 405, "use POST"},
+		{"wrong method on executions", "POST", wire.PathExecutions, `{}`, 405, "use GET"},
+		{"unknown path", "GET", "/v1/nope", ``, 404, "no such endpoint"},
+		{"logs without id", "GET", wire.PathLogs, ``, 400, "missing"},
+		{"logs traversal", "GET", wire.PathLogs + "?id=../../../etc/passwd", ``, 400, "execution id"},
+		{"logs encoded traversal", "GET", wire.PathLogs + "?id=%2e%2e/%2e%2e/0/0", ``, 400, "not allowed"},
+		{"logs bad stream", "GET", wire.PathLogs + "?id=j/v/0/0&stream=stdin", ``, 400, "stdout or stderr"},
+		{"logs bad tail", "GET", wire.PathLogs + "?id=j/v/0/0&tail=-1", ``, 400, "tail"},
+		{"logs unknown execution", "GET", wire.PathLogs + "?id=j/v/0/0", ``, 404, "no logs"},
+	}
+	for _, tc := range tests {
+		code, b := l.do(tc.method, tc.path, []byte(tc.body))
+		require.Equal(t, tc.code, code, "%s: %s", tc.name, b)
+		var ee wire.Error
+		require.NoError(t, json.Unmarshal(b, &ee), "%s: error body is JSON: %s", tc.name, b)
+		require.Contains(t, ee.Error, tc.want, tc.name)
+	}
+	require.Empty(t, l.heartbeat().Executions, "nothing was deployed, and the executor still answers")
+}
+
+// TestArbitraryBodiesNeverCrash throws random bodies at every leader
+// endpoint: the answer is never a 5xx and the executor keeps serving.
+func TestArbitraryBodiesNeverCrash(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 1)
+	fragments := []string{`{`, `}`, `[`, `]`, `"version":1`, `"token":1`, `"tasks":[`, `"ids":[`, `"ack":[`, `"execution_id":"j/v/0/0"`,
+		`"command":["true"]`, `"parallelism":1`, `null`, `,`, `:`, `"x"`, `-1`, `1e999`, `"\u0000"`, `"../.."`, `{"env":{"SIM_DURATION":"1h"}}`}
+	rapid.Check(t, func(rt *rapid.T) {
+		parts := rapid.SliceOfN(rapid.SampledFrom(fragments), 0, 20).Draw(rt, "body")
+		path := rapid.SampledFrom([]string{wire.PathDeploy, wire.PathCancel, wire.PathHeartbeat}).Draw(rt, "path")
+		code, b := l.do(http.MethodPost, path, []byte(strings.Join(parts, "")))
+		if code >= 500 {
+			rt.Fatalf("%s answered %d: %s", path, code, b)
+		}
+	})
+	l.heartbeat()
+}
+
+// pushRecorder is a fake leader's executor-update endpoint.
+type pushRecorder struct {
+	mu      sync.Mutex
+	reports []wire.Report
+	ack     bool
+}
+
+func (p *pushRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != wire.PathExecutorUpdate || r.Method != http.MethodPost {
+		http.Error(w, "wrong endpoint", http.StatusNotFound)
+		return
+	}
+	var rep wire.Report
+	if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	p.mu.Lock()
+	p.reports = append(p.reports, rep)
+	ack := p.ack
+	p.mu.Unlock()
+	var resp wire.UpdateResponse
+	for _, st := range rep.Executions {
+		if ack && wire.TerminalState(st.State) {
+			resp.Ack = append(resp.Ack, st.ExecutionID)
+		}
+	}
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// latest is the newest pushed status of id.
+func (p *pushRecorder) latest(id string) (wire.ExecutionStatus, wire.Report, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.reports) - 1; i >= 0; i-- {
+		if st, ok := status(p.reports[i].Executions, id); ok {
+			return st, p.reports[i], true
+		}
+	}
+	return wire.ExecutionStatus{}, wire.Report{}, false
+}
+
+func TestPushReachesLeaderAndItsAckForgets(t *testing.T) {
+	t.Parallel()
+	rec := &pushRecorder{ack: true}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 3)
+	l.push = strings.TrimPrefix(srv.URL, "http://") // host:port, as masters gossip it
+
+	ok, bad, long := simTask("j", 0, 0, 0), simTask("j", 1, 0, 2), simTask("j", 2, time.Hour, 0)
+	l.deploy(ok, bad, long)
+	for _, tk := range []wire.Task{ok, bad} {
+		waitFor(t, "push of "+tk.ExecutionID, func() bool {
+			st, _, found := rec.latest(tk.ExecutionID)
+			return found && wire.TerminalState(st.State)
+		})
+	}
+	st, rep, _ := rec.latest(bad.ExecutionID)
+	require.Equal(t, wire.StateFailed, st.State)
+	require.Equal(t, "exit status 2", st.Message)
+	require.True(t, rep.Partial)
+	require.Equal(t, "e1", rep.Executor)
+	require.Equal(t, e.Instance(), rep.Instance)
+	require.EqualValues(t, 3, rep.Token)
+	require.Equal(t, wire.Version, rep.Version)
+	waitFor(t, "RUNNING of the long task to be pushed", func() bool {
+		st, _, found := rec.latest(long.ExecutionID)
+		return found && st.State == wire.StateRunning
+	})
+
+	// The push's ack removed the ended executions.
+	waitFor(t, "acked executions to be forgotten", func() bool { return len(l.executions().Executions) == 1 })
+	rep2 := l.heartbeat()
+	require.Len(t, rep2.Executions, 1)
+	require.Equal(t, long.ExecutionID, rep2.Executions[0].ExecutionID)
+
+	// A cancel is pushed too, with its terminal state.
+	l.cancel(long.ExecutionID)
+	waitFor(t, "push of the cancel", func() bool {
+		st, _, _ := rec.latest(long.ExecutionID)
+		return st.State == wire.StateCanceled
+	})
+	waitFor(t, "the executor to be empty", func() bool { return len(l.executions().Executions) == 0 })
+}
+
+func TestFailedPushLosesNothing(t *testing.T) {
+	t.Parallel()
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	deadAddr := dead.Addr().String()
+	require.NoError(t, dead.Close())
+
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 1)
+	l.push = deadAddr
+	tk := simTask("j", 0, 0, 0)
+	l.deploy(tk)
+	l.waitState(tk.ExecutionID, wire.StateFinished)
+	rep := l.heartbeat()
+	require.Len(t, rep.Executions, 1, "the heartbeat carries what the push could not")
+
+	// A leader that answers gets the pending change with the next push.
+	rec := &pushRecorder{ack: true}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	l.push = srv.URL
+	l.heartbeat()
+	l.deploy(simTask("j", 1, 0, 0))
+	waitFor(t, "both to be pushed and acked", func() bool { return len(l.executions().Executions) == 0 })
+}
+
+func TestLeaseExpiryStopsTasks(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{Lease: 300 * time.Millisecond})
+	l := newLeader(t, e, 1)
+	tk := simTask("j", 0, time.Hour, 0)
+	l.deploy(tk)
+	// No heartbeat: GET /v1/executions is not a leader request.
+	st := l.waitState(tk.ExecutionID, wire.StateCanceled)
+	require.Equal(t, "lease expired: no heartbeat from a leader for 300ms", st.Message)
+
+	// A leader renews the lease; its new tasks run.
+	rep := l.heartbeat(tk.ExecutionID)
+	require.Empty(t, rep.Executions)
+	tk2 := simTask("j", 1, time.Hour, 0)
+	require.Equal(t, wire.StateRunning, l.deploy(tk2).Executions[0].State)
+}
+
+// TestLeaseCheckedBeforeRenewal: an executor whose clock jumped past the
+// lease (it was frozen with SIGSTOP) fences itself on the first request it
+// handles, before that request renews the lease. The lease is an hour, so
+// the lease loop (every 3 minutes) cannot be the one that notices.
+func TestLeaseCheckedBeforeRenewal(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	e := startExecutor(t, Config{Lease: time.Hour, Now: clock.Now})
+	l := newLeader(t, e, 1)
+	tk := simTask("j", 0, 10*time.Hour, 0)
+	l.deploy(tk)
+	clock.Advance(59 * time.Minute)
+	rep := l.heartbeat()
+	require.Equal(t, wire.StateRunning, rep.Executions[0].State, "within the lease")
+
+	clock.Advance(61 * time.Minute) // 61 minutes since the last heartbeat
+	rep = l.heartbeat()
+	require.Equal(t, wire.StateCanceling, rep.Executions[0].State, "fenced before the heartbeat renewed the lease")
+	st := l.waitState(tk.ExecutionID, wire.StateCanceled)
+	require.Equal(t, "lease expired: no heartbeat from a leader for 1h0m0s", st.Message)
+
+	// That heartbeat renewed the lease: new work is not fenced.
+	tk2 := simTask("j", 1, 10*time.Hour, 0)
+	l.deploy(tk2)
+	clock.Advance(30 * time.Minute)
+	rep = l.heartbeat(tk.ExecutionID)
+	require.Len(t, rep.Executions, 1)
+	require.Equal(t, wire.StateRunning, rep.Executions[0].State)
+}
+
+func TestLeaderRequestsDuringShutdownAre503(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 1)
+	e.mu.Lock()
+	e.phase = phaseClosing
+	e.mu.Unlock()
+	code, b := l.post(wire.PathDeploy, wire.DeployRequest{Leader: l.hdr(), Tasks: []wire.Task{simTask("j", 0, 0, 0)}})
+	require.Equal(t, http.StatusServiceUnavailable, code, "%s", b)
+	require.Contains(t, string(b), "shutting down")
+	e.mu.Lock()
+	e.phase = phaseRunning
+	e.mu.Unlock()
+	require.Empty(t, l.heartbeat().Executions)
+}
+
+func TestLogsOfSimTaskAreEmpty(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 1)
+	tk := simTask("j", 0, time.Hour, 0)
+	l.deploy(tk)
+	require.Equal(t, "", l.logs(tk.ExecutionID, "stdout"))
+}
+
+func TestConfigValidation(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"no node id":    {DataDir: "/tmp/x", HTTPAddr: ":0"},
+		"no data dir":   {NodeID: "e", HTTPAddr: ":0"},
+		"no http addr":  {NodeID: "e", DataDir: "/tmp/x"},
+		"bad runtime":   {NodeID: "e", DataDir: "/tmp/x", HTTPAddr: ":0", Runtime: "docker"},
+		"bad slots":     {NodeID: "e", DataDir: "/tmp/x", HTTPAddr: ":0", Slots: -1},
+		"bad lease":     {NodeID: "e", DataDir: "/tmp/x", HTTPAddr: ":0", Lease: -time.Second},
+		"bad grace":     {NodeID: "e", DataDir: "/tmp/x", HTTPAddr: ":0", CancelGrace: -time.Second},
+		"several wrong": {Runtime: "x"},
+	} {
+		_, err := New(cfg)
+		require.Error(t, err, name)
+	}
+	cfg, err := Config{NodeID: "e", DataDir: "/tmp/x", HTTPAddr: ":0"}.withDefaults()
+	require.NoError(t, err)
+	require.Equal(t, DefaultSlots, cfg.Slots)
+	require.Equal(t, RuntimeExec, cfg.Runtime)
+	require.Equal(t, DefaultLease, cfg.Lease)
+	require.Equal(t, DefaultCancelGrace, cfg.CancelGrace)
+	require.Equal(t, "shim", cfg.ShimCommand[1])
+}
+
+func TestStartTwiceAndShutdownUnstarted(t *testing.T) {
+	e, err := New(Config{NodeID: "e", DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Runtime: RuntimeSim})
+	require.NoError(t, err)
+	require.NoError(t, e.Shutdown(context.Background()))
+	e = startExecutor(t, Config{})
+	require.Error(t, e.Start())
+}
+
+func TestAdvertiseAddr(t *testing.T) {
+	require.Equal(t, "127.0.0.1:80", advertiseAddr("127.0.0.1:80", "127.0.0.1:7946"))
+	require.Equal(t, "10.0.0.5:80", advertiseAddr("0.0.0.0:80", "10.0.0.5:7946"))
+	require.Equal(t, "127.0.0.1:80", advertiseAddr("[::]:80", "0.0.0.0:7946"))
+}

@@ -1,0 +1,272 @@
+package executor
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"jobmaster/wire"
+)
+
+// requestError is a leader request refused: an HTTP status and its body.
+type requestError struct {
+	code int
+	body any
+}
+
+func refuse(code int, format string, args ...any) *requestError {
+	return &requestError{code: code, body: wire.Error{Error: fmt.Sprintf(format, args...)}}
+}
+
+// admitLocked decides whether to act on a request from leader l at now. It
+// checks the lease before anything else (an executor that was frozen past
+// its lease fences itself before it renews), then the fencing token
+// (persisting a newer one first), and renews the lease. The returned ids
+// must be stopped (the lease expired) whatever the verdict.
+func (e *Executor) admitLocked(now time.Time, l wire.Leader) (stop []string, rerr *requestError) {
+	if e.phase != phaseRunning {
+		return nil, refuse(http.StatusServiceUnavailable, "executor %s is shutting down", e.cfg.NodeID)
+	}
+	stop = e.expireLocked(now)
+	switch checkToken(e.token, e.persisted, l.Token) {
+	case tokenStale:
+		e.log.Warn("refused a request from a stale leader", "leader", l.Node, "token", l.Token, "newest", e.token)
+		return stop, &requestError{code: http.StatusConflict, body: wire.StaleToken{
+			Error: fmt.Sprintf("stale fencing token %d: executor %s has seen token %d", l.Token, e.cfg.NodeID, e.token),
+			Token: e.token,
+		}}
+	case tokenPersist:
+		e.token = max(e.token, l.Token) // fence older leaders off even if the write fails
+		if err := saveToken(e.cfg.DataDir, l.Token); err != nil {
+			e.log.Error("cannot persist the fencing token: refusing the request", "token", l.Token, "err", err)
+			return stop, refuse(http.StatusInternalServerError, "%v", err)
+		}
+		e.persisted = l.Token
+		e.log.Info("new leader", "leader", l.Node, "addr", l.Addr, "token", l.Token)
+	}
+	if l.Addr != "" && l.Addr != e.leaderAddr {
+		e.leaderAddr = l.Addr
+		e.kickLocked() // changes a failed push left behind go to the new leader
+	}
+	e.lease.renew(now)
+	return stop, nil
+}
+
+// expireLocked fences the executor if the lease has expired at now: every
+// live execution is cancelled. It returns the ids to stop.
+func (e *Executor) expireLocked(now time.Time) []string {
+	if !e.lease.check(now) {
+		return nil
+	}
+	live := e.held.live()
+	e.log.Error("LEASE EXPIRED: no request from a leader; stopping every task (self-fencing)",
+		"lease", e.cfg.Lease, "since", e.lease.last, "tasks", len(live))
+	return e.cancelLocked(live, leaseMessage(e.cfg.Lease))
+}
+
+// cancelLocked requests that ids stop, ending CANCELED with msg; it returns
+// those the runtime must stop now.
+func (e *Executor) cancelLocked(ids []string, msg string) []string {
+	var stop []string
+	for _, id := range ids {
+		before := e.held.state(id)
+		if e.held.cancel(id, msg) {
+			stop = append(stop, id)
+		}
+		e.noteLocked(id, before)
+	}
+	return stop
+}
+
+// cancelAll cancels every live execution.
+func (e *Executor) cancelAll(msg string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cancelLocked(e.held.live(), msg)
+}
+
+// stopTasks carries out stops decided under the lock.
+func (e *Executor) stopTasks(ids []string) {
+	for _, id := range ids {
+		e.rt.stop(id)
+	}
+}
+
+// noteLocked records that id may have changed from state before: a change
+// is logged, queued for the pusher, and an end wakes Shutdown.
+func (e *Executor) noteLocked(id, before string) {
+	st, ok := e.held.get(id)
+	if !ok || st.State == before {
+		return
+	}
+	e.pending[id] = struct{}{}
+	e.kickLocked()
+	if wire.TerminalState(st.State) {
+		e.log.Info("execution ended", "execution", id, "state", st.State, "message", st.Message)
+		close(e.settled)
+		e.settled = make(chan struct{})
+	} else {
+		e.log.Debug("execution changed", "execution", id, "state", st.State)
+	}
+}
+
+// onExit is the runtimes' callback: a task has ended.
+func (e *Executor) onExit(id string, res exitResult) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	before := e.held.state(id)
+	e.held.exited(id, res)
+	e.noteLocked(id, before)
+}
+
+// leaseLoop checks the lease every Lease/20.
+func (e *Executor) leaseLoop() {
+	defer e.loops.Done()
+	t := time.NewTicker(leaseTick(e.cfg.Lease))
+	defer t.Stop()
+	for {
+		select {
+		case <-e.quit:
+			return
+		case <-t.C:
+			now := e.cfg.Now()
+			e.mu.Lock()
+			stop := e.expireLocked(now)
+			e.mu.Unlock()
+			e.stopTasks(stop)
+		}
+	}
+}
+
+// deploy handles a deploy request: it registers every new task before
+// starting any, starts them, and answers every task's state.
+func (e *Executor) deploy(now time.Time, req wire.DeployRequest) ([]wire.ExecutionStatus, *requestError) {
+	for _, t := range req.Tasks {
+		if err := validateTask(t); err != nil {
+			return nil, refuse(http.StatusBadRequest, "%v", err)
+		}
+	}
+	out := make([]wire.ExecutionStatus, len(req.Tasks))
+	e.mu.Lock()
+	stop, rerr := e.admitLocked(now, req.Leader)
+	var fresh []wire.Task
+	if rerr == nil {
+		for _, t := range req.Tasks {
+			if e.held.deploy(t) {
+				fresh = append(fresh, t)
+				e.noteLocked(t.ExecutionID, "")
+			}
+		}
+		e.statusesLocked(req.Tasks, out)
+	}
+	e.mu.Unlock()
+	e.stopTasks(stop)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if len(fresh) > 0 {
+		e.log.Info("deploying", "leader", req.Node, "token", req.Token, "tasks", len(fresh))
+	}
+	for _, t := range fresh {
+		e.startTask(t)
+	}
+	e.mu.Lock()
+	e.statusesLocked(req.Tasks, out)
+	e.mu.Unlock()
+	return out, nil
+}
+
+// statusesLocked fills out[i] with the status of tasks[i], where it is still
+// held (one ended and acknowledged meanwhile keeps its last status).
+func (e *Executor) statusesLocked(tasks []wire.Task, out []wire.ExecutionStatus) {
+	for i, t := range tasks {
+		if st, ok := e.held.get(t.ExecutionID); ok {
+			out[i] = st
+		}
+	}
+}
+
+// startTask starts a registered task unless it was cancelled meanwhile.
+func (e *Executor) startTask(t wire.Task) {
+	id := t.ExecutionID
+	var err error
+	e.mu.Lock()
+	skip := e.held.canceled(id)
+	e.mu.Unlock()
+	switch {
+	case skip:
+		err = fmt.Errorf("cancelled before it started")
+	case t.Slot < 0 || t.Slot >= e.cfg.Slots:
+		err = fmt.Errorf("slot %d out of range: executor %s has slots 0..%d", t.Slot, e.cfg.NodeID, e.cfg.Slots-1)
+	default:
+		err = e.rt.start(t)
+	}
+	if err != nil && !skip {
+		e.log.Warn("task did not start", "execution", id, "err", err)
+	}
+	e.mu.Lock()
+	before := e.held.state(id)
+	stop := e.held.started(id, err)
+	e.noteLocked(id, before)
+	e.mu.Unlock()
+	if stop {
+		e.rt.stop(id)
+	}
+}
+
+// cancel handles a cancel request.
+func (e *Executor) cancel(now time.Time, req wire.CancelRequest) *requestError {
+	e.mu.Lock()
+	stop, rerr := e.admitLocked(now, req.Leader)
+	if rerr == nil {
+		stop = append(stop, e.cancelLocked(req.IDs, "canceled by the leader")...)
+	}
+	e.mu.Unlock()
+	e.stopTasks(stop)
+	return rerr
+}
+
+// heartbeat handles a heartbeat: it forgets the acknowledged executions and
+// answers the full report.
+func (e *Executor) heartbeat(now time.Time, req wire.HeartbeatRequest) (wire.Report, *requestError) {
+	e.mu.Lock()
+	stop, rerr := e.admitLocked(now, req.Leader)
+	var rep wire.Report
+	if rerr == nil {
+		e.ackLocked(req.Ack)
+		rep = e.reportLocked(e.held.list(), false)
+	}
+	e.mu.Unlock()
+	e.stopTasks(stop)
+	return rep, rerr
+}
+
+// ackLocked forgets acknowledged terminal executions.
+func (e *Executor) ackLocked(ids []string) {
+	for _, id := range ids {
+		if e.held.ack(id) {
+			delete(e.pending, id)
+		}
+	}
+}
+
+// reportLocked builds a report carrying execs.
+func (e *Executor) reportLocked(execs []wire.ExecutionStatus, partial bool) wire.Report {
+	return wire.Report{
+		Version:    wire.Version,
+		Executor:   e.cfg.NodeID,
+		Instance:   e.instance,
+		Token:      e.token,
+		Slots:      e.cfg.Slots,
+		UsedSlots:  e.held.usedSlots(),
+		Partial:    partial,
+		Executions: execs,
+	}
+}
+
+// executions answers GET /v1/executions.
+func (e *Executor) executions() wire.Executions {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return wire.Executions{FencingToken: e.token, Executions: e.held.list()}
+}

@@ -1,0 +1,45 @@
+package executor
+
+import (
+	"fmt"
+	"time"
+)
+
+// leaseExpired is the lease decision: a lease renewed at last has expired at
+// now if d or more has passed.
+func leaseExpired(last, now time.Time, d time.Duration) bool {
+	return now.Sub(last) >= d
+}
+
+// leaseMessage is the terminal message of the tasks a lease expiry stops.
+func leaseMessage(d time.Duration) string {
+	return fmt.Sprintf("lease expired: no heartbeat from a leader for %s", d)
+}
+
+// leaseTick is how often the lease loop checks the lease.
+func leaseTick(d time.Duration) time.Duration {
+	return max(d/20, time.Millisecond)
+}
+
+// lease is the self-fencing lease: renewed by every accepted leader request.
+type lease struct {
+	dur    time.Duration
+	last   time.Time
+	fenced bool // expiry already acted on since the last renewal
+}
+
+// check reports whether the lease has expired at now and this is the first
+// check since the last renewal to see it, i.e. whether to stop every task.
+func (l *lease) check(now time.Time) bool {
+	if l.fenced || !leaseExpired(l.last, now, l.dur) {
+		return false
+	}
+	l.fenced = true
+	return true
+}
+
+// renew restarts the lease at now.
+func (l *lease) renew(now time.Time) {
+	l.last = now
+	l.fenced = false
+}

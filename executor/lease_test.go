@@ -1,0 +1,51 @@
+package executor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLeaseExpired(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		now  time.Time
+		want bool
+	}{
+		{"just renewed", t0, false},
+		{"within the lease", t0.Add(9 * time.Second), false},
+		{"one nanosecond short", t0.Add(10*time.Second - 1), false},
+		{"exactly the lease", t0.Add(10 * time.Second), true},
+		{"thawed long after (SIGSTOP)", t0.Add(time.Hour), true},
+		{"clock went backwards", t0.Add(-time.Hour), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, leaseExpired(t0, tc.now, 10*time.Second))
+		})
+	}
+}
+
+func TestLeaseFiresOncePerRenewal(t *testing.T) {
+	clock := newFakeClock()
+	l := lease{dur: time.Second}
+	l.renew(clock.Now())
+	require.False(t, l.check(clock.Now()))
+	clock.Advance(999 * time.Millisecond)
+	require.False(t, l.check(clock.Now()))
+	clock.Advance(time.Millisecond)
+	require.True(t, l.check(clock.Now()), "expiry is seen")
+	clock.Advance(time.Hour)
+	require.False(t, l.check(clock.Now()), "and acted on once")
+	l.renew(clock.Now())
+	require.False(t, l.check(clock.Now()))
+	clock.Advance(2 * time.Second)
+	require.True(t, l.check(clock.Now()), "a renewed lease expires again")
+}
+
+func TestLeaseMessage(t *testing.T) {
+	require.Equal(t, "lease expired: no heartbeat from a leader for 10s", leaseMessage(10*time.Second))
+	require.Equal(t, 500*time.Millisecond, leaseTick(10*time.Second))
+}

@@ -1,0 +1,119 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"jobmaster/wire"
+)
+
+// pushTimeout bounds one push.
+const pushTimeout = 2 * time.Second
+
+// kickLocked wakes the pusher without blocking.
+func (e *Executor) kickLocked() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pushLoop is the only goroutine that pushes during normal operation: each
+// wake-up sends every change accumulated since the previous push, so a
+// burst of changes costs one request.
+func (e *Executor) pushLoop() {
+	defer e.loops.Done()
+	for {
+		select {
+		case <-e.quit:
+			return
+		case <-e.kick:
+			e.pushOnce(e.pushCtx)
+		}
+	}
+}
+
+// pushOnce sends the pending changes to the newest leader and forgets the
+// executions it acknowledges. On failure the changes stay pending for the
+// next push; the next heartbeat's report carries them anyway.
+func (e *Executor) pushOnce(ctx context.Context) {
+	e.mu.Lock()
+	addr := e.leaderAddr
+	if addr == "" || len(e.pending) == 0 {
+		e.mu.Unlock()
+		return
+	}
+	ids := make([]string, 0, len(e.pending))
+	for id := range e.pending {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	execs := make([]wire.ExecutionStatus, 0, len(ids))
+	for _, id := range ids {
+		if st, ok := e.held.get(id); ok {
+			execs = append(execs, st)
+		}
+	}
+	clear(e.pending)
+	rep := e.reportLocked(execs, true)
+	e.mu.Unlock()
+	if len(execs) == 0 {
+		return
+	}
+	ack, err := e.post(ctx, addr, rep)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		e.log.Debug("push failed; the next change or heartbeat carries it", "leader", addr, "err", err)
+		for _, st := range execs {
+			if _, ok := e.held.get(st.ExecutionID); ok {
+				e.pending[st.ExecutionID] = struct{}{}
+			}
+		}
+		return
+	}
+	e.ackLocked(ack)
+}
+
+// post sends rep to the master at addr and returns its acknowledgments.
+func (e *Executor) post(ctx context.Context, addr string, rep wire.Report) ([]string, error) {
+	body, err := json.Marshal(rep)
+	if err != nil {
+		return nil, err
+	}
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+wire.PathExecutorUpdate, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("push answered %s: %s", resp.Status, bytes.TrimSpace(data))
+	}
+	var ur wire.UpdateResponse
+	if len(bytes.TrimSpace(data)) > 0 {
+		if err := json.Unmarshal(data, &ur); err != nil {
+			return nil, fmt.Errorf("push answer: %w", err)
+		}
+	}
+	return ur.Ack, nil
+}

@@ -1,0 +1,135 @@
+package executor
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// shimCmd runs the shim (this test binary) in a new process group.
+func shimCmd(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+	cmd := exec.Command(testBinary(t), append([]string{shimArg}, args...)...)
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd, &stdout, &stderr
+}
+
+func runShimCmd(t *testing.T, args ...string) (int, string, string) {
+	cmd, stdout, stderr := shimCmd(t, args...)
+	err := cmd.Run()
+	if err != nil {
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+func TestShimExitCodes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		code int
+		err  string
+	}{
+		{"success", []string{"--", "sh", "-c", "echo hi"}, 0, ""},
+		{"exit code passes through", []string{"--grace", "1s", "--", "sh", "-c", "exit 7"}, 7, ""},
+		{"killed by a signal", []string{"--", "sh", "-c", "kill -9 $$"}, 128 + 9, ""},
+		{"command not found", []string{"--", "no-such-command-jobmaster"}, 127, "executable file not found"},
+		{"no command", []string{"--grace", "1s"}, 2, "usage"},
+		{"bad grace", []string{"--grace", "soon", "--", "true"}, 2, "invalid value"},
+		{"negative grace", []string{"--grace", "-1s", "--", "true"}, 2, "negative"},
+	}
+	for _, tc := range tests {
+		code, stdout, stderr := runShimCmd(t, tc.args...)
+		require.Equal(t, tc.code, code, "%s: %s", tc.name, stderr)
+		require.Contains(t, stderr, tc.err, tc.name)
+		if tc.name == "success" {
+			require.Equal(t, "hi\n", stdout)
+		}
+	}
+}
+
+func TestShimForwardsSIGTERMToTheGroup(t *testing.T) {
+	t.Parallel()
+	cmd, stdout, _ := shimCmd(t, "--grace", "30s", "--", "sh", "-c", "sleep 300 & echo $!; wait")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	var child int
+	waitFor(t, "the task to start", func() bool {
+		child, _ = strconv.Atoi(strings.TrimSpace(stdout.String()))
+		return child > 0
+	})
+	require.Equal(t, cmd.Process.Pid, pgidOf(t, child), "the task runs in the shim's group")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 128+int(syscall.SIGTERM), ee.ExitCode(), "the task died of the forwarded SIGTERM")
+	waitFor(t, "the group to be gone", func() bool { return len(groupMembers(cmd.Process.Pid)) == 0 })
+}
+
+func TestShimKillsAfterGrace(t *testing.T) {
+	t.Parallel()
+	cmd, _, stderr := shimCmd(t, "--grace", "200ms", "--", "sh", "-c", `trap "" TERM; sleep 300; sleep 300`)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	waitFor(t, "the task to run", func() bool { return len(groupMembers(cmd.Process.Pid)) >= 3 })
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	ws := ee.Sys().(syscall.WaitStatus)
+	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the shim killed its group, itself included: %v", ws)
+	require.Contains(t, stderr.String(), "did not exit 200ms after SIGTERM")
+	waitFor(t, "the group to be gone", func() bool { return len(groupMembers(cmd.Process.Pid)) == 0 })
+}
+
+func TestShimArgs(t *testing.T) {
+	require.Equal(t, []string{"--grace", "1.5s", "--", "sh", "-c", "x"}, shimArgs(1500*time.Millisecond, []string{"sh", "-c", "x"}))
+}
+
+// TestShimStopsTaskWhenParentDies exercises the getppid poll alone: the
+// shim's parent is a shell (no parent-death signal), which exits; the shim,
+// reparented, stops the task and kills what is left of its group.
+func TestShimStopsTaskWhenParentDies(t *testing.T) {
+	t.Parallel()
+	out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
+	require.NoError(t, err)
+	defer out.Close()
+	cmd := exec.Command("sh", "-c", `"$0" `+shimArg+` --grace 5s -- sh -c 'echo $$; sleep 300 & sleep 300' & read x || true`, testBinary(t))
+	cmd.Stdout = out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	var pgid int
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if pgid > 0 {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	})
+	var pid int
+	waitFor(t, "the task to start", func() bool {
+		b, _ := os.ReadFile(out.Name())
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0
+	})
+	pgid = pgidOf(t, pid)
+	require.NotEqual(t, cmd.Process.Pid, pgid, "the shim made its own group")
+	waitFor(t, "shim, sh and two sleeps", func() bool { return len(groupMembers(pgid)) == 4 })
+
+	require.NoError(t, stdin.Close()) // the shell exits
+	require.NoError(t, cmd.Wait())
+	waitFor(t, "the orphaned shim to stop its task", func() bool { return len(groupMembers(pgid)) == 0 })
+}
