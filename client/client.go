@@ -1,0 +1,120 @@
+package client
+
+import (
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Defaults of a Client; see the options to change them.
+const (
+	// DefaultTimeout bounds one call, retries and failovers included, when
+	// the caller's context has no earlier deadline.
+	DefaultTimeout = 15 * time.Second
+	// DefaultAttemptTimeout bounds one attempt of a retryable request at one
+	// master, so that a hung master does not hold the call: after it the
+	// client moves on to the next master.
+	DefaultAttemptTimeout = 5 * time.Second
+)
+
+// Backoff between two rounds over every master.
+const (
+	initialBackoff = 100 * time.Millisecond
+	maxBackoff     = time.Second
+)
+
+// Client talks to a cluster of masters. It is safe for concurrent use.
+type Client struct {
+	addrs          []string // base URLs, http://host:port
+	http           *http.Client
+	ownTransport   *http.Transport // closed by Close; nil with WithHTTPClient
+	timeout        time.Duration
+	attemptTimeout time.Duration
+	backoff        time.Duration // first pause between rounds
+	notify         func(*UnreachableError)
+
+	mu   sync.Mutex
+	last int // index in addrs of the master that last answered
+}
+
+// Option changes a Client built by New.
+type Option func(*Client)
+
+// WithTimeout bounds every call (all its retries and failovers) to d. A
+// deadline of the caller's context that comes earlier still applies. Zero or
+// less means only the caller's context bounds a call.
+func WithTimeout(d time.Duration) Option {
+	return func(c *Client) { c.timeout = d }
+}
+
+// WithAttemptTimeout bounds one attempt of a retryable request (GET, PUT) at
+// one master before the client tries the next. It does not apply to a POST,
+// which is never resent once it may have been received.
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(c *Client) { c.attemptTimeout = d }
+}
+
+// WithRetryNotify makes the Client call notify, on the calling goroutine,
+// each time a round over every master has failed and the call is about to
+// pause and try again; err tells what each master said. A CLI uses it to
+// say that it is waiting for a cluster.
+func WithRetryNotify(notify func(err *UnreachableError)) Option {
+	return func(c *Client) { c.notify = notify }
+}
+
+// WithHTTPClient makes the Client send its requests through hc. Its Timeout
+// should be zero: the Client bounds calls through contexts.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) {
+		c.http = hc
+		c.ownTransport = nil
+	}
+}
+
+// New returns a Client for the masters in addresses, a comma-separated list
+// of "host:port" or "http://host:port" (see ParseAddresses).
+func New(addresses string, opts ...Option) (*Client, error) {
+	addrs, err := ParseAddresses(addresses)
+	if err != nil {
+		return nil, err
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	c := &Client{
+		addrs:          addrs,
+		http:           &http.Client{Transport: transport},
+		ownTransport:   transport,
+		timeout:        DefaultTimeout,
+		attemptTimeout: DefaultAttemptTimeout,
+		backoff:        initialBackoff,
+	}
+	for _, opt := range opts {
+		opt(c)
+	}
+	return c, nil
+}
+
+// Addresses returns the masters' base URLs (http://host:port) in list order.
+func (c *Client) Addresses() []string {
+	return append([]string(nil), c.addrs...)
+}
+
+// Close releases the Client's idle connections. The Client remains usable.
+func (c *Client) Close() {
+	if c.ownTransport != nil {
+		c.ownTransport.CloseIdleConnections()
+	}
+}
+
+// first returns the index of the master to try first.
+func (c *Client) first() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// answered records the master that gave the last usable answer.
+func (c *Client) answered(i int) {
+	c.mu.Lock()
+	c.last = i
+	c.mu.Unlock()
+}

@@ -1,0 +1,125 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+)
+
+// ErrOutcomeUnknown is wrapped by the error of a non-idempotent request (a
+// POST) that failed after it may have reached a master: the master may or may
+// not have acted on it, and the client does not resend it.
+var ErrOutcomeUnknown = errors.New("the request may have reached a master; its outcome is unknown")
+
+// APIError is a final answer from a server that is not a success: a 4xx (bad
+// request, unknown job, conflict, ...) or a 5xx that retrying cannot fix.
+// Callers match it with errors.As.
+type APIError struct {
+	// StatusCode is the HTTP status of the answer.
+	StatusCode int
+	// Message is the server's {"error": "..."} message, or the start of the
+	// body when it was not one.
+	Message string
+	// Method and Path name the request that got the answer.
+	Method, Path string
+}
+
+// Error returns the server's message with the status, or the request and the
+// status when the server gave no message.
+func (e *APIError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("%s %s: HTTP %d %s", e.Method, e.Path, e.StatusCode, http.StatusText(e.StatusCode))
+	}
+	return fmt.Sprintf("%s (HTTP %d)", e.Message, e.StatusCode)
+}
+
+// IsNotFound reports whether err is (or wraps) an *APIError with status 404.
+func IsNotFound(err error) bool {
+	var apiErr *APIError
+	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound
+}
+
+// Attempt is what one master said (or failed to say) to a request.
+type Attempt struct {
+	// Address is the master's base URL, http://host:port.
+	Address string
+	// Err is the last failure seen from that master.
+	Err error
+}
+
+// UnreachableError is returned when no master gave a usable answer before
+// the call's deadline: each was unreachable, timed out or had no leader.
+type UnreachableError struct {
+	// Attempts holds the last failure of every master tried, in list order.
+	Attempts []Attempt
+}
+
+// Error lists every address tried with what it said.
+func (e *UnreachableError) Error() string {
+	parts := make([]string, len(e.Attempts))
+	for i, a := range e.Attempts {
+		parts[i] = fmt.Sprintf("%s (%s)", displayAddr(a.Address), describe(a.Err))
+	}
+	return "no master answered; tried " + strings.Join(parts, ", ")
+}
+
+// Unwrap returns the failure of every master tried.
+func (e *UnreachableError) Unwrap() []error {
+	errs := make([]error, len(e.Attempts))
+	for i, a := range e.Attempts {
+		errs[i] = a.Err
+	}
+	return errs
+}
+
+// describe shortens a transport error for people: "connection refused"
+// rather than Go's full `Get "http://...": dial tcp ...: connect: ...`.
+func describe(err error) string {
+	var apiErr *APIError
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case err == nil:
+		return "no answer"
+	case errors.As(err, &apiErr):
+		return apiErr.Error()
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "host unreachable"
+	case errors.As(err, &dnsErr):
+		return "cannot resolve host: " + dnsErr.Err
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return "timed out"
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return urlErr.Err.Error()
+	}
+	return err.Error()
+}
+
+// sentNothing reports whether a transport error proves the request never
+// reached a server: the connection could not be set up at all.
+func sentNothing(err error) bool {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	var dnsErr *net.DNSError
+	return errors.As(err, &dnsErr)
+}
+
+// shortError shows a transport error the way describe does while keeping
+// it available to errors.Is and errors.As.
+type shortError struct{ err error }
+
+func (e shortError) Error() string { return describe(e.err) }
+func (e shortError) Unwrap() error { return e.err }

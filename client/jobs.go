@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"jobmaster/api"
+)
+
+// SubmitJob submits spec under id with PUT /v1/jobs/{id}. It is idempotent:
+// created is true when this call created the job and false when the same
+// spec was already there. A different spec under the same id is an *APIError
+// with status 409; an invalid spec one with status 400 (or 413).
+func (c *Client) SubmitJob(ctx context.Context, id string, spec []byte) (created bool, err error) {
+	req := request{method: http.MethodPut, path: jobPath(id), body: spec, idempotent: true}
+	res, err := c.do(ctx, req)
+	if err != nil {
+		return false, err
+	}
+	switch res.status {
+	case http.StatusCreated:
+		return true, nil
+	case http.StatusOK:
+		return false, nil
+	}
+	return false, unexpected(req, res)
+}
+
+// CreateJob submits spec under an id the masters generate, with POST
+// /v1/jobs, and returns that id. It is sent again only when no master could
+// be reached at all; when the request may have been received but no answer
+// came, the error wraps ErrOutcomeUnknown (the job may exist).
+func (c *Client) CreateJob(ctx context.Context, spec []byte) (id string, err error) {
+	req := request{method: http.MethodPost, path: "/v1/jobs", body: spec}
+	res, err := c.do(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	if res.status != http.StatusCreated && res.status != http.StatusOK {
+		return "", unexpected(req, res)
+	}
+	var out api.SubmitResponse
+	if err := decode(req, res, &out); err != nil {
+		return "", err
+	}
+	if out.ID == "" {
+		return "", fmt.Errorf("%s %s at %s: the answer has no job id", req.method, req.path, displayAddr(res.from))
+	}
+	return out.ID, nil
+}
+
+// Jobs lists every job.
+func (c *Client) Jobs(ctx context.Context) ([]api.JobSummary, error) {
+	var out api.JobList
+	if err := c.get(ctx, "/v1/jobs", &out); err != nil {
+		return nil, err
+	}
+	return out.Jobs, nil
+}
+
+// Job returns one job with the current attempt of every subtask. An unknown
+// job is an *APIError with status 404 (see IsNotFound).
+func (c *Client) Job(ctx context.Context, id string) (*api.Job, error) {
+	var out api.Job
+	if err := c.get(ctx, jobPath(id), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CancelJob asks the masters to cancel a job, with POST
+// /v1/jobs/{id}/cancel. It returns once the request is accepted (202); the
+// job reaches CANCELED later. Cancelling is idempotent, so the request is
+// retried like a PUT.
+func (c *Client) CancelJob(ctx context.Context, id string) error {
+	req := request{method: http.MethodPost, path: jobPath(id) + "/cancel", idempotent: true}
+	res, err := c.do(ctx, req)
+	if err != nil {
+		return err
+	}
+	if res.status != http.StatusAccepted && res.status != http.StatusOK && res.status != http.StatusNoContent {
+		return unexpected(req, res)
+	}
+	return nil
+}
+
+// jobPath is the path of one job.
+func jobPath(id string) string {
+	return "/v1/jobs/" + url.PathEscape(id)
+}
+
+// get sends an idempotent GET and decodes its 200 answer into out.
+func (c *Client) get(ctx context.Context, path string, out any) error {
+	req := request{method: http.MethodGet, path: path, idempotent: true}
+	res, err := c.do(ctx, req)
+	if err != nil {
+		return err
+	}
+	if res.status != http.StatusOK {
+		return unexpected(req, res)
+	}
+	return decode(req, res, out)
+}
+
+// unexpected is the error of a success answer with a status the API does
+// not give for this request.
+func unexpected(req request, res *response) error {
+	return fmt.Errorf("%s %s at %s: unexpected answer HTTP %d %s", req.method, req.path, displayAddr(res.from), res.status, http.StatusText(res.status))
+}

@@ -1,0 +1,131 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"jobmaster/api"
+	"jobmaster/wire"
+)
+
+// Log streams of a task.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+// Logs streams the stdout or stderr (stream is Stdout or Stderr) of the
+// current attempt of one subtask: it finds the attempt's execution with Job,
+// the executor's HTTP address with Cluster, and reads the executor's log
+// endpoint. The caller reads the logs from the returned ReadCloser and must
+// close it. The call's timeout bounds everything up to the executor's answer;
+// reading the logs is bounded only by ctx.
+func (c *Client) Logs(ctx context.Context, jobID, vertex string, subtask int, stream string) (io.ReadCloser, error) {
+	if stream != Stdout && stream != Stderr {
+		return nil, fmt.Errorf("invalid log stream %q: use %s or %s", stream, Stdout, Stderr)
+	}
+	job, err := c.Job(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	st, err := FindSubtask(job, vertex, subtask)
+	if err != nil {
+		return nil, err
+	}
+	if st.ExecutionID == "" || st.Executor == "" {
+		return nil, fmt.Errorf("subtask %s[%d] of job %q has not run yet (state %s): no logs", vertex, subtask, jobID, st.State)
+	}
+	cluster, err := c.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	exec := findExecutor(cluster, st.Executor)
+	if exec == nil || exec.HTTPAddr == "" {
+		return nil, fmt.Errorf("executor %q, which ran execution %s, is not known to the cluster: its logs are unavailable", st.Executor, st.ExecutionID)
+	}
+	base, err := ParseAddress(exec.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("executor %q advertises a bad HTTP address: %w", exec.ID, err)
+	}
+	return c.executorLogs(ctx, exec, base, st.ExecutionID, stream)
+}
+
+// FindSubtask returns the subtask with the given index of a job's vertex, or
+// an error naming what exists.
+func FindSubtask(job *api.Job, vertex string, subtask int) (*api.Subtask, error) {
+	var ids []string
+	for _, v := range job.Vertices {
+		ids = append(ids, v.ID)
+		if v.ID != vertex {
+			continue
+		}
+		for i := range v.Subtasks {
+			if v.Subtasks[i].Index == subtask {
+				return &v.Subtasks[i], nil
+			}
+		}
+		return nil, fmt.Errorf("vertex %q of job %q has no subtask %d (it has subtasks 0 to %d)", vertex, job.ID, subtask, len(v.Subtasks)-1)
+	}
+	return nil, fmt.Errorf("job %q has no vertex %q (its vertices: %s)", job.ID, vertex, strings.Join(ids, ", "))
+}
+
+// findExecutor returns the executor with the given id, or nil.
+func findExecutor(cluster *api.Cluster, id string) *api.Executor {
+	for i := range cluster.Executors {
+		if cluster.Executors[i].ID == id {
+			return &cluster.Executors[i]
+		}
+	}
+	return nil
+}
+
+// executorLogs sends the log request to one executor. The headers must come
+// within the call's timeout; the body is then read under ctx alone.
+func (c *Client) executorLogs(ctx context.Context, exec *api.Executor, base, executionID, stream string) (io.ReadCloser, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var timer *time.Timer
+	if c.timeout > 0 {
+		timer = time.AfterFunc(c.timeout, cancel)
+	}
+	q := url.Values{"id": {executionID}, "stream": {stream}}
+	path := wire.PathLogs + "?" + q.Encode()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	hres, err := c.http.Do(hreq)
+	timedOut := timer != nil && !timer.Stop()
+	if err != nil {
+		cancel()
+		if timedOut && ctx.Err() != nil {
+			err = fmt.Errorf("no answer within %v: %w", c.timeout, context.DeadlineExceeded)
+		}
+		return nil, fmt.Errorf("cannot reach executor %q at %s (status %s) for the logs of %s: %w", exec.ID, displayAddr(base), exec.Status, executionID, shortError{err})
+	}
+	if hres.StatusCode != http.StatusOK {
+		defer cancel()
+		defer hres.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(hres.Body, 64<<10))
+		apiErr := &APIError{StatusCode: hres.StatusCode, Message: errorMessage(body), Method: http.MethodGet, Path: path}
+		return nil, fmt.Errorf("executor %q, logs of %s: %w", exec.ID, executionID, apiErr)
+	}
+	return &cancelOnClose{ReadCloser: hres.Body, cancel: cancel}, nil
+}
+
+// cancelOnClose releases a request's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (r *cancelOnClose) Close() error {
+	err := r.ReadCloser.Close()
+	r.cancel()
+	return err
+}

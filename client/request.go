@@ -1,0 +1,187 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// request is one call to the masters.
+type request struct {
+	method string
+	path   string // with query, escaped
+	body   []byte // nil: no body
+	// idempotent requests may be resent after they may have reached a
+	// master; the others only when the connection was never set up.
+	idempotent bool
+}
+
+// response is a usable answer from one master.
+type response struct {
+	status int
+	body   []byte
+	from   string // base URL of the master
+}
+
+// failoverStatus reports whether an answer with this status means "this
+// master cannot serve the request now, another one may": no leader (503) or
+// a failed forward to the leader (502, 504).
+func failoverStatus(code int) bool {
+	return code == http.StatusServiceUnavailable || code == http.StatusBadGateway || code == http.StatusGatewayTimeout
+}
+
+// do sends req to the masters, starting with the one that last answered and
+// failing over as the package doc describes. It returns the first usable
+// answer (any status below 400, or a final error status as an *APIError).
+func (c *Client) do(ctx context.Context, req request) (*response, error) {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	n := len(c.addrs)
+	last := make([]error, n) // last failure per master
+	start := c.first()
+	backoff := c.backoff
+	for {
+		for k := range n {
+			i := (start + k) % n
+			res, err := c.attempt(ctx, c.addrs[i], req)
+			if err != nil && ctx.Err() != nil {
+				return nil, c.stopped(ctx, req, last, i, err)
+			}
+			if err == nil && !failoverStatus(res.status) {
+				c.answered(i)
+				if res.status >= 400 {
+					return nil, apiError(req, res)
+				}
+				return res, nil
+			}
+			if err == nil {
+				err = apiError(req, res)
+			}
+			last[i] = err
+			if !req.idempotent && !sentNothing(err) {
+				if _, isAPI := errors.AsType[*APIError](err); isAPI {
+					return nil, err
+				}
+				return nil, fmt.Errorf("%s %s at %s: %w (%w)", req.method, req.path, displayAddr(c.addrs[i]), ErrOutcomeUnknown, shortError{err})
+			}
+		}
+		if c.notify != nil {
+			c.notify(unreachable(c.addrs, last))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, c.stopped(ctx, req, last, -1, nil)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// stopped builds the error of a call whose context ended while the master
+// at index cur (or none, -1) was being tried with the result err.
+func (c *Client) stopped(ctx context.Context, req request, last []error, cur int, err error) error {
+	// An attempt cut short by the deadline says less than what the same
+	// master said before.
+	if cur >= 0 && err != nil && (last[cur] == nil || ctx.Err() == nil || !errors.Is(err, ctx.Err())) {
+		last[cur] = err
+	}
+	if cur >= 0 && !req.idempotent && err != nil && !sentNothing(err) {
+		return fmt.Errorf("%s %s at %s: %w (%w)", req.method, req.path, displayAddr(c.addrs[cur]), ErrOutcomeUnknown, shortError{err})
+	}
+	if errors.Is(context.Cause(ctx), context.Canceled) {
+		return fmt.Errorf("%s %s: %w", req.method, req.path, context.Canceled)
+	}
+	u := unreachable(c.addrs, last)
+	if len(u.Attempts) == 0 {
+		return fmt.Errorf("%s %s: %w", req.method, req.path, context.DeadlineExceeded)
+	}
+	return u
+}
+
+// unreachable collects the last failure of every master tried.
+func unreachable(addrs []string, last []error) *UnreachableError {
+	u := &UnreachableError{}
+	for i, addr := range addrs {
+		if last[i] != nil {
+			u.Attempts = append(u.Attempts, Attempt{Address: addr, Err: last[i]})
+		}
+	}
+	return u
+}
+
+// attempt sends req once to the master at base and reads its answer.
+func (c *Client) attempt(ctx context.Context, base string, req request) (*response, error) {
+	if req.idempotent && c.attemptTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.attemptTimeout)
+		defer cancel()
+	}
+	var body io.Reader
+	if req.body != nil {
+		body = bytes.NewReader(req.body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, req.method, base+req.path, body)
+	if err != nil {
+		return nil, err
+	}
+	if req.body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	hreq.Header.Set("Accept", "application/json")
+	hres, err := c.http.Do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	defer hres.Body.Close()
+	data, err := io.ReadAll(hres.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	return &response{status: hres.StatusCode, body: data, from: base}, nil
+}
+
+// apiError turns an error answer into an *APIError.
+func apiError(req request, res *response) *APIError {
+	return &APIError{
+		StatusCode: res.status,
+		Message:    errorMessage(res.body),
+		Method:     req.method,
+		Path:       req.path,
+	}
+}
+
+// maxMessage bounds the message taken from a body that is not JSON.
+const maxMessage = 300
+
+// errorMessage extracts the message of an {"error": "..."} body, or the
+// start of the body when it is something else.
+func errorMessage(body []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage] + "..."
+	}
+	return msg
+}
+
+// decode unmarshals a successful answer into v.
+func decode(req request, res *response, v any) error {
+	if err := json.Unmarshal(res.body, v); err != nil {
+		return fmt.Errorf("%s %s at %s: malformed answer: %v", req.method, req.path, displayAddr(res.from), err)
+	}
+	return nil
+}

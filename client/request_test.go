@@ -1,0 +1,261 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/api"
+)
+
+func okJobs(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.JobList{Jobs: []api.JobSummary{{ID: "j1", Name: "wc", Status: "RUNNING"}}})
+}
+
+func TestFailoverToNextAddressAndRemember(t *testing.T) {
+	good := newServer(t, okJobs)
+	dead := deadAddr(t)
+	c := newTestClient(t, dead+","+good.addr())
+
+	jobs, err := c.Jobs(context.Background())
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	assert.Equal(t, "j1", jobs[0].ID)
+
+	// The next call starts at the master that answered.
+	_, err = c.Jobs(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), good.hits.Load())
+	assert.Equal(t, 1, c.first())
+}
+
+func TestStartsFromLastThatWorked(t *testing.T) {
+	var firstUp atomic.Bool
+	first := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if !firstUp.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "no leader"})
+			return
+		}
+		okJobs(w, r)
+	})
+	second := newServer(t, okJobs)
+	c := newTestClient(t, first.addr()+","+second.addr())
+
+	_, err := c.Jobs(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), first.hits.Load())
+	assert.Equal(t, int64(1), second.hits.Load())
+
+	firstUp.Store(true)
+	_, err = c.Jobs(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), first.hits.Load(), "the second call must start at the master that answered")
+	assert.Equal(t, int64(2), second.hits.Load())
+}
+
+func TestRetries503UntilSuccess(t *testing.T) {
+	var calls atomic.Int64
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 3 {
+			writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "no leader"})
+			return
+		}
+		okJobs(w, r)
+	})
+	c := newTestClient(t, s.addr())
+
+	jobs, err := c.Jobs(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, jobs, 1)
+	assert.Equal(t, int64(4), s.hits.Load())
+}
+
+func Test4xxIsFinal(t *testing.T) {
+	for _, code := range []int{http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			bad := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, code, api.Error{Error: "nope"})
+			})
+			other := newServer(t, okJobs)
+			c := newTestClient(t, bad.addr()+","+other.addr())
+
+			_, err := c.Job(context.Background(), "j1")
+			var apiErr *APIError
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, code, apiErr.StatusCode)
+			assert.Equal(t, "nope", apiErr.Message)
+			assert.Equal(t, int64(1), bad.hits.Load())
+			assert.Equal(t, int64(0), other.hits.Load(), "a 4xx must not be retried elsewhere")
+		})
+	}
+}
+
+func TestErrorBodyThatIsNotJSON(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "404 page not found", http.StatusNotFound)
+	})
+	c := newTestClient(t, s.addr())
+	_, err := c.Jobs(context.Background())
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, "404 page not found", apiErr.Message)
+	assert.Equal(t, "404 page not found (HTTP 404)", err.Error())
+	assert.True(t, IsNotFound(err))
+}
+
+func TestAllUnreachableListsEveryAddress(t *testing.T) {
+	unavailable := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "no leader elected"})
+	})
+	dead := deadAddr(t)
+	c := newTestClient(t, dead+","+unavailable.addr(), WithTimeout(200*time.Millisecond))
+
+	_, err := c.Jobs(context.Background())
+	var u *UnreachableError
+	require.ErrorAs(t, err, &u)
+	require.Len(t, u.Attempts, 2)
+	assert.Equal(t, "http://"+dead, u.Attempts[0].Address)
+	msg := err.Error()
+	assert.Contains(t, msg, dead+" (connection refused)")
+	assert.Contains(t, msg, unavailable.addr()+" (no leader elected (HTTP 503))")
+	assert.Greater(t, unavailable.hits.Load(), int64(1), "the round must be retried until the deadline")
+}
+
+func TestCallerCancelIsNotUnreachable(t *testing.T) {
+	c := newTestClient(t, deadAddr(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := c.Jobs(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	var u *UnreachableError
+	assert.False(t, errors.As(err, &u))
+}
+
+func TestHungMasterIsSkippedForIdempotentRequests(t *testing.T) {
+	release := make(chan struct{})
+	hung := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	defer close(release)
+	good := newServer(t, okJobs)
+	c := newTestClient(t, hung.addr()+","+good.addr(), WithAttemptTimeout(50*time.Millisecond))
+
+	_, err := c.Jobs(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), good.hits.Load())
+}
+
+func TestPutIsRetriedAfterHangUp(t *testing.T) {
+	flaky := newServer(t, hangUp(t))
+	var got atomic.Int64
+	good := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: "j1"})
+	})
+	c := newTestClient(t, flaky.addr()+","+good.addr())
+
+	created, err := c.SubmitJob(context.Background(), "j1", []byte(`{}`))
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, int64(1), got.Load())
+}
+
+func TestPostIsNotRetriedOnceSent(t *testing.T) {
+	for name, h := range map[string]http.HandlerFunc{
+		"hang up": hangUp(t),
+		"503": func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "no leader"})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			first := newServer(t, h)
+			second := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: "dup"})
+			})
+			c := newTestClient(t, first.addr()+","+second.addr())
+
+			_, err := c.CreateJob(context.Background(), []byte(`{}`))
+			require.Error(t, err)
+			assert.Equal(t, int64(1), first.hits.Load())
+			assert.Equal(t, int64(0), second.hits.Load(), "a POST that may have been received must not be resent")
+		})
+	}
+}
+
+func TestPostOutcomeUnknownAfterHangUp(t *testing.T) {
+	s := newServer(t, hangUp(t))
+	c := newTestClient(t, s.addr())
+	_, err := c.CreateJob(context.Background(), []byte(`{}`))
+	require.ErrorIs(t, err, ErrOutcomeUnknown)
+	assert.Contains(t, err.Error(), "POST /v1/jobs at "+s.addr())
+}
+
+func TestPostIsRetriedWhenNothingWasSent(t *testing.T) {
+	good := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: "gen-1"})
+	})
+	c := newTestClient(t, deadAddr(t)+","+good.addr())
+	id, err := c.CreateJob(context.Background(), []byte(`{}`))
+	require.NoError(t, err)
+	assert.Equal(t, "gen-1", id)
+	assert.Equal(t, int64(1), good.hits.Load())
+}
+
+func TestPostWaitsForAReachableMaster(t *testing.T) {
+	// Only connection-refused failures: the POST keeps being retried until
+	// the deadline, then reports every address.
+	c := newTestClient(t, deadAddr(t)+","+deadAddr(t), WithTimeout(100*time.Millisecond))
+	_, err := c.CreateJob(context.Background(), []byte(`{}`))
+	var u *UnreachableError
+	require.ErrorAs(t, err, &u)
+	assert.Len(t, u.Attempts, 2)
+	assert.NotErrorIs(t, err, ErrOutcomeUnknown)
+}
+
+func TestRetryNotifyAfterEachFailedRound(t *testing.T) {
+	var calls atomic.Int64
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "no leader"})
+			return
+		}
+		okJobs(w, r)
+	})
+	dead := deadAddr(t)
+	var notes []string
+	c := newTestClient(t, s.addr()+","+dead, WithRetryNotify(func(err *UnreachableError) {
+		notes = append(notes, err.Error())
+	}))
+	_, err := c.Jobs(context.Background())
+	require.NoError(t, err)
+	want := "no master answered; tried " + s.addr() + " (no leader (HTTP 503)), " + dead + " (connection refused)"
+	assert.Equal(t, []string{want, want}, notes)
+}
+
+func TestPostCanceledAfterSendingIsOutcomeUnknown(t *testing.T) {
+	arrived := make(chan struct{})
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body) // then the server notices the client leave
+		close(arrived)
+		<-r.Context().Done()
+	})
+	c := newTestClient(t, s.addr())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	_, err := c.CreateJob(ctx, []byte(`{}`))
+	require.ErrorIs(t, err, ErrOutcomeUnknown)
+	require.ErrorIs(t, err, context.Canceled)
+}

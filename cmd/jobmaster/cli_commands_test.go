@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/api"
+)
+
+const wcSpec = `{"name": "wordcount", "vertices": [{"id": "split", "parallelism": 2, "command": ["true"]}, {"id": "count", "parallelism": 1, "command": ["true"]}]}`
+
+// specFile writes spec to a temporary file and returns its path.
+func specFile(t *testing.T, spec string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "job.json")
+	require.NoError(t, os.WriteFile(path, []byte(spec), 0o600))
+	return path
+}
+
+func TestJobRunPrintsGeneratedID(t *testing.T) {
+	f := newFakeMaster(t)
+	r := runCLI(f.addr(), "job", "run", specFile(t, wcSpec))
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "job-1\n", r.stdout)
+	assert.Empty(t, r.stderr)
+}
+
+func TestJobRunWithIDIsIdempotent(t *testing.T) {
+	f := newFakeMaster(t)
+	file := specFile(t, wcSpec)
+
+	r := runCLI(f.addr(), "job", "run", "--id", "wc", file)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "wc\n", r.stdout)
+
+	r = runCLI(f.addr(), "job", "run", "--id", "wc", file)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "wc\n", r.stdout)
+	assert.Contains(t, r.stderr, "already exists with this spec")
+
+	r = runCLI(f.addr(), "job", "run", "--id", "wc", specFile(t, `{"name": "other"}`))
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "Error: submit job \"wc\": job \"wc\" exists with a different spec (HTTP 409)\n", r.stderr)
+}
+
+func TestJobRunFromStdin(t *testing.T) {
+	f := newFakeMaster(t)
+	r := cli{env: map[string]string{addressEnv: f.addr()}, stdin: wcSpec}.run("job", "run", "-")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "job-1\n", r.stdout)
+}
+
+func TestJobRunInputErrors(t *testing.T) {
+	f := newFakeMaster(t)
+	tests := []struct {
+		name  string
+		args  []string
+		stdin string
+		code  int
+		want  string
+	}{
+		{name: "missing file", args: []string{"job", "run", "/nonexistent/job.json"}, code: 1,
+			want: "Error: read job spec: open /nonexistent/job.json: no such file or directory\n"},
+		{name: "empty stdin", args: []string{"job", "run", "-"}, code: 1, want: "Error: job spec on stdin is empty\n"},
+		{name: "server rejects", args: []string{"job", "run", "-"}, stdin: "{nope", code: 1, want: "Error: submit job: malformed job spec"},
+		{name: "no file", args: []string{"job", "run"}, code: 2,
+			want: "Error: \"jobmaster job run\" takes 1 argument (FILE), got 0\nRun 'jobmaster job run --help' for usage.\n"},
+		{name: "bad id", args: []string{"job", "run", "--id", "a/b", "x.json"}, code: 2, want: "Error: --id: \"a/b\" has the character '/'"},
+		{name: "unknown flag", args: []string{"job", "run", "--nope", "x.json"}, code: 2, want: "Error: unknown flag: --nope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := cli{env: map[string]string{addressEnv: f.addr()}, stdin: tt.stdin}.run(tt.args...)
+			assert.Equal(t, tt.code, r.code)
+			assert.Contains(t, r.stderr, tt.want)
+			assert.Empty(t, r.stdout)
+		})
+	}
+}
+
+func TestJobRunTooLarge(t *testing.T) {
+	f := newFakeMaster(t)
+	big := make([]byte, api.MaxBodyBytes+1)
+	for i := range big {
+		big[i] = ' '
+	}
+	r := runCLI(f.addr(), "job", "run", specFile(t, string(big)))
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "is larger than 1048576 bytes")
+}
+
+func TestJobRunJSON(t *testing.T) {
+	f := newFakeMaster(t)
+	r := runCLI(f.addr(), "job", "run", "--json", specFile(t, wcSpec))
+	require.Equal(t, 0, r.code, r.stderr)
+	var out api.SubmitResponse
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
+	assert.Equal(t, "job-1", out.ID)
+}
+
+func TestJobStatus(t *testing.T) {
+	f := newFakeMaster(t)
+	f.addJob(t, "wc", wcSpec, "RUNNING")
+
+	r := runCLI(f.addr(), "job", "status", "wc")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "ID        = wc\nName      = wordcount\nStatus    = RUNNING\nRestarts  = 0\n")
+	assert.Contains(t, r.stdout, "Vertex \"split\" (parallelism 2): 2/2 running 0 finished 0 failed\n"+
+		"INDEX  STATE    ATTEMPT  EXECUTOR  EXECUTION ID\n"+
+		"0      RUNNING  0        e1        wc/split/0/0\n"+
+		"1      RUNNING  0        e1        wc/split/1/0\n")
+
+	r = runCLI(f.addr(), "job", "status", "--json", "wc")
+	require.Equal(t, 0, r.code, r.stderr)
+	var job api.Job
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &job))
+	assert.Equal(t, "wc", job.ID)
+	assert.Len(t, job.Vertices, 2)
+
+	r = runCLI(f.addr(), "job", "status", "nope")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "Error: job \"nope\" not found\n", r.stderr)
+	assert.Empty(t, r.stdout)
+}
+
+func TestJobList(t *testing.T) {
+	f := newFakeMaster(t)
+	r := runCLI(f.addr(), "job", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "No jobs\n", r.stdout)
+
+	f.addJob(t, "wc", wcSpec)
+	f.addJob(t, "longer-id", `{"name": "n"}`)
+	r = runCLI(f.addr(), "job", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "ID         NAME       STATUS\nwc         wordcount  CREATED\nlonger-id  n          CREATED\n", r.stdout)
+
+	r = runCLI(f.addr(), "job", "list", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var list api.JobList
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
+	assert.Len(t, list.Jobs, 2)
+}
+
+func TestJobCancel(t *testing.T) {
+	f := newFakeMaster(t)
+	f.addJob(t, "wc", wcSpec, "RUNNING")
+
+	r := runCLI(f.addr(), "job", "cancel", "wc")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "Cancel requested for job wc\n", r.stdout)
+
+	r = runCLI(f.addr(), "job", "cancel", "--wait", "wc")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "CANCELED")
+	assert.Contains(t, r.stdout, "Job wc canceled\n")
+
+	r = runCLI(f.addr(), "job", "cancel", "nope")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "Error: cancel job \"nope\": job \"nope\" not found\n", r.stderr)
+}
+
+func TestJobCancelWaitWhenJobFinishesFirst(t *testing.T) {
+	f := newFakeMaster(t)
+	f.addJob(t, "wc", wcSpec, "RUNNING")
+	f.mu.Lock()
+	f.jobs["wc"].onCancel = []string{"FINISHED"}
+	f.mu.Unlock()
+
+	r := runCLI(f.addr(), "job", "cancel", "--wait", "--json", "wc")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "Error: job wc ended FINISHED before the cancel took effect\n", r.stderr)
+	var job api.Job
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &job), "--json prints the final job")
+}
+
+func TestJobLogs(t *testing.T) {
+	f := newFakeMaster(t)
+	f.addJob(t, "wc", wcSpec, "RUNNING")
+
+	r := runCLI(f.addr(), "job", "logs", "wc", "split", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "stdout of wc/split/1/0\n", r.stdout)
+
+	r = runCLI(f.addr(), "job", "logs", "wc", "count", "0", "--stderr")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "stderr of wc/count/0/0\n", r.stdout)
+
+	r = runCLI(f.addr(), "job", "logs", "wc", "split", "9")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "Error: vertex \"split\" of job \"wc\" has no subtask 9 (it has subtasks 0 to 1)\n", r.stderr)
+
+	for _, bad := range []string{"x", "-1"} {
+		r = runCLI(f.addr(), "job", "logs", "wc", "split", "--", bad)
+		assert.Equal(t, 2, r.code)
+		assert.Contains(t, r.stderr, "SUBTASK must be a subtask index")
+	}
+}
+
+func TestMembers(t *testing.T) {
+	f := newFakeMaster(t)
+	r := runCLI(f.addr(), "members")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "Leader        = m2\nFencing token = 42\n")
+	assert.Contains(t, r.stdout, "m2  127.0.0.1:7402  leader    true\n")
+	assert.Contains(t, r.stdout, "Executors\nID  HTTP ADDR")
+
+	r = runCLI(f.addr(), "members", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var c api.Cluster
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &c))
+	assert.Len(t, c.Masters, 3)
+}
+
+func TestAddressSources(t *testing.T) {
+	f := newFakeMaster(t)
+	// --address wins over the environment.
+	r := cli{env: map[string]string{addressEnv: "nonsense"}}.run("job", "list", "--address", "http://"+f.addr())
+	assert.Equal(t, 0, r.code, r.stderr)
+
+	r = cli{env: map[string]string{addressEnv: "nonsense"}}.run("job", "list")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "Error: $JOBMASTER_ADDR: invalid address \"nonsense\"")
+
+	r = runCLI(f.addr(), "members", "--address", "a:b")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "Error: --address: invalid address \"a:b\"")
+
+	r = runCLI(f.addr(), "job", "list", "--timeout", "0s")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "--timeout must be positive")
+}
+
+func TestFailoverToTheAddressThatAnswers(t *testing.T) {
+	f := newFakeMaster(t)
+	r := runCLI(deadAddr(t)+","+f.addr(), "job", "run", "--id", "wc", "--wait", specFile(t, wcSpec))
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "FINISHED")
+}
+
+func TestUnreachableCluster(t *testing.T) {
+	a, b := deadAddr(t), deadAddr(t)
+	r := runCLI(a+","+b, "job", "list", "--timeout", "100ms")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "Error: no master answered; tried "+a+" (connection refused), "+b+" (connection refused)\n")
+	assert.Contains(t, r.stderr, "'jobmaster dev'")
+	assert.Equal(t, 1, strings.Count(r.stderr, "Still trying: no master answered; tried "), "one note while retrying: %s", r.stderr)
+	assert.Empty(t, r.stdout)
+}
+
+func TestFailoverWhileWaiting(t *testing.T) {
+	f := newFakeMaster(t, "RUNNING") // the job runs until the test finishes it
+	second := httptest.NewServer(f.srv.Config.Handler)
+	defer second.Close()
+	go func() {
+		<-f.polls
+		f.srv.Close() // the master the client uses dies
+		f.mu.Lock()
+		f.jobs["wc"].script = []string{"FINISHED"}
+		f.mu.Unlock()
+	}()
+	r := runCLI(f.addr()+","+second.Listener.Addr().String(), "job", "run", "--wait", "--id", "wc", specFile(t, wcSpec))
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "Job wc finished after ")
+	assert.Empty(t, r.stderr, "a failover while waiting is silent")
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{args: []string{}, want: "Usage:"},
+		{args: []string{"jobs"}, want: "Error: unknown command \"jobs\" for \"jobmaster\" (did you mean \"job\"?)"},
+		{args: []string{"job"}, want: "Available Commands:"},
+		{args: []string{"job", "stats", "x"}, want: "Error: unknown command \"stats\" for \"jobmaster job\" (did you mean \"status\"?)"},
+		{args: []string{"job", "status"}, want: "takes 1 argument (ID), got 0"},
+		{args: []string{"job", "list", "extra"}, want: "takes 0 arguments (), got 1"},
+		{args: []string{"members", "--json=maybe"}, want: "invalid argument \"maybe\""},
+		{args: []string{"--bogus"}, want: "unknown flag: --bogus"},
+	}
+	for _, tt := range tests {
+		r := runCLI("127.0.0.1:1", tt.args...)
+		assert.Equal(t, 2, r.code, "%v: %s", tt.args, r.stderr)
+		assert.Contains(t, r.stderr, tt.want, "%v", tt.args)
+		assert.Empty(t, r.stdout, "%v", tt.args)
+	}
+}
+
+func TestHelpGoesToStdout(t *testing.T) {
+	r := runCLI("127.0.0.1:1", "job", "run", "--help")
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "jobmaster job run FILE [flags]")
+	assert.Contains(t, r.stdout, "--address")
+}
+
+func TestRolesNameMissingFlags(t *testing.T) {
+	r := runCLI("127.0.0.1:1", "server", "--node-id", "m1")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "Error: --data-dir is required\n", r.stderr)
+	r = runCLI("127.0.0.1:1", "executor", "--node-id", "e1", "--data-dir", t.TempDir())
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "--join is required")
+}
+
+func TestInterruptedCall(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done()
+	}))
+	defer hung.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	r := cli{env: map[string]string{addressEnv: hung.Listener.Addr().String()}, ctx: ctx}.run("job", "list")
+	assert.Equal(t, exitInterrupted, r.code)
+	assert.Equal(t, "Error: interrupted\n", r.stderr)
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"jobmaster/client"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitInterrupted = 130 // 128 + SIGINT, as shells report it
+)
+
+// usageError is a mistake in the command line: exit code 2, and a pointer
+// to the command's help.
+type usageError struct {
+	cmdPath string
+	msg     string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// usageErrorf returns a usageError for cmd.
+func usageErrorf(cmd *cobra.Command, format string, args ...any) error {
+	return &usageError{cmdPath: cmd.CommandPath(), msg: fmt.Sprintf(format, args...)}
+}
+
+// exitError ends the program with a given code. With a nil err nothing more
+// is printed: the command has said what there was to say.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// report prints err (if any) the way the CLI reports errors and returns the
+// exit code for it.
+func report(stderr io.Writer, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var exit *exitError
+	if errors.As(err, &exit) && exit.err == nil {
+		return exit.code
+	}
+	interrupted := errors.Is(err, context.Canceled)
+	if interrupted && !errors.Is(err, client.ErrOutcomeUnknown) {
+		fmt.Fprintln(stderr, "Error: interrupted")
+		return exitInterrupted
+	}
+	fmt.Fprintf(stderr, "Error: %s\n", message(err))
+	if hint := hint(err); hint != "" {
+		fmt.Fprintln(stderr, hint)
+	}
+	var usage *usageError
+	if errors.As(err, &usage) {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", usage.cmdPath)
+		return exitUsage
+	}
+	if errors.As(err, &exit) {
+		return exit.code
+	}
+	if interrupted {
+		return exitInterrupted
+	}
+	return exitFailure
+}
+
+// message is the text printed after "Error: ".
+func message(err error) string {
+	return strings.TrimSpace(err.Error())
+}
+
+// hint suggests what to do about an error, or returns "".
+func hint(err error) string {
+	var unreachable *client.UnreachableError
+	switch {
+	case errors.As(err, &unreachable):
+		return "Is a cluster running? Start a local one with 'make run' or 'jobmaster dev',\n" +
+			"or point --address or JOBMASTER_ADDR at its masters."
+	case errors.Is(err, client.ErrOutcomeUnknown):
+		return "The job may have been created: check with 'jobmaster job list'.\n" +
+			"Submit with --id ID to make retries safe."
+	}
+	return ""
+}
+
+// groupArgs rejects an unknown subcommand of a command group.
+func groupArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return &usageError{cmdPath: cmd.CommandPath(), msg: msg}
+}
+
+// runGroup runs a command group without a subcommand: it shows the usage on
+// stderr and fails as a usage error.
+func runGroup(cmd *cobra.Command, args []string) error {
+	fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+	return &exitError{code: exitUsage}
+}
+
+// exactArgs requires one positional argument per name.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			return nil
+		}
+		noun := "arguments"
+		if len(names) == 1 {
+			noun = "argument"
+		}
+		return usageErrorf(cmd, "%q takes %d %s (%s), got %d", cmd.CommandPath(), len(names), noun, strings.Join(names, " "), len(args))
+	}
+}

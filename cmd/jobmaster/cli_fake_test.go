@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/api"
+	"jobmaster/wire"
+)
+
+// fakeMaster is an in-memory master serving the public HTTP API. A job
+// goes through the statuses of its script, one per GET of the job.
+type fakeMaster struct {
+	srv  *httptest.Server
+	exec *httptest.Server // the executor serving logs
+
+	mu     sync.Mutex
+	jobs   map[string]*fakeJob
+	order  []string
+	nextID int
+	script []string // statuses a new job goes through
+	polls  chan string
+}
+
+type fakeJob struct {
+	spec   string
+	job    api.Job
+	script []string
+	// onCancel replaces the script on a cancel (default: CANCELLING,
+	// CANCELED).
+	onCancel []string
+}
+
+// newFakeMaster starts a fake master whose new jobs go through script
+// (default: RUNNING then FINISHED).
+func newFakeMaster(t *testing.T, script ...string) *fakeMaster {
+	t.Helper()
+	if len(script) == 0 {
+		script = []string{"RUNNING", "FINISHED"}
+	}
+	f := &fakeMaster{jobs: map[string]*fakeJob{}, script: script, polls: make(chan string, 1000)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /v1/jobs/{id}", f.put)
+	mux.HandleFunc("POST /v1/jobs", f.post)
+	mux.HandleFunc("GET /v1/jobs", f.list)
+	mux.HandleFunc("GET /v1/jobs/{id}", f.get)
+	mux.HandleFunc("POST /v1/jobs/{id}/cancel", f.cancel)
+	mux.HandleFunc("GET /v1/cluster", f.cluster)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	f.exec = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != wire.PathLogs {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, "%s of %s\n", r.URL.Query().Get("stream"), r.URL.Query().Get("id"))
+	}))
+	t.Cleanup(f.exec.Close)
+	return f
+}
+
+// addr is the fake master's host:port.
+func (f *fakeMaster) addr() string { return f.srv.Listener.Addr().String() }
+
+// addJob adds a job that goes through script.
+func (f *fakeMaster) addJob(t *testing.T, id, spec string, script ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.NoError(t, f.addLocked(id, spec, script))
+}
+
+func (f *fakeMaster) addLocked(id, spec string, script []string) error {
+	var s struct {
+		Name     string `json:"name"`
+		Vertices []struct {
+			ID          string `json:"id"`
+			Parallelism int    `json:"parallelism"`
+		} `json:"vertices"`
+	}
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		return err
+	}
+	job := api.Job{ID: id, Name: s.Name, Status: "CREATED", SubmitTime: 1_700_000_000_000}
+	for _, v := range s.Vertices {
+		vx := api.Vertex{ID: v.ID, Parallelism: v.Parallelism}
+		for i := range v.Parallelism {
+			vx.Subtasks = append(vx.Subtasks, api.Subtask{Index: i, State: "SCHEDULED"})
+		}
+		job.Vertices = append(job.Vertices, vx)
+	}
+	f.jobs[id] = &fakeJob{spec: spec, job: job, script: append([]string(nil), script...)}
+	f.order = append(f.order, id)
+	return nil
+}
+
+// setStatus moves a job and all its subtasks to status.
+func setStatus(j *api.Job, status string) {
+	j.Status = status
+	state := status
+	switch status {
+	case "CREATED", "RESTARTING":
+		state = "SCHEDULED"
+	case "CANCELLING":
+		state = "CANCELING"
+	case "FAILED":
+		j.Message = "split[0] failed: exit status 1"
+	}
+	for vi := range j.Vertices {
+		for si := range j.Vertices[vi].Subtasks {
+			s := &j.Vertices[vi].Subtasks[si]
+			s.State = state
+			if state != "SCHEDULED" && s.Executor == "" {
+				s.Executor = "e1"
+				s.ExecutionID = fmt.Sprintf("%s/%s/%d/0", j.ID, j.Vertices[vi].ID, si)
+			}
+		}
+	}
+}
+
+func (f *fakeMaster) put(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	id := r.PathValue("id")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if j, ok := f.jobs[id]; ok {
+		if j.spec == string(body) {
+			writeJSON(w, http.StatusOK, api.SubmitResponse{ID: id})
+		} else {
+			writeJSON(w, http.StatusConflict, api.Error{Error: fmt.Sprintf("job %q exists with a different spec", id)})
+		}
+		return
+	}
+	if err := f.addLocked(id, string(body), f.script); err != nil {
+		writeJSON(w, http.StatusBadRequest, api.Error{Error: "malformed job spec: " + err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: id})
+}
+
+func (f *fakeMaster) post(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	id := fmt.Sprintf("job-%d", f.nextID)
+	if err := f.addLocked(id, string(body), f.script); err != nil {
+		writeJSON(w, http.StatusBadRequest, api.Error{Error: "malformed job spec: " + err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: id})
+}
+
+func (f *fakeMaster) list(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := api.JobList{Jobs: []api.JobSummary{}}
+	for _, id := range f.order {
+		j := f.jobs[id].job
+		out.Jobs = append(out.Jobs, api.JobSummary{ID: j.ID, Name: j.Name, Status: j.Status})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (f *fakeMaster) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j, ok := f.jobs[id]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, api.Error{Error: fmt.Sprintf("job %q not found", id)})
+		return
+	}
+	if len(j.script) > 0 {
+		setStatus(&j.job, j.script[0])
+		j.script = j.script[1:]
+	}
+	writeJSON(w, http.StatusOK, j.job)
+	select {
+	case f.polls <- id:
+	default:
+	}
+}
+
+func (f *fakeMaster) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j, ok := f.jobs[id]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, api.Error{Error: fmt.Sprintf("job %q not found", id)})
+		return
+	}
+	j.script = []string{"CANCELLING", "CANCELED"}
+	if j.onCancel != nil {
+		j.script = j.onCancel
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (f *fakeMaster) cluster(w http.ResponseWriter, r *http.Request) {
+	leader := "m2"
+	writeJSON(w, http.StatusOK, api.Cluster{
+		Leader:       &leader,
+		FencingToken: 42,
+		Masters: []api.Master{
+			{ID: "m1", HTTPAddr: "127.0.0.1:7401", Role: "follower"},
+			{ID: "m2", HTTPAddr: "127.0.0.1:7402", Role: "leader"},
+			{ID: "m3", HTTPAddr: "127.0.0.1:7403", Role: "follower"},
+		},
+		Executors: []api.Executor{
+			{ID: "e1", HTTPAddr: f.exec.Listener.Addr().String(), Slots: 4, FreeSlots: 2, Status: "alive"},
+		},
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// deadAddr returns a host:port where nothing listens.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// result is what one CLI run printed and returned.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli runs the jobmaster command line in-process.
+type cli struct {
+	env   map[string]string
+	stdin string
+	ctx   context.Context
+}
+
+// run executes args and returns the exit code and output.
+func (c cli) run(args ...string) result {
+	var stdout, stderr bytes.Buffer
+	ctx := c.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	code := run(ctx, args, &cliEnv{
+		stdin:        strings.NewReader(c.stdin),
+		stdout:       &stdout,
+		stderr:       &stderr,
+		getenv:       func(k string) string { return c.env[k] },
+		pollInterval: 2 * time.Millisecond,
+		terminal:     func(io.Writer) (termSize, bool) { return termSize{}, false },
+	})
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// runCLI runs args against the master at addr.
+func runCLI(addr string, args ...string) result {
+	return cli{env: map[string]string{addressEnv: addr}}.run(args...)
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"jobmaster/api"
+)
+
+// newJobListCmd builds `jobmaster job list`.
+func newJobListCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List jobs",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			jobs, err := c.Jobs(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if o.json {
+				if jobs == nil {
+					jobs = []api.JobSummary{}
+				}
+				return printJSON(cmd.OutOrStdout(), api.JobList{Jobs: jobs})
+			}
+			fmt.Fprint(cmd.OutOrStdout(), formatJobList(jobs))
+			return nil
+		},
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"jobmaster/api"
+)
+
+// table collects tab-separated rows and aligns them like Nomad's CLI:
+// columns two spaces apart, no trailing blanks.
+type table struct {
+	b  strings.Builder
+	tw *tabwriter.Writer
+}
+
+func newTable(padding int) *table {
+	t := &table{}
+	t.tw = tabwriter.NewWriter(&t.b, 0, 8, padding, ' ', 0)
+	return t
+}
+
+// row adds one row of cells.
+func (t *table) row(cells ...string) {
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+// String flushes the table and returns its text.
+func (t *table) String() string {
+	_ = t.tw.Flush()
+	return t.b.String()
+}
+
+// keyValues renders "Key = value" lines with the "=" aligned.
+func keyValues(pairs ...[2]string) string {
+	t := newTable(1)
+	for _, p := range pairs {
+		t.row(p[0], "= "+p[1])
+	}
+	return t.String()
+}
+
+// orDash shows an empty cell as "-".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// formatJobList renders `job list`.
+func formatJobList(jobs []api.JobSummary) string {
+	if len(jobs) == 0 {
+		return "No jobs\n"
+	}
+	t := newTable(2)
+	t.row("ID", "NAME", "STATUS")
+	for _, j := range jobs {
+		t.row(j.ID, orDash(j.Name), j.Status)
+	}
+	return t.String()
+}
+
+// formatJobStatus renders `job status`: the job, then a table per vertex.
+// now gives the time zone for dates and the end of a running job's duration.
+func formatJobStatus(job *api.Job, now time.Time) string {
+	pairs := [][2]string{
+		{"ID", job.ID},
+		{"Name", orDash(job.Name)},
+		{"Status", job.Status},
+		{"Restarts", strconv.Itoa(job.Restarts)},
+	}
+	if job.SubmitTime > 0 {
+		submitted := time.UnixMilli(job.SubmitTime).In(now.Location())
+		end := now
+		if job.EndTime > 0 {
+			end = time.UnixMilli(job.EndTime)
+		}
+		pairs = append(pairs,
+			[2]string{"Submitted", submitted.Format(time.RFC3339)},
+			[2]string{"Duration", formatElapsed(end.Sub(submitted))})
+	}
+	if job.Message != "" {
+		pairs = append(pairs, [2]string{"Message", oneLine(job.Message)})
+	}
+	var b strings.Builder
+	b.WriteString(keyValues(pairs...))
+	for _, v := range job.Vertices {
+		b.WriteString("\n")
+		b.WriteString(formatVertex(v))
+	}
+	return b.String()
+}
+
+// formatVertex renders one vertex of `job status`: a heading with counts,
+// then one row per subtask.
+func formatVertex(v api.Vertex) string {
+	c := countSubtasks(v)
+	var b strings.Builder
+	fmt.Fprintf(&b, "Vertex %q (parallelism %d): %s\n", v.ID, c.total, c.summary())
+	withMessage := false
+	for _, s := range v.Subtasks {
+		withMessage = withMessage || s.Message != ""
+	}
+	t := newTable(2)
+	header := []string{"INDEX", "STATE", "ATTEMPT", "EXECUTOR", "EXECUTION ID"}
+	if withMessage {
+		header = append(header, "MESSAGE")
+	}
+	t.row(header...)
+	for _, s := range v.Subtasks {
+		cells := []string{strconv.Itoa(s.Index), s.State, strconv.Itoa(s.Attempt), orDash(s.Executor), orDash(s.ExecutionID)}
+		if withMessage {
+			cells = append(cells, oneLine(s.Message))
+		}
+		t.row(cells...)
+	}
+	b.WriteString(t.String())
+	return b.String()
+}
+
+// formatMembers renders `members`: the leader and fencing token, the
+// masters (the leader marked) and the executors.
+func formatMembers(c *api.Cluster) string {
+	leader := "none (no leader elected)"
+	if c.Leader != nil {
+		leader = *c.Leader
+	}
+	var b strings.Builder
+	b.WriteString(keyValues(
+		[2]string{"Leader", leader},
+		[2]string{"Fencing token", strconv.FormatUint(c.FencingToken, 10)},
+	))
+
+	b.WriteString("\nMasters\n")
+	if len(c.Masters) == 0 {
+		b.WriteString("No masters\n")
+	} else {
+		t := newTable(2)
+		t.row("ID", "HTTP ADDR", "ROLE", "LEADER")
+		for _, m := range c.Masters {
+			isLeader := c.Leader != nil && *c.Leader == m.ID
+			t.row(m.ID, orDash(m.HTTPAddr), orDash(m.Role), strconv.FormatBool(isLeader))
+		}
+		b.WriteString(t.String())
+	}
+
+	b.WriteString("\nExecutors\n")
+	if len(c.Executors) == 0 {
+		b.WriteString("No executors\n")
+	} else {
+		t := newTable(2)
+		t.row("ID", "HTTP ADDR", "SLOTS", "FREE SLOTS", "STATUS")
+		for _, e := range c.Executors {
+			t.row(e.ID, orDash(e.HTTPAddr), strconv.Itoa(e.Slots), strconv.Itoa(e.FreeSlots), e.Status)
+		}
+		b.WriteString(t.String())
+	}
+	return b.String()
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/api"
+)
+
+func TestJobRunWait(t *testing.T) {
+	tests := []struct {
+		name     string
+		script   []string
+		code     int
+		lastLine string // of stdout
+		stderr   string
+	}{
+		{name: "finished", script: []string{"CREATED", "RUNNING", "RUNNING", "FINISHED"}, code: 0,
+			lastLine: "Job job-1 finished after "},
+		{name: "failed", script: []string{"RUNNING", "FAILED"}, code: 1,
+			lastLine: " FAILED split: 0/2 running 0 finished 2 failed | count: 0/1 running 0 finished 1 failed",
+			stderr:   "Error: job job-1 FAILED: split[0] failed: exit status 1\n"},
+		{name: "canceled", script: []string{"RUNNING", "CANCELLING", "CANCELED"}, code: 1,
+			lastLine: " CANCELED split: 0/2 running 0 finished 0 failed 2 canceled | count: 0/1 running 0 finished 0 failed 1 canceled",
+			stderr:   "Error: job job-1 CANCELED\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeMaster(t, tt.script...)
+			r := runCLI(f.addr(), "job", "run", "--wait", specFile(t, wcSpec))
+			assert.Equal(t, tt.code, r.code, r.stderr)
+			assert.Equal(t, tt.stderr, r.stderr)
+			lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+			assert.Equal(t, "job-1", lines[0], "the id comes first")
+			assert.Contains(t, lines[len(lines)-1], tt.lastLine)
+		})
+	}
+}
+
+func TestJobRunWaitPrintsOneLinePerChange(t *testing.T) {
+	f := newFakeMaster(t, "CREATED", "CREATED", "RUNNING", "RUNNING", "RUNNING", "FINISHED")
+	r := runCLI(f.addr(), "job", "run", "--wait", specFile(t, wcSpec))
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, lines, 5, r.stdout)
+	assert.Regexp(t, `^\d+\.\ds CREATED split: 0/2 running 0 finished 0 failed \| count: 0/1 running 0 finished 0 failed$`, lines[1])
+	assert.Regexp(t, `^\d+\.\ds RUNNING split: 2/2 running 0 finished 0 failed \| count: 1/1 running 0 finished 0 failed$`, lines[2])
+	assert.Regexp(t, `^\d+\.\ds FINISHED split: 0/2 running 2 finished 0 failed \| count: 0/1 running 1 finished 0 failed$`, lines[3])
+}
+
+func TestJobRunWaitJSON(t *testing.T) {
+	f := newFakeMaster(t)
+	r := runCLI(f.addr(), "job", "run", "--wait", "--json", "--id", "wc", specFile(t, wcSpec))
+	require.Equal(t, 0, r.code, r.stderr)
+	var job api.Job
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &job), "stdout must be one JSON document: %s", r.stdout)
+	assert.Equal(t, "FINISHED", job.Status)
+}
+
+func TestJobRunWaitInterrupted(t *testing.T) {
+	f := newFakeMaster(t, "RUNNING")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-f.polls // the job has been seen at least once
+		cancel()
+	}()
+	r := cli{env: map[string]string{addressEnv: f.addr()}, ctx: ctx}.run("job", "run", "--wait", "--id", "wc", specFile(t, wcSpec))
+	assert.Equal(t, exitInterrupted, r.code)
+	assert.Equal(t, "Stopped waiting; job wc keeps running.\nTo cancel it: jobmaster job cancel wc\n", r.stderr)
+	f.mu.Lock()
+	assert.Equal(t, "RUNNING", f.jobs["wc"].job.Status, "stopping the wait must not cancel the job")
+	f.mu.Unlock()
+}
+
+func TestJobRunWaitInterruptedHintKeepsAddress(t *testing.T) {
+	f := newFakeMaster(t, "RUNNING")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-f.polls
+		cancel()
+	}()
+	r := cli{ctx: ctx}.run("job", "run", "--wait", "--address", f.addr(), specFile(t, wcSpec))
+	assert.Equal(t, exitInterrupted, r.code)
+	assert.Contains(t, r.stderr, "To cancel it: jobmaster job cancel job-1 --address "+f.addr()+"\n")
+}
+
+func TestJobRunWaitJobVanishes(t *testing.T) {
+	f := newFakeMaster(t, "RUNNING")
+	go func() {
+		<-f.polls
+		f.mu.Lock()
+		delete(f.jobs, "wc")
+		f.mu.Unlock()
+	}()
+	r := runCLI(f.addr(), "job", "run", "--wait", "--id", "wc", specFile(t, wcSpec))
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "Error: waiting for job \"wc\": job \"wc\" not found\n", r.stderr)
+}
+
+func TestLiveViewRedrawsInPlace(t *testing.T) {
+	var out strings.Builder
+	v := newLiveView(&out, func() termSize { return termSize{width: 80, height: 24} })
+	job := &api.Job{ID: "wc", Status: "RUNNING", Vertices: []api.Vertex{vertex("a", "RUNNING")}}
+	v.show(job, 0)
+	first := out.Len()
+	v.show(job, time.Second)
+	v.close()
+
+	frame := "\r\x1b[2KJob wc: RUNNING  restarts 0  elapsed %s\n" +
+		"\r\x1b[2K  a  [>>>>>>>>>>>>>>>>>>>>]  1/1 running 0 finished 0 failed\n\x1b[J"
+	want := "\x1b[?25l" + fmt.Sprintf(frame, "0.0s") + "\x1b[2A" + fmt.Sprintf(frame, "1.0s") + "\x1b[?25h"
+	assert.Equal(t, want, out.String())
+	assert.NotContains(t, out.String()[:first], "\x1b[2A", "the first frame does not move up")
+}
+
+func TestLineViewPrintsChangesOnly(t *testing.T) {
+	var out strings.Builder
+	v := &lineView{w: &out}
+	running := &api.Job{Status: "RUNNING", Vertices: []api.Vertex{vertex("a", "RUNNING")}}
+	v.show(running, 0)
+	v.show(running, time.Second)
+	v.show(&api.Job{Status: "FINISHED", Vertices: []api.Vertex{vertex("a", "FINISHED")}}, 2*time.Second)
+	assert.Equal(t, "0.0s RUNNING a: 1/1 running 0 finished 0 failed\n2.0s FINISHED a: 0/1 running 1 finished 0 failed\n", out.String())
+}

@@ -1,0 +1,106 @@
+// Command jobmaster is the one binary of jobmaster: the server roles
+// (`server`, `executor`, `dev`) and the client commands (`job ...`,
+// `members`) that talk to the masters' HTTP API.
+//
+// Exit codes: 0 success, 1 failure (including a waited-for job that did not
+// finish), 2 usage error, 130 interrupted while waiting for a job.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"jobmaster/executor"
+)
+
+func main() {
+	// A task's shim handles its own signals: dispatch before anything else
+	// installs handlers.
+	if len(os.Args) > 1 && os.Args[1] == "shim" {
+		os.Exit(executor.RunShim(os.Args[2:]))
+	}
+	// The commands' context ends on the first SIGINT or SIGTERM; a second
+	// one gets the default behaviour (the process dies).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	code := run(ctx, os.Args[1:], &cliEnv{
+		stdin:        os.Stdin,
+		stdout:       os.Stdout,
+		stderr:       os.Stderr,
+		getenv:       os.Getenv,
+		pollInterval: defaultPollInterval,
+		terminal:     detectTerminal,
+	})
+	stop()
+	os.Exit(code)
+}
+
+// cliEnv is everything the commands take from the process, so that tests
+// can run them in-process.
+type cliEnv struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// pollInterval is how often a waiting command polls the job.
+	pollInterval time.Duration
+	// terminal reports whether w is an interactive terminal, and its size.
+	terminal func(w io.Writer) (size termSize, ok bool)
+}
+
+// run executes the command line args and returns the exit code. It never
+// panics: a panic is reported as an internal error.
+func run(ctx context.Context, args []string, env *cliEnv) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(env.stderr, "Error: internal error: %v (this is a bug in jobmaster)\n", r)
+			code = exitFailure
+		}
+	}()
+	if args == nil {
+		args = []string{} // nil makes cobra read os.Args
+	}
+	root := newRootCmd(env)
+	root.SetArgs(args)
+	root.SetIn(env.stdin)
+	root.SetOut(env.stdout)
+	root.SetErr(env.stderr)
+	err := root.ExecuteContext(ctx)
+	return report(env.stderr, err)
+}
+
+// newRootCmd builds the jobmaster command tree.
+func newRootCmd(env *cliEnv) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "jobmaster",
+		Short: "A highly available job master",
+		Long: `jobmaster runs jobs on a cluster: Raft-replicated masters schedule the
+subtasks of submitted jobs onto executors.
+
+Start a local cluster with 'jobmaster dev', then submit a job with
+'jobmaster job run FILE'.`,
+		Args:          groupArgs,
+		RunE:          runGroup,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageErrorf(cmd, "%v", err)
+	})
+	root.AddCommand(
+		newServerCmd(),
+		newExecutorCmd(),
+		newDevCmd(),
+		newShimCmd(),
+		newJobCmd(env),
+		newMembersCmd(env),
+	)
+	return root
+}
