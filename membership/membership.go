@@ -31,10 +31,9 @@ const (
 
 // Member statuses.
 const (
-	StatusAlive   = "alive"
-	StatusSuspect = "suspect"
-	StatusDead    = "dead"
-	StatusLeft    = "left"
+	StatusAlive = "alive"
+	StatusDead  = "dead"
+	StatusLeft  = "left"
 )
 
 // maxMeta is memberlist's limit on node metadata (it panics above it).
@@ -50,6 +49,10 @@ type Meta struct {
 	InCluster bool `json:"c,omitempty"`
 	Slots     int  `json:"s,omitempty"`
 	Version   int  `json:"v"`
+	// Leaving is gossiped just before a graceful leave, so the others can
+	// tell a departure from a failure (memberlist reports both as a leave
+	// event).
+	Leaving bool `json:"l,omitempty"`
 }
 
 // Member is a node as gossip sees it.
@@ -153,9 +156,7 @@ func (n *Node) rejoin() {
 		var want []string
 		alive := make(map[string]bool)
 		for _, m := range n.list.Members() {
-			if m.State == memberlist.StateAlive || m.State == memberlist.StateSuspect {
-				alive[m.Address()] = true
-			}
+			alive[m.Address()] = true
 		}
 		for _, a := range n.cfg.Join {
 			if !alive[a] && a != n.cfg.BindAddr {
@@ -185,18 +186,10 @@ func (n *Node) rejoin() {
 
 // Members lists every known member, including failed ones, by id.
 func (n *Node) Members() []Member {
-	live := make(map[string]memberlist.NodeStateType)
-	for _, m := range n.list.Members() {
-		live[m.Name] = m.State
-	}
 	n.mu.Lock()
 	out := make([]Member, 0, len(n.members))
 	for _, m := range n.members {
-		c := *m
-		if st, ok := live[c.ID]; ok && st == memberlist.StateSuspect && c.Status == StatusAlive {
-			c.Status = StatusSuspect
-		}
-		out = append(out, c)
+		out = append(out, *m)
 	}
 	n.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -252,7 +245,12 @@ func (n *Node) UpdateMeta(m Meta) error {
 
 // Leave announces departure and stops gossip.
 func (n *Node) Leave(timeout time.Duration) error {
-	err := n.list.Leave(timeout)
+	n.mu.Lock()
+	m := n.meta
+	n.mu.Unlock()
+	m.Leaving = true
+	err := n.UpdateMeta(m)
+	err = errors.Join(err, n.list.Leave(timeout))
 	return errors.Join(err, n.Shutdown())
 }
 
@@ -280,6 +278,9 @@ func (n *Node) observe(node *memberlist.Node, status string) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if status == StatusDead && meta.Leaving {
+		status = StatusLeft
+	}
 	n.members[node.Name] = &Member{ID: node.Name, GossipAddr: node.Address(), Status: status, Meta: meta}
 	n.notifyLocked()
 }
@@ -306,10 +307,7 @@ type events Node
 
 func (e *events) NotifyJoin(node *memberlist.Node)   { (*Node)(e).observe(node, StatusAlive) }
 func (e *events) NotifyUpdate(node *memberlist.Node) { (*Node)(e).observe(node, StatusAlive) }
-func (e *events) NotifyLeave(node *memberlist.Node) {
-	st := StatusDead
-	if node.State == memberlist.StateLeft {
-		st = StatusLeft
-	}
-	(*Node)(e).observe(node, st)
-}
+// NotifyLeave is called for a failure and a departure alike (memberlist
+// does not tell them apart in the node it passes): observe marks a node
+// that gossiped Leaving as left, any other as dead.
+func (e *events) NotifyLeave(node *memberlist.Node) { (*Node)(e).observe(node, StatusDead) }

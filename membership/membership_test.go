@@ -56,9 +56,14 @@ func TestMembersFindEachOtherAndSeeFailures(t *testing.T) {
 	waitFor(t, "e1 to see m1 in a cluster", func() bool { m, _ := e1.Get("m1"); return m.Meta.InCluster })
 	<-changed
 
-	// A crashed member is reported dead.
+	// A crashed member is reported dead, a departed one left.
 	require.NoError(t, e1.Shutdown())
 	waitFor(t, "m1 to see e1 dead", func() bool { m, _ := m1.Get("e1"); return m.Status == StatusDead })
+	e2, err := Start(Config{NodeID: "e2", BindAddr: freePort(t), Join: []string{a}, Meta: Meta{Role: RoleExecutor, HTTPAddr: "127.0.0.1:4", Version: 1}})
+	require.NoError(t, err)
+	waitFor(t, "m1 to see e2", func() bool { m, ok := m1.Get("e2"); return ok && m.Status == StatusAlive })
+	require.NoError(t, e2.Leave(time.Second))
+	waitFor(t, "m1 to see e2 left", func() bool { m, _ := m1.Get("e2"); return m.Status == StatusLeft })
 }
 
 func TestJoinRetriesUntilTheOtherSideIsUp(t *testing.T) {
