@@ -63,10 +63,19 @@ const (
 	DefaultExecutorTimeout   = 15 * time.Second
 	DefaultDeployTimeout     = 10 * time.Second
 	DefaultRequestWait       = 5 * time.Second
-	// heartbeatRPCTimeout bounds one heartbeat request. The timing relation
-	// is ExecutorTimeout >= ExecutorLease + heartbeatRPCTimeout + margin.
-	heartbeatRPCTimeout = 2 * time.Second
+	// maxHeartbeatRPCTimeout bounds one heartbeat request (see
+	// heartbeatRPCTimeout). The timing relation is ExecutorTimeout >=
+	// ExecutorLease + heartbeatRPCTimeout.
+	maxHeartbeatRPCTimeout = 2 * time.Second
 )
+
+// heartbeatRPCTimeout bounds one heartbeat request: two intervals, at most
+// 2 s. A heartbeat the executor received renews its lease at most this long
+// after it was sent, which is why the executor timeout must exceed the lease
+// by this much.
+func (c *Config) heartbeatRPCTimeout() time.Duration {
+	return min(maxHeartbeatRPCTimeout, 2*c.ExecutorHeartbeat)
+}
 
 func (c *Config) setDefaults() error {
 	if c.NodeID == "" {
@@ -95,9 +104,9 @@ func (c *Config) setDefaults() error {
 	def(&c.ExecutorTimeout, DefaultExecutorTimeout)
 	def(&c.DeployTimeout, DefaultDeployTimeout)
 	def(&c.RequestWait, DefaultRequestWait)
-	if c.ExecutorTimeout < c.ExecutorLease+heartbeatRPCTimeout {
+	if rpc := c.heartbeatRPCTimeout(); c.ExecutorTimeout < c.ExecutorLease+rpc {
 		return fmt.Errorf("--executor-timeout (%s) must be at least the executor lease (%s) plus the heartbeat request timeout (%s): otherwise a lost executor may still run a task when its replacement starts",
-			c.ExecutorTimeout, c.ExecutorLease, heartbeatRPCTimeout)
+			c.ExecutorTimeout, c.ExecutorLease, rpc)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -238,7 +238,7 @@ func (t *tracker) heartbeat(x *trackedExecutor) {
 	var base uint64
 	t.m.fsm.Read(func(st *fsm.State) { base = st.Index() })
 	var rep wire.Report
-	err := postJSON(t.s.ctx, t.m.client, addr, wire.PathHeartbeat, wire.HeartbeatRequest{Leader: t.leader(), Ack: acks}, &rep, heartbeatRPCTimeout)
+	err := postJSON(t.s.ctx, t.m.client, addr, wire.PathHeartbeat, wire.HeartbeatRequest{Leader: t.leader(), Ack: acks}, &rep, t.m.cfg.heartbeatRPCTimeout())
 	if err != nil {
 		t.mu.Lock()
 		x.acks = append(acks, x.acks...)

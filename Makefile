@@ -1,0 +1,37 @@
+# jobmaster: see README.md.
+GO      ?= go
+BIN     := bin/jobmaster
+PKGS    := ./...
+
+.PHONY: build run test test-short bench lint chaos clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/jobmaster
+
+# A local cluster: 3 masters and 2 executors with a demo job (Ctrl-C stops it).
+run: build
+	./$(BIN) dev
+
+# Unit, property, in-process cluster and multi-process integration tests.
+test: build
+	$(GO) test -race -count=1 -timeout 9m $(PKGS)
+
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+# Microbenchmarks and the macro benchmarks against a real 3-master cluster.
+bench: build
+	$(GO) run ./bench/cmd/jmbench -out bench-results.json
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# A fault-injection soak: make chaos DURATION=10m SEED=42
+DURATION ?= 2m
+SEED     ?= 0
+chaos: build
+	$(GO) test -count=1 -timeout 0 -run TestChaosSoak ./integration/ -chaos.duration=$(DURATION) -chaos.seed=$(SEED) -v
+
+clean:
+	rm -rf bin bench-results.json
