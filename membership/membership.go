@@ -307,6 +307,7 @@ type events Node
 
 func (e *events) NotifyJoin(node *memberlist.Node)   { (*Node)(e).observe(node, StatusAlive) }
 func (e *events) NotifyUpdate(node *memberlist.Node) { (*Node)(e).observe(node, StatusAlive) }
+
 // NotifyLeave is called for a failure and a departure alike (memberlist
 // does not tell them apart in the node it passes): observe marks a node
 // that gossiped Leaving as left, any other as dead.
