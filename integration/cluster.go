@@ -1,0 +1,555 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"jobmaster/api"
+	"jobmaster/client"
+	"jobmaster/wire"
+)
+
+// Options shape a test cluster. Timings are short so that faults resolve
+// within seconds; they keep the documented relation timeout > lease + RPC.
+type Options struct {
+	Masters   int
+	Executors int
+	Slots     int
+	Runtime   string // exec or sim
+	// Heartbeat is the leader's executor heartbeat interval, Lease the
+	// executors' lease and Timeout the executor timeout.
+	Heartbeat time.Duration
+	Lease     time.Duration
+	Timeout   time.Duration
+	// Env is added to every executor's environment (and so to its tasks').
+	Env []string
+}
+
+func (o *Options) defaults() {
+	if o.Masters == 0 {
+		o.Masters = 3
+	}
+	if o.Executors == 0 {
+		o.Executors = 2
+	}
+	if o.Slots == 0 {
+		o.Slots = 4
+	}
+	if o.Runtime == "" {
+		o.Runtime = "exec"
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 200 * time.Millisecond
+	}
+	if o.Lease == 0 {
+		o.Lease = 2 * time.Second
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 3 * time.Second
+	}
+}
+
+// Cluster is masters and executors running as processes.
+type Cluster struct {
+	t         testing.TB
+	opts      Options
+	dir       string
+	Masters   []*Node
+	Executors []*Node
+	Client    *client.Client
+}
+
+// Node is one jobmaster process.
+type Node struct {
+	c          *Cluster
+	ID         string
+	Role       string
+	DataDir    string
+	HTTPAddr   string
+	RaftAddr   string
+	GossipAddr string
+	LogPath    string
+	args       func() []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	paused bool
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds cmd/jobmaster once (or uses JOBMASTER_BIN).
+func binary(t testing.TB) string {
+	buildOnce.Do(func() {
+		if p := os.Getenv("JOBMASTER_BIN"); p != "" {
+			binPath = p
+			return
+		}
+		dir, err := os.MkdirTemp("", "jobmaster-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "jobmaster")
+		out, err := exec.Command("go", "build", "-race", "-o", binPath, "../cmd/jobmaster").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// NewCluster starts the masters and executors and waits for a leader and
+// for every executor to be alive.
+func NewCluster(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	opts.defaults()
+	c := &Cluster{t: t, opts: opts, dir: t.TempDir()}
+	var gossip []string
+	for i := 0; i < opts.Masters; i++ {
+		n := &Node{c: c, ID: fmt.Sprintf("m%d", i+1), Role: "master",
+			HTTPAddr: freeAddr(t), RaftAddr: freeAddr(t), GossipAddr: freeAddr(t)}
+		gossip = append(gossip, n.GossipAddr)
+		c.Masters = append(c.Masters, n)
+	}
+	join := strings.Join(gossip, ",")
+	var httpAddrs []string
+	for _, n := range c.Masters {
+		n.DataDir = filepath.Join(c.dir, n.ID)
+		n.LogPath = filepath.Join(c.dir, n.ID+".log")
+		httpAddrs = append(httpAddrs, n.HTTPAddr)
+		n.args = func() []string {
+			return []string{"server", "--node-id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr,
+				"--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr, "--join", join,
+				"--bootstrap-expect", fmt.Sprint(opts.Masters),
+				"--executor-heartbeat", opts.Heartbeat.String(), "--executor-lease", opts.Lease.String(),
+				"--executor-timeout", opts.Timeout.String(), "--log-level", "debug"}
+		}
+	}
+	for i := 0; i < opts.Executors; i++ {
+		c.AddExecutor()
+	}
+	cl, err := client.New(strings.Join(httpAddrs, ","), client.WithTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Client = cl
+	t.Cleanup(c.Close)
+	for _, n := range c.Masters {
+		n.Start()
+	}
+	for _, n := range c.Executors {
+		n.Start()
+	}
+	c.Leader()
+	c.WaitExecutorsAlive()
+	return c
+}
+
+// AddExecutor defines (but does not start) one more executor.
+func (c *Cluster) AddExecutor() *Node {
+	var gossip []string
+	for _, m := range c.Masters {
+		gossip = append(gossip, m.GossipAddr)
+	}
+	n := &Node{c: c, ID: fmt.Sprintf("e%d", len(c.Executors)+1), Role: "executor",
+		HTTPAddr: freeAddr(c.t), GossipAddr: freeAddr(c.t)}
+	n.DataDir = filepath.Join(c.dir, n.ID)
+	n.LogPath = filepath.Join(c.dir, n.ID+".log")
+	n.args = func() []string {
+		return []string{"executor", "--node-id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr,
+			"--gossip-addr", n.GossipAddr, "--join", strings.Join(gossip, ","), "--slots", fmt.Sprint(c.opts.Slots),
+			"--runtime", c.opts.Runtime, "--lease", c.opts.Lease.String(), "--cancel-grace", "1s", "--log-level", "debug"}
+	}
+	c.Executors = append(c.Executors, n)
+	return n
+}
+
+// Start starts the node's process.
+func (n *Node) Start() {
+	n.c.t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		n.c.t.Fatalf("%s already running", n.ID)
+	}
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		n.c.t.Fatal(err)
+	}
+	fmt.Fprintf(logf, "=== start %s %s\n", n.ID, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(binary(n.c.t), n.args()...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), n.c.opts.Env...)
+	// The node dies with the test process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		n.c.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	n.cmd, n.exited, n.paused = cmd, exited, false
+}
+
+// Pid is the node's process id (0 when stopped).
+func (n *Node) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Running reports whether the process runs (possibly paused).
+func (n *Node) Running() bool { return n.Pid() != 0 }
+
+// Kill sends SIGKILL and waits for the process to exit.
+func (n *Node) Kill() { n.signalAndWait(syscall.SIGKILL) }
+
+// Stop sends SIGTERM and waits for a graceful exit.
+func (n *Node) Stop() { n.signalAndWait(syscall.SIGTERM) }
+
+func (n *Node) signalAndWait(sig syscall.Signal) {
+	n.mu.Lock()
+	cmd, exited, paused := n.cmd, n.exited, n.paused
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	if paused {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	n.mu.Lock()
+	n.cmd = nil
+	n.paused = false
+	n.mu.Unlock()
+}
+
+// Pause stops the process with SIGSTOP (its tasks keep running).
+func (n *Node) Pause() {
+	if p := n.Pid(); p != 0 {
+		_ = syscall.Kill(p, syscall.SIGSTOP)
+		n.mu.Lock()
+		n.paused = true
+		n.mu.Unlock()
+	}
+}
+
+// Resume continues a paused process.
+func (n *Node) Resume() {
+	if p := n.Pid(); p != 0 {
+		_ = syscall.Kill(p, syscall.SIGCONT)
+		n.mu.Lock()
+		n.paused = false
+		n.mu.Unlock()
+	}
+}
+
+// Freeze stops the process and every process below it (an executor with
+// its tasks), as a hung machine would.
+func (n *Node) Freeze() []int {
+	p := n.Pid()
+	if p == 0 {
+		return nil
+	}
+	all := append([]int{p}, descendants(p)...)
+	signalAll(all, syscall.SIGSTOP)
+	n.mu.Lock()
+	n.paused = true
+	n.mu.Unlock()
+	return all
+}
+
+// Thaw continues processes Freeze stopped.
+func (n *Node) Thaw(pids []int) {
+	signalAll(pids, syscall.SIGCONT)
+	n.mu.Lock()
+	n.paused = false
+	n.mu.Unlock()
+}
+
+// Restart kills the node and starts it again, on an empty data dir if wipe.
+func (n *Node) Restart(wipe bool) {
+	n.Kill()
+	if wipe {
+		_ = os.RemoveAll(n.DataDir)
+	}
+	n.Start()
+}
+
+// Close stops every node (tests' cleanup).
+func (c *Cluster) Close() {
+	for _, n := range append(append([]*Node{}, c.Executors...), c.Masters...) {
+		n.Kill()
+	}
+	c.Client.Close()
+	if bad := c.scanLogs(); len(bad) > 0 {
+		c.t.Errorf("processes reported races or panics:\n%s", strings.Join(bad, "\n"))
+	}
+	if c.t.Failed() {
+		c.dumpLogs()
+	}
+}
+
+// scanLogs finds data races and panics in the nodes' logs (the binary is
+// built with the race detector).
+func (c *Cluster) scanLogs() []string {
+	var bad []string
+	for _, n := range append(append([]*Node{}, c.Masters...), c.Executors...) {
+		b, err := os.ReadFile(n.LogPath)
+		if err != nil {
+			continue
+		}
+		for _, marker := range []string{"WARNING: DATA RACE", "panic:", "fatal error:"} {
+			if i := bytes.Index(b, []byte(marker)); i >= 0 {
+				end := min(len(b), i+3000)
+				bad = append(bad, fmt.Sprintf("%s: %s", n.ID, b[i:end]))
+			}
+		}
+	}
+	return bad
+}
+
+func (c *Cluster) dumpLogs() {
+	for _, n := range append(append([]*Node{}, c.Masters...), c.Executors...) {
+		b, err := os.ReadFile(n.LogPath)
+		if err != nil {
+			continue
+		}
+		if len(b) > 20000 {
+			b = b[len(b)-20000:]
+		}
+		c.t.Logf("---- log of %s (tail) ----\n%s", n.ID, b)
+	}
+}
+
+// WaitFor polls until cond holds or fails the test after a generous bound.
+func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c.t.Cleanup(cancel)
+	return ctx
+}
+
+// ClusterView asks any running master for /v1/cluster.
+func (c *Cluster) ClusterView() *api.Cluster {
+	cl, err := c.Client.Cluster(c.ctx())
+	if err != nil {
+		c.t.Fatalf("cluster view: %v", err)
+	}
+	return cl
+}
+
+// Leader waits until the masters agree on a leader that holds a token, and
+// returns it.
+func (c *Cluster) Leader() *Node {
+	c.t.Helper()
+	var leader *Node
+	WaitFor(c.t, "a leader", 30*time.Second, func() bool {
+		leader = nil
+		for _, m := range c.Masters {
+			if !m.Running() {
+				continue
+			}
+			var cl api.Cluster
+			if err := getJSON("http://"+m.HTTPAddr+"/v1/cluster?stale", &cl); err != nil || cl.Leader == nil {
+				return false
+			}
+			for _, x := range c.Masters {
+				if x.ID == *cl.Leader && x.Running() {
+					if leader != nil && leader != x {
+						return false
+					}
+					leader = x
+				}
+			}
+		}
+		if leader == nil {
+			return false
+		}
+		var cl api.Cluster
+		return getJSON("http://"+leader.HTTPAddr+"/v1/cluster", &cl) == nil && cl.Leader != nil && *cl.Leader == leader.ID
+	})
+	return leader
+}
+
+// WaitExecutorsAlive waits until the leader reports every running
+// executor alive.
+func (c *Cluster) WaitExecutorsAlive() {
+	c.t.Helper()
+	WaitFor(c.t, "executors alive", 30*time.Second, func() bool {
+		cl, err := c.Client.Cluster(c.ctx())
+		if err != nil {
+			return false
+		}
+		alive := map[string]bool{}
+		for _, e := range cl.Executors {
+			alive[e.ID] = e.Status == "alive"
+		}
+		for _, e := range c.Executors {
+			if e.Running() && !alive[e.ID] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Submit submits a job under an id.
+func (c *Cluster) Submit(id, spec string) {
+	c.t.Helper()
+	if _, err := c.Client.SubmitJob(c.ctx(), id, []byte(spec)); err != nil {
+		c.t.Fatalf("submit %s: %v", id, err)
+	}
+}
+
+// Job reads a job.
+func (c *Cluster) Job(id string) *api.Job {
+	c.t.Helper()
+	j, err := c.Client.Job(c.ctx(), id)
+	if err != nil {
+		c.t.Fatalf("job %s: %v", id, err)
+	}
+	return j
+}
+
+// WaitJob waits until the job's status is one of want and returns it.
+func (c *Cluster) WaitJob(id string, timeout time.Duration, want ...string) *api.Job {
+	c.t.Helper()
+	var j *api.Job
+	WaitFor(c.t, fmt.Sprintf("job %s to be %v", id, want), timeout, func() bool {
+		var err error
+		j, err = c.Client.Job(c.ctx(), id)
+		if err != nil {
+			return false
+		}
+		for _, w := range want {
+			if j.Status == w {
+				return true
+			}
+		}
+		return false
+	})
+	return j
+}
+
+// Executions asks an executor what it holds.
+func (n *Node) Executions() (*wire.Executions, error) {
+	var out wire.Executions
+	err := getJSON("http://"+n.HTTPAddr+wire.PathExecutions, &out)
+	return &out, err
+}
+
+// StateHashes reads every running master's state hash.
+func (c *Cluster) StateHashes() map[string]api.StateHash {
+	out := map[string]api.StateHash{}
+	for _, m := range c.Masters {
+		if !m.Running() {
+			continue
+		}
+		var h api.StateHash
+		if err := getJSON("http://"+m.HTTPAddr+"/v1/state/hash", &h); err == nil {
+			out[m.ID] = h
+		}
+	}
+	return out
+}
+
+// WaitSameState waits until every running master has the same applied
+// index and state hash.
+func (c *Cluster) WaitSameState() {
+	c.t.Helper()
+	WaitFor(c.t, "equal state hashes on all masters", 30*time.Second, func() bool {
+		hs := c.StateHashes()
+		var first *api.StateHash
+		n := 0
+		for _, h := range hs {
+			h := h
+			n++
+			if first == nil {
+				first = &h
+			} else if h.Hash != first.Hash || h.AppliedIndex != first.AppliedIndex {
+				return false
+			}
+		}
+		running := 0
+		for _, m := range c.Masters {
+			if m.Running() {
+				running++
+			}
+		}
+		return n == running && n > 0
+	})
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+func getJSON(url string, out any) error {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, bytes.TrimSpace(b))
+	}
+	return json.Unmarshal(b, out)
+}
