@@ -97,7 +97,7 @@ Start a local cluster with 'jobmaster dev', then submit a job with
 	root.AddCommand(
 		newServerCmd(),
 		newExecutorCmd(),
-		newDevCmd(),
+		newDevCmd(env),
 		newShimCmd(),
 		newJobCmd(env),
 		newMembersCmd(env),

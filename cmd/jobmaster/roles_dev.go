@@ -1,18 +1,536 @@
 package main
 
 import (
-	"errors"
+	"context"
+
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"jobmaster/api"
+	"jobmaster/client"
+	"jobmaster/examples"
 )
 
-// newDevCmd is `jobmaster dev`.
-func newDevCmd() *cobra.Command {
-	return &cobra.Command{
+// devOpts are the flags of `jobmaster dev`.
+type devOpts struct {
+	dataDir       string
+	basePort      int
+	executors     int
+	slots         int
+	runtime       string
+	noDemo        bool
+	exitAfterDemo bool
+	failoverDemo  bool
+}
+
+// newDevCmd is `jobmaster dev`: a local cluster of child processes.
+func newDevCmd(env *cliEnv) *cobra.Command {
+	var o devOpts
+	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a local cluster of 3 masters and 2 executors with a demo job",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("not implemented yet")
+		Long: `Run a local cluster on this machine: 3 masters and 2 executors, each its
+own process (this command's children), with data and logs in a temporary
+directory. It submits the demo job (examples/wordcount.json), shows its
+progress until it finishes, then keeps the cluster running until Ctrl-C.
+
+With --failover-demo it kills the leader (kill -9) while the job runs and
+shows another master taking over with a new fencing token, and that no task
+was restarted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDev(cmd, env, &o)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.dataDir, "data-dir", "", "keep data and logs here (default: a temporary directory, removed on exit)")
+	f.IntVar(&o.basePort, "base-port", 7400, "masters use base+1.. (HTTP), base+11.. (Raft), base+21.. (gossip); executors base+31.. (HTTP), base+41.. (gossip)")
+	f.IntVar(&o.executors, "executors", 2, "number of executors (1 to 9)")
+	f.IntVar(&o.slots, "slots", 4, "slots per executor")
+	f.StringVar(&o.runtime, "runtime", "exec", "executor runtime: exec or sim")
+	f.BoolVar(&o.noDemo, "no-demo", false, "start the cluster without submitting the demo job")
+	f.BoolVar(&o.exitAfterDemo, "exit-after-demo", false, "stop the cluster when the demo job ends (exit 0 if it FINISHED)")
+	f.BoolVar(&o.failoverDemo, "failover-demo", false, "kill the leader while the demo job runs and show the takeover")
+	return cmd
+}
+
+// devNode is one child process of the dev cluster.
+type devNode struct {
+	id, role           string
+	http, raft, gossip string
+	log                string
+	args               []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+type devCluster struct {
+	bin     string
+	dir     string
+	env     []string
+	masters []*devNode
+	execs   []*devNode
+	out     io.Writer
+}
+
+func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
+	if o.executors < 1 || o.executors > 9 {
+		return usageErrorf(cmd, "--executors must be between 1 and 9, got %d", o.executors)
+	}
+	if o.slots < 1 {
+		return usageErrorf(cmd, "--slots must be positive, got %d", o.slots)
+	}
+	if o.basePort < 1 || o.basePort+50 > 65535 {
+		return usageErrorf(cmd, "--base-port %d out of range", o.basePort)
+	}
+	out := cmd.OutOrStdout()
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, temp := o.dataDir, o.dataDir == ""
+	if temp {
+		if dir, err = os.MkdirTemp("", "jobmaster-dev-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	c := newDevCluster(bin, dir, o, out)
+	if err := c.checkPorts(); err != nil {
+		return err
+	}
+	where := dir + " (removed on exit; keep it with --data-dir)"
+	if !temp {
+		where = dir
+	}
+	fmt.Fprintf(out, "jobmaster dev: a local cluster of %d masters and %d executors\n  data and logs in %s\n\n", len(c.masters), len(c.execs), where)
+	c.printNodes()
+	if err := c.startAll(); err != nil {
+		c.stopAll()
+		return err
+	}
+	defer c.stopAll()
+
+	addrs := c.masterAddrs()
+	cl, err := client.New(addrs, client.WithTimeout(30*time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx := cmd.Context()
+	leader, err := c.waitReady(ctx, cl, o)
+	if err != nil {
+		return err
+	}
+	if addrs != api.DefaultAddress {
+		fmt.Fprintf(out, "\nPoint the client at it with: export %s=%s\n", addressEnv, addrs)
+	}
+
+	if !o.noDemo {
+		finished, err := c.demo(cmd, env, cl, leader, o)
+		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintln(out, "\nStopping the cluster.")
+				return nil
+			}
+			return err
+		}
+		if o.exitAfterDemo {
+			fmt.Fprintln(out, "\nStopping the cluster (--exit-after-demo).")
+			if !finished {
+				return &exitError{code: exitFailure}
+			}
+			return nil
+		}
+	}
+	fmt.Fprintf(out, `
+The cluster keeps running. In another terminal, try:
+  %[1]s members
+  %[1]s job run examples/flaky.json --wait
+  %[1]s job run examples/wide.json --wait
+  %[1]s job list
+Kill the leader (kill -9 on the pid above) and watch another take over.
+Press Ctrl-C to stop the cluster.
+`, displayBin(bin))
+	<-ctx.Done()
+	fmt.Fprintln(out, "\nStopping the cluster.")
+	return nil
+}
+
+// displayBin is how to call the binary in hints: relative when it is the
+// repository's bin/jobmaster.
+func displayBin(bin string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, bin); err == nil && !strings.HasPrefix(rel, "..") {
+			return "./" + rel
+		}
+	}
+	return bin
+}
+
+func newDevCluster(bin, dir string, o *devOpts, out io.Writer) *devCluster {
+	c := &devCluster{bin: bin, dir: dir, out: out,
+		env: []string{"DEMO_DIR=" + filepath.Join(dir, "demo")}}
+	host := "127.0.0.1"
+	port := func(off int) string { return fmt.Sprintf("%s:%d", host, o.basePort+off) }
+	var gossip []string
+	for i := 1; i <= 3; i++ {
+		gossip = append(gossip, port(20+i))
+	}
+	join := strings.Join(gossip, ",")
+	for i := 1; i <= 3; i++ {
+		n := &devNode{id: fmt.Sprintf("m%d", i), role: "master", http: port(i), raft: port(10 + i), gossip: port(20 + i)}
+		n.log = filepath.Join(dir, "logs", n.id+".log")
+		n.args = []string{"server", "--node-id", n.id, "--data-dir", filepath.Join(dir, n.id),
+			"--http-addr", n.http, "--raft-addr", n.raft, "--gossip-addr", n.gossip,
+			"--join", join, "--bootstrap-expect", "3"}
+		c.masters = append(c.masters, n)
+	}
+	for i := 1; i <= o.executors; i++ {
+		n := &devNode{id: fmt.Sprintf("e%d", i), role: "executor", http: port(30 + i), gossip: port(40 + i)}
+		n.log = filepath.Join(dir, "logs", n.id+".log")
+		n.args = []string{"executor", "--node-id", n.id, "--data-dir", filepath.Join(dir, n.id),
+			"--http-addr", n.http, "--gossip-addr", n.gossip, "--join", join,
+			"--slots", fmt.Sprint(o.slots), "--runtime", o.runtime}
+		c.execs = append(c.execs, n)
+	}
+	return c
+}
+
+func (c *devCluster) nodes() []*devNode {
+	return append(append([]*devNode{}, c.masters...), c.execs...)
+}
+
+func (c *devCluster) masterAddrs() string {
+	var a []string
+	for _, m := range c.masters {
+		a = append(a, m.http)
+	}
+	return strings.Join(a, ",")
+}
+
+// checkPorts fails early, with a hint, when a port is taken.
+func (c *devCluster) checkPorts() error {
+	for _, n := range c.nodes() {
+		for _, a := range []string{n.http, n.raft, n.gossip} {
+			if a == "" {
+				continue
+			}
+			l, err := net.Listen("tcp", a)
+			if err != nil {
+				return fmt.Errorf("%s is in use (is another 'jobmaster dev' running?); pick other ports with --base-port", a)
+			}
+			l.Close()
+		}
+	}
+	return nil
+}
+
+func (c *devCluster) printNodes() {
+	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NODE\tROLE\tHTTP\tRAFT\tGOSSIP\tLOG")
+	for _, n := range c.nodes() {
+		raft := n.raft
+		if raft == "" {
+			raft = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", n.id, n.role, n.http, raft, n.gossip, n.log)
+	}
+	tw.Flush()
+}
+
+func (c *devCluster) startAll() error {
+	if err := os.MkdirAll(filepath.Join(c.dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	for _, n := range c.nodes() {
+		if err := c.start(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start runs a node in its own process group (Ctrl-C reaches only this
+// command, which then stops the nodes in order); the node gets SIGTERM if
+// this command dies.
+func (c *devCluster) start(n *devNode) error {
+	logf, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.bin, n.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), c.env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", n.id, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	n.mu.Lock()
+	n.cmd, n.done = cmd, done
+	n.mu.Unlock()
+	return nil
+}
+
+func (n *devNode) pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// signal sends sig and waits up to wait for the node to exit.
+func (n *devNode) signal(sig syscall.Signal, wait time.Duration) {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(wait):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	n.mu.Lock()
+	n.cmd = nil
+	n.mu.Unlock()
+}
+
+// stopAll stops the executors (their tasks end) and then the masters.
+func (c *devCluster) stopAll() {
+	var wg sync.WaitGroup
+	for _, group := range [][]*devNode{c.execs, c.masters} {
+		for _, n := range group {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n.signal(syscall.SIGTERM, 20*time.Second)
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// waitReady waits for a leader and for every executor, and returns the
+// leader's id.
+func (c *devCluster) waitReady(ctx context.Context, cl *client.Client, o *devOpts) (string, error) {
+	fmt.Fprint(c.out, "\nWaiting for the masters to elect a leader... ")
+	start := time.Now()
+	var leader string
+	for {
+		if err := c.checkAlive(); err != nil {
+			return "", err
+		}
+		if view, err := cl.Cluster(ctx); err == nil && view.Leader != nil {
+			leader = *view.Leader
+			fmt.Fprintf(c.out, "%s leads with fencing token %d (%.1fs)\n", leader, view.FencingToken, time.Since(start).Seconds())
+			break
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+	fmt.Fprint(c.out, "Waiting for the executors to join... ")
+	for {
+		if err := c.checkAlive(); err != nil {
+			return "", err
+		}
+		if view, err := cl.Cluster(ctx); err == nil {
+			alive, slots := 0, 0
+			for _, e := range view.Executors {
+				if e.Status == "alive" {
+					alive++
+					slots += e.Slots
+				}
+			}
+			if alive == len(c.execs) {
+				fmt.Fprintf(c.out, "%d alive with %d slots (%.1fs)\n", alive, slots, time.Since(start).Seconds())
+				return leader, nil
+			}
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+}
+
+// checkAlive reports a node that exited on its own, with its log's tail.
+func (c *devCluster) checkAlive() error {
+	for _, n := range c.nodes() {
+		n.mu.Lock()
+		done := n.done
+		n.mu.Unlock()
+		select {
+		case <-done:
+			tail, _ := os.ReadFile(n.log)
+			if len(tail) > 2000 {
+				tail = tail[len(tail)-2000:]
+			}
+			return fmt.Errorf("%s exited; the end of its log (%s):\n%s", n.id, n.log, tail)
+		default:
+		}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (c *devCluster) master(id string) *devNode {
+	for _, m := range c.masters {
+		if m.id == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// demo submits the word count and follows it to its end; with
+// --failover-demo it kills the leader mid-job.
+func (c *devCluster) demo(cmd *cobra.Command, env *cliEnv, cl *client.Client, leader string, o *devOpts) (bool, error) {
+	ctx, out := cmd.Context(), c.out
+	id, err := cl.CreateJob(ctx, examples.WordCount())
+	if err != nil {
+		return false, fmt.Errorf("submit the demo job: %w", err)
+	}
+	fmt.Fprintf(out, "\nSubmitted the demo job examples/wordcount.json as %s:\n", id)
+	fmt.Fprintln(out, "  split (4 subtasks) --pipelined--> count (2) --blocking--> report (1)")
+	opts := &clientOpts{env: env}
+	newView := func() progressView { return opts.newView(cmd) }
+	start := time.Now()
+
+	if o.failoverDemo {
+		if err := c.failover(ctx, cl, id, newView, start); err != nil {
+			return false, err
+		}
+	}
+	view := newView()
+	job, _, err := waitJob(ctx, cl, id, view, env.pollInterval)
+	view.close()
+	if err != nil {
+		return false, err
+	}
+	elapsed := time.Since(start)
+	if job.Status != statusFinished {
+		fmt.Fprintf(out, "\nThe demo job ended %s after %s: %s\n", job.Status, formatElapsed(elapsed), job.Message)
+		return false, nil
+	}
+	fmt.Fprintf(out, "\nThe demo job FINISHED in %s. Its report (jobmaster job logs %s report 0):\n", formatElapsed(elapsed), id)
+	if rc, err := cl.Logs(ctx, id, "report", 0, client.Stdout); err == nil {
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+			fmt.Fprintf(out, "  %s\n", l)
+		}
+	}
+	if o.failoverDemo {
+		restarted := job.Restarts
+		for _, v := range job.Vertices {
+			for _, s := range v.Subtasks {
+				restarted += s.Attempt
+			}
+		}
+		if restarted == 0 {
+			fmt.Fprintln(out, "\nNo task was restarted by the failover: every subtask ran exactly once (attempt 0).")
+		} else {
+			fmt.Fprintf(out, "\nWARNING: %d restart(s) happened; see 'jobmaster job status %s'.\n", restarted, id)
+		}
+	}
+	return true, nil
+}
+
+// failover follows the job until its first stage runs, kills the leader,
+// and reports the takeover.
+func (c *devCluster) failover(ctx context.Context, cl *client.Client, id string, newView func() progressView, start time.Time) error {
+	view := newView()
+	for {
+		job, err := cl.Job(ctx, id)
+		if err != nil {
+			view.close()
+			return err
+		}
+		view.show(job, time.Since(start))
+		if running(job) >= 4 || terminalStatus(job.Status) {
+			break
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			view.close()
+			return err
+		}
+	}
+	view.close()
+	before, err := cl.Cluster(ctx)
+	if err != nil || before.Leader == nil {
+		return fmt.Errorf("no leader to kill: %v", err)
+	}
+	victim := c.master(*before.Leader)
+	if victim == nil {
+		return fmt.Errorf("leader %q is not one of this cluster's masters", *before.Leader)
+	}
+	fmt.Fprintf(c.out, "\n>>> Killing the leader %s (kill -9, pid %d) while the job runs.\n", victim.id, victim.pid())
+	killed := time.Now()
+	victim.signal(syscall.SIGKILL, 5*time.Second)
+	for {
+		after, err := cl.Cluster(ctx)
+		if err == nil && after.Leader != nil && *after.Leader != victim.id && after.FencingToken > before.FencingToken {
+			fmt.Fprintf(c.out, ">>> %s took over after %.2fs with fencing token %d (was %d).\n",
+				*after.Leader, time.Since(killed).Seconds(), after.FencingToken, before.FencingToken)
+			break
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	if err := c.start(victim); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.out, ">>> Restarted %s; it rejoins as a follower.\n\n", victim.id)
+	return nil
+}
+
+func running(job *api.Job) int {
+	n := 0
+	for _, v := range job.Vertices {
+		for _, s := range v.Subtasks {
+			if s.State == "RUNNING" {
+				n++
+			}
+		}
+	}
+	return n
 }

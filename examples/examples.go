@@ -1,0 +1,27 @@
+// Package examples holds the example job specs (the *.json files beside
+// this one), embedded so that `jobmaster dev` can submit them.
+//
+//   - wordcount.json: a pipeline with a pipelined edge (split -> count) and a
+//     blocking one (count -> report); the demo job of `jobmaster dev`.
+//   - flaky.json: a task that fails on its first attempts, restarted with
+//     exponential-delay under region failover, beside an independent region
+//     that is left alone.
+//   - wide.json: 24 subtasks in 8 slots, thanks to slot sharing: subtask i of
+//     the three pipelined vertices shares one slot.
+package examples
+
+import "embed"
+
+// FS holds the example specs.
+//
+//go:embed *.json
+var FS embed.FS
+
+// WordCount is the demo job.
+func WordCount() []byte {
+	b, err := FS.ReadFile("wordcount.json")
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	return b
+}
