@@ -18,12 +18,12 @@ const snapshotFormat = 1
 // snapshotHeader opens a snapshot stream; Jobs jobs and then Execs
 // executions follow, each a msgpack value, in id order.
 type snapshotHeader struct {
-	Format int
-	Index  uint64
-	Epoch  uint64
-	Leader string
-	Jobs   int
-	Execs  int
+	Format int    `codec:"format"`
+	Index  uint64 `codec:"index"`
+	Epoch  uint64 `codec:"epoch"`
+	Leader string `codec:"leader"`
+	Jobs   int    `codec:"jobs"`
+	Execs  int    `codec:"execs"`
 }
 
 // Capture is a point-in-time copy of the state, taken quickly under the
@@ -151,11 +151,26 @@ func Restore(r io.Reader) (*State, error) {
 	return s, nil
 }
 
-// rebuildDerived recomputes the indexes from jobs and executions.
+// rebuildDerived recomputes the indexes from jobs and executions. The maps
+// are sized first: with a million executions, growing them dominates a
+// restore.
 func (s *State) rebuildDerived() error {
 	s.resetDerived()
-	for _, id := range sortedKeys(s.execs) {
-		e := s.execs[id]
+	perExecutor := make(map[string]int)
+	live := 0
+	for _, e := range s.execs {
+		if e.Executor != "" && !e.State.Terminal() && e.State != ExecScheduled {
+			perExecutor[e.Executor]++
+			live++
+		}
+	}
+	s.slotOf = make(map[slotKey]slotRef, live)
+	for ex, n := range perExecutor {
+		s.byExecutor[ex] = make(map[string]*Execution, n)
+		s.slots[ex] = make(map[int]*slotUse, n)
+	}
+	// Index order does not matter here: the indexes are sets and counts.
+	for _, e := range s.execs {
 		if e.Executor == "" || e.State.Terminal() || e.State == ExecScheduled {
 			continue
 		}
@@ -171,8 +186,7 @@ func (s *State) rebuildDerived() error {
 			s.canceling[e.Executor][e.ID] = struct{}{}
 		}
 	}
-	for _, id := range sortedKeys(s.jobs) {
-		j := s.jobs[id]
+	for _, j := range s.jobs {
 		for ri, r := range j.Regions {
 			switch r.Status {
 			case RegionReady:

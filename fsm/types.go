@@ -100,76 +100,82 @@ func (s RegionStatus) String() string {
 
 // Job is a submitted job. Spec is normalized and never changes after submit.
 type Job struct {
-	ID          string
-	Spec        *jobspec.Spec
-	Status      JobStatus
-	SubmitIndex uint64
-	SubmitTime  int64 // unix milliseconds, from the submit command
-	EndTime     int64 // unix milliseconds; 0 until terminal
-	Message     string
+	ID          string        `codec:"id,omitempty"`
+	Spec        *jobspec.Spec `codec:"spec"`
+	Status      JobStatus     `codec:"st"`
+	SubmitIndex uint64        `codec:"si"`
+	SubmitTime  int64         `codec:"stm"`          // unix milliseconds, from the submit command
+	EndTime     int64         `codec:"et,omitempty"` // unix milliseconds; 0 until terminal
+	Message     string        `codec:"msg,omitempty"`
 	// Restarts counts region restarts carried out.
-	Restarts int
-	Backoff  RestartState
-	Vertices []VertexState
-	Regions  []RegionState
+	Restarts int           `codec:"rs,omitempty"`
+	Backoff  RestartState  `codec:"bo"`
+	Vertices []VertexState `codec:"vx"`
+	Regions  []RegionState `codec:"rg"`
 }
 
 // VertexState is the per-vertex part of a job's state.
 type VertexState struct {
-	Region int
+	Region int `codec:"r"`
 	// Attempts holds the current attempt of each subtask.
-	Attempts []int
+	Attempts []int `codec:"a"`
 	// Finished counts subtasks whose current attempt has FINISHED.
-	Finished int
+	Finished int `codec:"f"`
 }
 
 // RegionState is the per-region part of a job's state. The region's shape
 // (vertices, upstream, downstream) comes from jobspec.Spec.Regions.
 type RegionState struct {
-	Vertices   []int
-	Upstream   []int
-	Downstream []int
-	Status     RegionStatus
+	Vertices   []int        `codec:"v"`
+	Upstream   []int        `codec:"u,omitempty"`
+	Downstream []int        `codec:"d,omitempty"`
+	Status     RegionStatus `codec:"s"`
 	// RestartAt is when a restarting region may restart (unix ms).
-	RestartAt int64
+	RestartAt int64 `codec:"ra,omitempty"`
 }
 
 // RestartState is the restart strategy's bookkeeping for one job.
 type RestartState struct {
 	// Failures counts failure events: all of them for fixed-delay, those
 	// since the last backoff reset for exponential-delay.
-	Failures int
+	Failures int `codec:"f,omitempty"`
 	// FailureTimes are the recent failure times for failure-rate (unix ms).
-	FailureTimes []int64
+	FailureTimes []int64 `codec:"ft,omitempty"`
 	// LastFailure is the time of the latest failure event (unix ms).
-	LastFailure int64
+	LastFailure int64 `codec:"lf,omitempty"`
 	// BackoffMs is the current exponential-delay backoff.
-	BackoffMs int64
+	BackoffMs int64 `codec:"b,omitempty"`
 }
 
 // Execution is one attempt of one subtask.
+//
+// In snapshots an execution is a msgpack array (fields in this order), the
+// bulk of a snapshot: new fields go at the end, where older snapshots simply
+// lack them.
 type Execution struct {
-	ID     string
-	Job    string
-	Vertex string
+	_struct struct{} `codec:",toarray"` //nolint:unused // msgpack layout marker
+
+	ID     string `codec:"id,omitempty"`
+	Job    string `codec:"j,omitempty"`
+	Vertex string `codec:"v,omitempty"`
 	// VertexIndex is the vertex's position in the job spec.
-	VertexIndex int
-	Subtask     int
-	Attempt     int
-	State       ExecState
-	Executor    string
-	Slot        int
+	VertexIndex int       `codec:"vi"`
+	Subtask     int       `codec:"s"`
+	Attempt     int       `codec:"a"`
+	State       ExecState `codec:"st"`
+	Executor    string    `codec:"e,omitempty"`
+	Slot        int       `codec:"sl"`
 	// Epoch is the fencing token of the leader that placed the execution.
-	Epoch uint64
+	Epoch uint64 `codec:"ep"`
 	// Deployed is false while the deployment is pending (not acknowledged).
-	Deployed bool
+	Deployed bool `codec:"d"`
 	// DeployIndex and AckIndex are the log indexes of the placement and of
 	// the acknowledgment.
-	DeployIndex uint64
-	AckIndex    uint64
-	DeployTime  int64 // unix ms of the placement
-	EndTime     int64 // unix ms of the terminal state
-	Message     string
+	DeployIndex uint64 `codec:"di"`
+	AckIndex    uint64 `codec:"ai,omitempty"`
+	DeployTime  int64  `codec:"dt"`           // unix ms of the placement
+	EndTime     int64  `codec:"et,omitempty"` // unix ms of the terminal state
+	Message     string `codec:"m,omitempty"`
 }
 
 // ExecutionID formats the id of an execution.

@@ -1,0 +1,63 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// bigState builds a state with n executions: jobs of 1,000 subtasks each,
+// placed and running.
+func bigState(b *testing.B, n int) *State {
+	b.Helper()
+	s := NewState()
+	idx := uint64(1)
+	s.ApplyEntry(idx, MustEncode(&EstablishLeadership{Node: "m1"}))
+	tok := s.Epoch()
+	spec := parseSpec(b, `{"vertices":[{"id":"v","parallelism":1000,"command":["true"]}]}`)
+	for j := 0; j < n/1000; j++ {
+		idx++
+		id := fmt.Sprintf("job-%06d", j)
+		s.ApplyEntry(idx, MustEncode(&SubmitJob{Fenced: Fenced{Token: tok}, ID: id, Spec: spec}))
+		slots := make([]SlotAssign, 1000)
+		for i := range slots {
+			slots[i] = SlotAssign{Group: "default", Index: i, Executor: fmt.Sprintf("e%04d", (j*1000+i)/100), Slot: i % 100}
+		}
+		idx++
+		s.ApplyEntry(idx, MustEncode(&PlaceRegion{Fenced: Fenced{Token: tok}, Job: id, Region: 0, Slots: slots}))
+	}
+	return s
+}
+
+func BenchmarkSnapshotRestore1M(b *testing.B) {
+	s := bigState(b, 1_000_000)
+	var buf bytes.Buffer
+	b.Run("capture", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			_ = s.Capture()
+		}
+	})
+	b.Run("persist", func(b *testing.B) {
+		c := s.Capture()
+		for i := 0; i < b.N; i++ {
+			buf.Reset()
+			if _, err := c.WriteTo(&buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(buf.Len())/1e6, "MB")
+	})
+	b.Run("restore", func(b *testing.B) {
+		if buf.Len() == 0 {
+			if _, err := s.Capture().WriteTo(&buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := Restore(bytes.NewReader(buf.Bytes())); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
