@@ -99,3 +99,16 @@ type StateHash struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	Hash         string `json:"hash"`
 }
+
+// RaftPeers answers GET /v1/operator/raft/peers.
+type RaftPeers struct {
+	Peers []RaftPeer `json:"peers"`
+}
+
+// RaftPeer is one server of the Raft configuration.
+type RaftPeer struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	Voter   bool   `json:"voter"`
+	Leader  bool   `json:"leader"`
+}

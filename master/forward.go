@@ -136,9 +136,11 @@ func (m *Master) forward(w http.ResponseWriter, r *http.Request, body []byte, ad
 	if err != nil {
 		return false
 	}
-	for _, h := range []string{"Content-Type", "Retry-After", "Location"} {
-		if v := resp.Header.Get(h); v != "" {
-			w.Header().Set(h, v)
+	for k, v := range resp.Header {
+		switch k {
+		case "Content-Length", "Connection", "Transfer-Encoding", "Date", "Keep-Alive":
+		default:
+			w.Header()[k] = v
 		}
 	}
 	w.WriteHeader(resp.StatusCode)

@@ -33,6 +33,16 @@ func (m *Master) routes() http.Handler {
 	mux.HandleFunc("/v1/internal/executor-update", m.methods(map[string]http.HandlerFunc{
 		http.MethodPost: m.leaderWrite(m.executorUpdate),
 	}))
+	mux.HandleFunc("/v1/operator/snapshot", m.methods(map[string]http.HandlerFunc{
+		http.MethodGet: m.leaderRead(m.snapshotSave),
+		http.MethodPut: m.snapshotRestore,
+	}))
+	mux.HandleFunc("/v1/operator/raft/peers", m.methods(map[string]http.HandlerFunc{
+		http.MethodGet: m.leaderRead(m.raftPeers),
+	}))
+	mux.HandleFunc("/v1/operator/raft/peers/{id}", m.methods(map[string]http.HandlerFunc{
+		http.MethodDelete: m.leaderWrite(m.removePeer),
+	}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

@@ -25,12 +25,27 @@ func (m *Master) monitorLeadership() {
 		select {
 		case <-m.stop:
 			return
+		case <-m.reestablishCh:
+			// The state was replaced (a snapshot restore): a new epoch.
+			if cur != nil {
+				stopCur()
+				cur = m.startSession()
+			}
 		case leader := <-m.raft.LeaderCh():
 			stopCur()
 			if leader {
 				cur = m.startSession()
 			}
 		}
+	}
+}
+
+// reestablish asks the leadership monitor to end the current session and
+// start a new one with a new epoch.
+func (m *Master) reestablish() {
+	select {
+	case m.reestablishCh <- struct{}{}:
+	default:
 	}
 }
 

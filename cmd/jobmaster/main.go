@@ -101,6 +101,7 @@ Start a local cluster with 'jobmaster dev', then submit a job with
 		newShimCmd(),
 		newJobCmd(env),
 		newMembersCmd(env),
+		newOperatorCmd(env),
 	)
 	return root
 }

@@ -1,0 +1,43 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"jobmaster/api"
+)
+
+// SnapshotSave downloads the replicated state (GET /v1/operator/snapshot):
+// a backup that SnapshotRestore can bring back.
+func (c *Client) SnapshotSave(ctx context.Context) ([]byte, error) {
+	res, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/operator/snapshot", idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	return res.body, nil
+}
+
+// SnapshotRestore replaces the cluster's state with a backup (PUT
+// /v1/operator/snapshot). It is not resent once it may have reached a
+// master.
+func (c *Client) SnapshotRestore(ctx context.Context, snapshot []byte) error {
+	_, err := c.do(ctx, request{method: http.MethodPut, path: "/v1/operator/snapshot", body: snapshot})
+	return err
+}
+
+// RaftPeers lists the masters of the Raft configuration.
+func (c *Client) RaftPeers(ctx context.Context) ([]api.RaftPeer, error) {
+	var out api.RaftPeers
+	if err := c.get(ctx, "/v1/operator/raft/peers", &out); err != nil {
+		return nil, err
+	}
+	return out.Peers, nil
+}
+
+// RemovePeer removes a master from the Raft configuration (DELETE
+// /v1/operator/raft/peers/{id}); a master not in it is an *APIError 404.
+func (c *Client) RemovePeer(ctx context.Context, id string) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/operator/raft/peers/" + url.PathEscape(id), idempotent: true})
+	return err
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"jobmaster/api"
+)
+
+// newOperatorCmd builds `jobmaster operator`: backups and master membership.
+func newOperatorCmd(env *cliEnv) *cobra.Command {
+	o := &clientOpts{env: env}
+	cmd := &cobra.Command{
+		Use:   "operator",
+		Short: "Back up and restore the state; list and remove masters",
+		Args:  groupArgs,
+		RunE:  runGroup,
+	}
+	addClientFlags(cmd, o)
+	snap := &cobra.Command{Use: "snapshot", Short: "Save or restore the replicated state", Args: groupArgs, RunE: runGroup}
+	snap.AddCommand(&cobra.Command{
+		Use:   "save FILE",
+		Short: "Save the replicated state to FILE (a backup)",
+		Args:  exactArgs("FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			data, err := c.SnapshotSave(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(args[0], data, 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Saved %d bytes to %s\n", len(data), args[0])
+			return nil
+		},
+	}, &cobra.Command{
+		Use:   "restore FILE",
+		Short: "Replace the cluster's state with a snapshot saved earlier (disaster recovery)",
+		Long: `Replace the cluster's whole state with a snapshot saved by 'operator snapshot
+save'. Jobs submitted since the snapshot are gone; executors are reconciled
+against the restored state (tasks it does not expect are cancelled, tasks it
+expects but no executor runs are failed and restarted).`,
+		Args: exactArgs("FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := o.newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.SnapshotRestore(cmd.Context(), data); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Restored the state from %s\n", args[0])
+			return nil
+		},
+	})
+	rft := &cobra.Command{Use: "raft", Short: "List or remove the masters of the Raft configuration", Args: groupArgs, RunE: runGroup}
+	rft.AddCommand(&cobra.Command{
+		Use:   "list-peers",
+		Short: "List the masters of the Raft configuration",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			peers, err := c.RaftPeers(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if o.json {
+				return printJSON(cmd.OutOrStdout(), api.RaftPeers{Peers: peers})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tADDRESS\tVOTER\tLEADER")
+			for _, p := range peers {
+				fmt.Fprintf(tw, "%s\t%s\t%t\t%t\n", p.ID, p.Address, p.Voter, p.Leader)
+			}
+			return tw.Flush()
+		},
+	}, &cobra.Command{
+		Use:   "remove-peer ID",
+		Short: "Remove a master that is gone for good from the Raft configuration",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.RemovePeer(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Removed %s from the Raft configuration\n", args[0])
+			return nil
+		},
+	})
+	cmd.AddCommand(snap, rft)
+	return cmd
+}

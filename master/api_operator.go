@@ -1,0 +1,145 @@
+package master
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"jobmaster/api"
+	"jobmaster/fsm"
+)
+
+// snapshotSave: GET /v1/operator/snapshot streams the replicated state (a
+// backup). Served by the leader, or by this master with ?stale.
+func (m *Master) snapshotSave(w http.ResponseWriter, _ *http.Request, _ []byte, _ *session) error {
+	c := m.fsm.Capture()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Jobmaster-Index", strconv.FormatUint(c.Index(), 10))
+	w.WriteHeader(http.StatusOK)
+	if _, err := c.WriteTo(w); err != nil {
+		m.log.Warn("snapshot save", "err", err)
+	}
+	return nil
+}
+
+// snapshotRestore: PUT /v1/operator/snapshot replaces the cluster's state
+// with a backup (disaster recovery). The snapshot is checked by restoring
+// it aside before Raft installs it, so a bad file changes nothing. The
+// leader then starts a new epoch: the restored state's is old.
+func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
+	if s := m.currentSession(); s == nil {
+		addr := m.leaderHTTPAddr()
+		if addr == "" {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "no leader available; retry shortly")
+			return
+		}
+		// Streamed once: a restore is not retried behind the caller's back.
+		if !m.forwardStream(w, r, addr) {
+			writeError(w, http.StatusBadGateway, "the leader did not answer; the restore may or may not have happened")
+		}
+		return
+	}
+	tmp, err := os.CreateTemp(m.cfg.DataDir, "restore-*.snap")
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	size, err := io.Copy(tmp, r.Body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "reading snapshot: "+err.Error())
+		return
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	st, err := fsm.Restore(tmp)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "not a jobmaster snapshot: "+err.Error())
+		return
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	cfg := m.raft.GetConfiguration()
+	if err := cfg.Error(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: st.Index(), Term: 1,
+		Configuration: cfg.Configuration(), ConfigurationIndex: cfg.Index(), Size: size}
+	if err := m.raft.Restore(meta, tmp, time.Minute); err != nil {
+		writeError(w, http.StatusInternalServerError, "restore: "+err.Error())
+		return
+	}
+	m.log.Warn("state restored from a snapshot", "jobs", st.NumJobs(), "executions", st.NumExecutions())
+	m.reestablish()
+	writeJSON(w, http.StatusOK, map[string]any{"restored": true, "jobs": st.NumJobs(), "executions": st.NumExecutions()})
+}
+
+// forwardStream relays a request whose body is streamed once.
+func (m *Master) forwardStream(w http.ResponseWriter, r *http.Request, addr string) bool {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), r.Body)
+	if err != nil {
+		return false
+	}
+	req.Header.Set(hopsHeader, "1")
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+	return true
+}
+
+// raftPeers: GET /v1/operator/raft/peers lists the Raft configuration.
+func (m *Master) raftPeers(w http.ResponseWriter, _ *http.Request, _ []byte, _ *session) error {
+	f := m.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	_, leader := m.raft.LeaderWithID()
+	out := api.RaftPeers{Peers: []api.RaftPeer{}}
+	for _, srv := range f.Configuration().Servers {
+		out.Peers = append(out.Peers, api.RaftPeer{ID: string(srv.ID), Address: string(srv.Address),
+			Voter: srv.Suffrage == raft.Voter, Leader: srv.ID == leader})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// removePeer: DELETE /v1/operator/raft/peers/{id} removes a master from the
+// Raft configuration (a master gone for good).
+func (m *Master) removePeer(w http.ResponseWriter, r *http.Request, _ []byte, _ *session) error {
+	id := r.PathValue("id")
+	f := m.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	found := false
+	for _, srv := range f.Configuration().Servers {
+		found = found || string(srv.ID) == id
+	}
+	if !found {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no master %q in the Raft configuration", id))
+		return nil
+	}
+	if err := m.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+		return err
+	}
+	m.log.Info("master removed from the Raft configuration", "id", id)
+	writeJSON(w, http.StatusOK, map[string]string{"removed": id})
+	return nil
+}

@@ -1,0 +1,60 @@
+package master
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/api"
+)
+
+func TestSnapshotSaveAndRestore(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.leader()
+	for i := 0; i < 5; i++ {
+		require.Equal(t, http.StatusCreated, do(t, "PUT", c.url(i%3, fmt.Sprintf("/v1/jobs/keep-%d", i)), []byte(simpleJob)).status)
+	}
+	backup := do(t, "GET", c.url(1, "/v1/operator/snapshot"), nil)
+	require.Equal(t, http.StatusOK, backup.status)
+	require.NotEmpty(t, backup.header.Get("X-Jobmaster-Index"))
+
+	// Later changes, then disaster: restore the backup through a follower.
+	require.Equal(t, http.StatusCreated, do(t, "PUT", c.url(0, "/v1/jobs/later"), []byte(simpleJob)).status)
+	bad := do(t, "PUT", c.url(c.follower(), "/v1/operator/snapshot"), []byte("not a snapshot"))
+	require.Equal(t, http.StatusBadRequest, bad.status, "%s", bad.body)
+	require.Equal(t, http.StatusOK, do(t, "GET", c.url(0, "/v1/jobs/later"), nil).status, "a bad snapshot changes nothing")
+
+	r := do(t, "PUT", c.url(c.follower(), "/v1/operator/snapshot"), backup.body)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	waitFor(t, "the restored state on every master", func() bool {
+		for i := range c.masters {
+			if do(t, "GET", c.url(i, "/v1/jobs/later?stale"), nil).status != http.StatusNotFound {
+				return false
+			}
+		}
+		return true
+	})
+	for i := 0; i < 5; i++ {
+		require.Equal(t, http.StatusOK, do(t, "GET", c.url(i%3, fmt.Sprintf("/v1/jobs/keep-%d", i)), nil).status)
+	}
+	// The leader starts a new epoch and takes writes again.
+	require.Equal(t, http.StatusCreated, do(t, "PUT", c.url(2, "/v1/jobs/after"), []byte(simpleJob)).status)
+	c.waitSameState()
+}
+
+func TestRemoveDeadMaster(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	victim := (l + 1) % 3
+	id := c.masters[victim].ID()
+	c.stop(victim)
+	peers := decode[api.RaftPeers](t, do(t, "GET", c.url(l, "/v1/operator/raft/peers"), nil))
+	require.Len(t, peers.Peers, 3)
+	r := do(t, "DELETE", c.url(l, "/v1/operator/raft/peers/"+id), nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	peers = decode[api.RaftPeers](t, do(t, "GET", c.url(l, "/v1/operator/raft/peers"), nil))
+	require.Len(t, peers.Peers, 2)
+	require.Equal(t, http.StatusNotFound, do(t, "DELETE", c.url(l, "/v1/operator/raft/peers/nobody"), nil).status)
+}
