@@ -488,3 +488,29 @@ func TestAdvertiseAddr(t *testing.T) {
 	require.Equal(t, "10.0.0.5:80", advertiseAddr("0.0.0.0:80", "10.0.0.5:7946"))
 	require.Equal(t, "127.0.0.1:80", advertiseAddr("[::]:80", "0.0.0.0:7946"))
 }
+
+// TestProbeDoesNotRenewTheLease: a leader that has not heard this executor's
+// answers for a while probes it; the probe is answered but renews nothing,
+// so the lease runs out on time even if every request gets through.
+func TestProbeDoesNotRenewTheLease(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	e := startExecutor(t, Config{Lease: time.Hour, Now: clock.Now})
+	l := newLeader(t, e, 1)
+	tk := simTask("j", 0, 10*time.Hour, 0)
+	l.deploy(tk)
+	probe := func() wire.Report {
+		code, b := l.post(wire.PathHeartbeat, wire.HeartbeatRequest{Leader: l.hdr(), Probe: true})
+		require.Equal(t, http.StatusOK, code, "%s", b)
+		var rep wire.Report
+		require.NoError(t, json.Unmarshal(b, &rep))
+		return rep
+	}
+	clock.Advance(40 * time.Minute)
+	rep := probe()
+	require.Equal(t, wire.StateRunning, rep.Executions[0].State, "a probe is answered with the report")
+	require.Equal(t, time.Hour.Milliseconds(), rep.LeaseMs)
+	clock.Advance(40 * time.Minute) // 80 minutes since the last renewal
+	rep = probe()
+	require.Equal(t, wire.StateCanceling, rep.Executions[0].State, "probes did not renew the lease")
+}

@@ -24,6 +24,12 @@ func refuse(code int, format string, args ...any) *requestError {
 // (persisting a newer one first), and renews the lease. The returned ids
 // must be stopped (the lease expired) whatever the verdict.
 func (e *Executor) admitLocked(now time.Time, l wire.Leader) (stop []string, rerr *requestError) {
+	return e.admitRenewLocked(now, l, true)
+}
+
+// admitRenewLocked is admitLocked; renew false admits the request without
+// renewing the lease (a leader's probe).
+func (e *Executor) admitRenewLocked(now time.Time, l wire.Leader, renew bool) (stop []string, rerr *requestError) {
 	if e.phase != phaseRunning {
 		return nil, refuse(http.StatusServiceUnavailable, "executor %s is shutting down", e.cfg.NodeID)
 	}
@@ -48,7 +54,9 @@ func (e *Executor) admitLocked(now time.Time, l wire.Leader) (stop []string, rer
 		e.leaderAddr = l.Addr
 		e.kickLocked() // changes a failed push left behind go to the new leader
 	}
-	e.lease.renew(now)
+	if renew {
+		e.lease.renew(now)
+	}
 	return stop, nil
 }
 
@@ -230,7 +238,7 @@ func (e *Executor) cancel(now time.Time, req wire.CancelRequest) *requestError {
 // answers the full report.
 func (e *Executor) heartbeat(now time.Time, req wire.HeartbeatRequest) (wire.Report, *requestError) {
 	e.mu.Lock()
-	stop, rerr := e.admitLocked(now, req.Leader)
+	stop, rerr := e.admitRenewLocked(now, req.Leader, !req.Probe)
 	var rep wire.Report
 	if rerr == nil {
 		e.ackLocked(req.Ack)
@@ -258,6 +266,7 @@ func (e *Executor) reportLocked(execs []wire.ExecutionStatus, partial bool) wire
 		Instance:   e.instance,
 		Token:      e.token,
 		Slots:      e.cfg.Slots,
+		LeaseMs:    e.cfg.Lease.Milliseconds(),
 		UsedSlots:  e.held.usedSlots(),
 		Partial:    partial,
 		Executions: execs,

@@ -215,17 +215,29 @@ func (s *State) applyRestart(c *RestartRegions) Result {
 }
 
 // restartDue reports whether a restarting region may restart at now: its
-// delay has passed and every execution in it has ended.
+// delay has passed and every execution of every restarting region of the
+// job has ended. Regions that fail together (a full failover, or a region
+// and its downstream) thus restart together, and no new attempt starts
+// while an old one of the same job is still being cancelled, possibly in
+// the same slot.
 func (s *State) restartDue(j *Job, ri int, now int64) bool {
 	r := &j.Regions[ri]
 	if r.Status != RegionRestarting || r.RestartAt > now {
 		return false
 	}
-	done := true
-	s.forEachInRegion(j, ri, func(e *Execution) {
-		if !e.State.Terminal() {
-			done = false
+	for rj := range j.Regions {
+		if j.Regions[rj].Status != RegionRestarting {
+			continue
 		}
-	})
-	return done
+		done := true
+		s.forEachInRegion(j, rj, func(e *Execution) {
+			if !e.State.Terminal() {
+				done = false
+			}
+		})
+		if !done {
+			return false
+		}
+	}
+	return true
 }

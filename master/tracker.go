@@ -35,7 +35,9 @@ type trackedExecutor struct {
 	slots    int
 	used     int
 	instance string
-	gossip   string // gossip status
+	// lease is the executor's own lease, from its reports (0 until known).
+	lease  time.Duration
+	gossip string // gossip status
 	// answered: it answered a heartbeat in this session; only then is it
 	// given work.
 	answered   bool
@@ -228,9 +230,12 @@ func (t *tracker) heartbeatLoop(x *trackedExecutor) {
 
 // heartbeat sends one heartbeat and reconciles the answer.
 func (t *tracker) heartbeat(x *trackedExecutor) {
+	cfg := &t.m.cfg
+	sent := cfg.Now()
 	t.mu.Lock()
 	addr, acks := x.addr, x.acks
 	x.acks = nil
+	probe := mustProbe(sent, x.lastAnswer, max(x.lease, cfg.ExecutorLease), cfg)
 	t.mu.Unlock()
 	if addr == "" {
 		return
@@ -238,7 +243,8 @@ func (t *tracker) heartbeat(x *trackedExecutor) {
 	var base uint64
 	t.m.fsm.Read(func(st *fsm.State) { base = st.Index() })
 	var rep wire.Report
-	err := postJSON(t.s.ctx, t.m.client, addr, wire.PathHeartbeat, wire.HeartbeatRequest{Leader: t.leader(), Ack: acks}, &rep, t.m.cfg.heartbeatRPCTimeout())
+	req := wire.HeartbeatRequest{Leader: t.leader(), Ack: acks, Probe: probe}
+	err := postJSON(t.s.ctx, t.m.client, addr, wire.PathHeartbeat, req, &rep, cfg.heartbeatRPCTimeout())
 	if err != nil {
 		t.mu.Lock()
 		x.acks = append(acks, x.acks...)
@@ -256,11 +262,18 @@ func (t *tracker) heartbeat(x *trackedExecutor) {
 	x.status = reconcile.Alive
 	x.lostSent = false
 	x.slots, x.used, x.instance = rep.Slots, rep.UsedSlots, rep.Instance
+	lease := time.Duration(rep.LeaseMs) * time.Millisecond
+	warn := lease > x.lease && lease > cfg.ExecutorTimeout-cfg.heartbeatRPCTimeout()
+	x.lease = lease
 	t.mu.Unlock()
+	if warn {
+		t.m.log.Error("executor lease too long for the executor timeout: a lost executor may outlive its replacement tasks",
+			"executor", x.id, "lease", lease, "executor_timeout", cfg.ExecutorTimeout, "rpc_timeout", cfg.heartbeatRPCTimeout())
+	}
 	if revived {
 		t.s.kick()
 	}
-	more := t.handleReport(x.id, rep.Executions, base, false)
+	more := t.handleReport(x.id, rep.Executions, base, sent, false)
 	if len(more) > 0 {
 		t.mu.Lock()
 		x.acks = append(x.acks, more...)
@@ -268,17 +281,26 @@ func (t *tracker) heartbeat(x *trackedExecutor) {
 	}
 }
 
+// mustProbe reports whether a heartbeat sent at now must be a probe, which
+// does not renew the executor's lease: the executor has not answered for
+// longer than timeout - lease - RPC timeout. Past that point a renewed lease
+// could outlast the moment it is declared lost (requests may arrive while
+// answers are lost), and its tasks would run beside their replacements.
+func mustProbe(now, lastAnswer time.Time, lease time.Duration, cfg *Config) bool {
+	return now.Sub(lastAnswer) > cfg.ExecutorTimeout-lease-cfg.heartbeatRPCTimeout()
+}
+
 // handleReport reconciles a report (or a push, or a deploy answer: partial)
-// and carries out the result. It returns the terminal executions the
-// executor may forget.
-func (t *tracker) handleReport(executor string, reported []wire.ExecutionStatus, base uint64, partial bool) []string {
+// taken at asOf, and carries out the result. It returns the terminal
+// executions the executor may forget.
+func (t *tracker) handleReport(executor string, reported []wire.ExecutionStatus, base uint64, asOf time.Time, partial bool) []string {
 	cfg := &t.m.cfg
 	var expected []fsm.Execution
 	t.m.fsm.Read(func(st *fsm.State) { expected = st.Expected(executor) })
 	now := cfg.Now().UnixMilli()
 	res := reconcile.Reconcile(reconcile.Input{
 		Executor: executor, Expected: expected, Reported: reported, Partial: partial,
-		BaseIndex: base, Now: now, AckDeadline: cfg.DeployTimeout,
+		BaseIndex: base, Now: asOf.UnixMilli(), AckDeadline: cfg.DeployTimeout,
 	})
 	if res.Empty() {
 		return nil
@@ -318,7 +340,7 @@ func (t *tracker) handleReport(executor string, reported []wire.ExecutionStatus,
 
 // handlePush reconciles a state change an executor pushed.
 func (t *tracker) handlePush(rep *wire.Report) []string {
-	return t.handleReport(rep.Executor, rep.Executions, 0, true)
+	return t.handleReport(rep.Executor, rep.Executions, 0, t.m.cfg.Now(), true)
 }
 
 func (t *tracker) addr(executor string) string {
@@ -371,7 +393,7 @@ func (t *tracker) sendDeploy(executor string, tasks []fsm.TaskSpec) []string {
 		t.m.log.Warn("deploy failed; the reconciler retries it", "executor", executor, "tasks", len(tasks), "err", err)
 		return nil
 	}
-	return t.handleReport(executor, resp.Executions, 0, true)
+	return t.handleReport(executor, resp.Executions, 0, t.m.cfg.Now(), true)
 }
 
 func (t *tracker) sendCancel(executor string, ids []string) {

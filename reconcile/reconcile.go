@@ -15,9 +15,11 @@
 //     acknowledgment was committed after the heartbeat was sent is not
 //     missing: the report may predate it.
 //   - a pending execution is never missing: it is deployed again while its
-//     deadline runs, and failed when the deadline passes.
-//   - an execution being cancelled that the executor no longer holds is
-//     cancelled for good; one it still runs gets the cancel again.
+//     deadline runs (unless it is being cancelled), and failed when the
+//     deadline passes; the deadline is judged at the time the report was
+//     asked for, since the report shows the executor as it was then.
+//   - a deployed execution being cancelled that the executor no longer holds
+//     is cancelled for good; one it still runs gets the cancel again.
 //   - a terminal state of an execution the leader does not expect needs no
 //     recording: it is acknowledged so the executor can forget it.
 package reconcile
@@ -43,8 +45,9 @@ type Input struct {
 	Partial bool
 	// BaseIndex is the FSM's applied index when the heartbeat was sent.
 	BaseIndex uint64
-	// Now is the leader's clock (unix ms), and AckDeadline how long a
-	// deployment may stay unacknowledged.
+	// Now is the leader's clock (unix ms) when the report was asked for (the
+	// heartbeat's send time), and AckDeadline how long a deployment may stay
+	// unacknowledged.
 	Now         int64
 	AckDeadline time.Duration
 }
@@ -112,12 +115,16 @@ func Reconcile(in Input) Result {
 		case e.Deployed && e.AckIndex > in.BaseIndex:
 			// Acknowledged after the heartbeat was sent: the report may
 			// predate the deployment.
-		case e.State == fsm.ExecCanceling:
-			out.Missing = append(out.Missing, e.ID)
 		case e.Deployed:
+			// Missing (a cancelling one is thereby cancelled for good).
 			out.Missing = append(out.Missing, e.ID)
 		case in.Now-e.DeployTime > deadline:
 			out.Expired = append(out.Expired, e.ID)
+		case e.State == fsm.ExecCanceling:
+			// Pending and being cancelled: its deployment may still be in
+			// flight. It ends when its executor reports it (and gets the
+			// cancel) or when the deployment expires, not before: a restart
+			// must not start beside it.
 		case e.DeployIndex <= in.BaseIndex:
 			out.Redeploy = append(out.Redeploy, e.ID)
 		}

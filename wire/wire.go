@@ -86,9 +86,17 @@ type CancelRequest struct {
 
 // HeartbeatRequest renews the executor's lease. Ack lists terminal
 // executions whose state the leader has recorded: the executor forgets them.
+//
+// Probe is set when the leader has not heard an answer from the executor
+// for so long that renewing its lease blindly could keep it running past
+// the moment the leader declares it lost (its answers may be getting lost
+// while the requests arrive): the executor answers a probe, with its
+// report, but does not renew its lease. Once an answer gets through, the
+// leader renews again.
 type HeartbeatRequest struct {
 	Leader
-	Ack []string `json:"ack,omitempty"`
+	Ack   []string `json:"ack,omitempty"`
+	Probe bool     `json:"probe,omitempty"`
 }
 
 // Report is an executor's account of what it holds: every live execution and
@@ -98,10 +106,13 @@ type Report struct {
 	Version  int    `json:"version"`
 	Executor string `json:"executor"`
 	// Instance changes every time the executor process starts.
-	Instance   string            `json:"instance"`
-	Token      uint64            `json:"token"` // newest fencing token seen
-	Slots      int               `json:"slots"`
-	UsedSlots  int               `json:"used_slots"`
+	Instance  string `json:"instance"`
+	Token     uint64 `json:"token"` // newest fencing token seen
+	Slots     int    `json:"slots"`
+	UsedSlots int    `json:"used_slots"`
+	// LeaseMs is the executor's self-fencing lease: the leader stops
+	// renewing it in time for it to run out before the executor is lost.
+	LeaseMs    int64             `json:"lease_ms,omitempty"`
 	Partial    bool              `json:"partial,omitempty"`
 	Executions []ExecutionStatus `json:"executions"`
 }
