@@ -197,3 +197,15 @@ func (s *State) forEachInRegion(j *Job, ri int, f func(*Execution)) {
 		s.forEachInVertex(j, vi, f)
 	}
 }
+
+func (s *State) applyForget(c *ForgetJobs) Result {
+	for _, id := range c.IDs {
+		j, ok := s.jobs[id]
+		if !ok || !j.Status.Terminal() {
+			continue
+		}
+		s.forEachCurrent(j, func(e *Execution) { delete(s.execs, e.ID) })
+		delete(s.jobs, id)
+	}
+	return Result{}
+}

@@ -372,3 +372,23 @@ func TestExponentialJitterStaysInBounds(t *testing.T) {
 	}
 	require.Greater(t, len(seen), 50, "jitter spreads the delays")
 }
+
+func TestForgetJobsRemovesOnlyEndedJobs(t *testing.T) {
+	h := newHarness(t)
+	h.submit("done", `{"vertices":[{"id":"v","parallelism":2,"command":["true"]}]}`)
+	h.submit("busy", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "done/v/0/0", State: ExecFinished}, ReportUpdate{ID: "done/v/1/0", State: ExecFinished})
+	require.Equal(t, JobFinished, h.job("done").Status)
+	require.Equal(t, []string{"done"}, h.s.EndedBefore(h.now+1, 10))
+	require.Empty(t, h.s.EndedBefore(h.now, 10), "ended at now, not before")
+	require.NoError(t, h.apply(&ForgetJobs{Fenced: h.fenced(), IDs: []string{"done", "busy", "nope"}}).Err)
+	_, ok := h.s.Job("done")
+	require.False(t, ok)
+	_, ok = h.s.Job("busy")
+	require.True(t, ok, "a running job is never forgotten")
+	require.Equal(t, 1, h.s.NumExecutions())
+	checkInvariants(t, h.s)
+	// The id is free again.
+	require.True(t, h.submit("done", `{"vertices":[{"id":"w","parallelism":1,"command":["true"]}]}`).Created)
+}

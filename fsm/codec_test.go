@@ -17,12 +17,13 @@ func TestCodecRoundTripsEveryCommand(t *testing.T) {
 		&FailExecutions{Fenced: f, Executor: "e", IDs: []string{"a/v/0/0"}, Reason: "missing"},
 		&ExecutorLost{Fenced: f, Executor: "e"},
 		&RestartRegions{Fenced: f, Job: "a"},
+		&ForgetJobs{Fenced: f, IDs: []string{"a", "b"}},
 	}
 	entry := MustEncode(cmds...)
 	got, err := Decode(entry)
 	require.NoError(t, err)
 	require.Equal(t, cmds, got)
-	for i := 1; i <= int(TypeRestartRegions); i++ {
+	for i := 1; i <= int(TypeForgetJobs); i++ {
 		require.NotEqual(t, "unknown", CommandType(i).String(), "type %d has a name", i)
 	}
 }

@@ -19,6 +19,7 @@ const (
 	TypeFailExecutions      CommandType = 6
 	TypeExecutorLost        CommandType = 7
 	TypeRestartRegions      CommandType = 8
+	TypeForgetJobs          CommandType = 9
 )
 
 func (t CommandType) String() string {
@@ -39,6 +40,8 @@ func (t CommandType) String() string {
 		return "executor-lost"
 	case TypeRestartRegions:
 		return "restart-regions"
+	case TypeForgetJobs:
+		return "forget-jobs"
 	}
 	return "unknown"
 }
@@ -137,6 +140,14 @@ type RestartRegions struct {
 	Job string `codec:"j"`
 }
 
+// ForgetJobs removes ended jobs (garbage collection): the job, its
+// executions and its id, which may then be used again. A job that has not
+// ended is left alone.
+type ForgetJobs struct {
+	Fenced
+	IDs []string `codec:"ids"`
+}
+
 // Type implementations.
 func (*EstablishLeadership) Type() CommandType { return TypeEstablishLeadership }
 func (*SubmitJob) Type() CommandType           { return TypeSubmitJob }
@@ -146,6 +157,7 @@ func (*ReportExecutions) Type() CommandType    { return TypeReportExecutions }
 func (*FailExecutions) Type() CommandType      { return TypeFailExecutions }
 func (*ExecutorLost) Type() CommandType        { return TypeExecutorLost }
 func (*RestartRegions) Type() CommandType      { return TypeRestartRegions }
+func (*ForgetJobs) Type() CommandType          { return TypeForgetJobs }
 
 func (*EstablishLeadership) token() uint64 { return 0 }
 
@@ -168,6 +180,8 @@ func newCommand(t CommandType) Command {
 		return &ExecutorLost{}
 	case TypeRestartRegions:
 		return &RestartRegions{}
+	case TypeForgetJobs:
+		return &ForgetJobs{}
 	}
 	return nil
 }

@@ -93,6 +93,9 @@ func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 		}
 		return c
 	case 9:
+		if rapid.IntRange(0, 3).Draw(t, "forget") == 0 {
+			return &ForgetJobs{Fenced: f(), IDs: []string{rapid.SampledFrom(propertyJobs).Draw(t, "job")}}
+		}
 		return &ExecutorLost{Fenced: f(), Executor: rapid.SampledFrom(propertyExecutors).Draw(t, "executor")}
 	default:
 		*now += int64(rapid.IntRange(0, 5000).Draw(t, "tick"))
@@ -161,6 +164,12 @@ func TestPropertyAtMostOneLiveAttempt(t *testing.T) {
 			for _, r := range s.ApplyEntry(s.Index()+1, MustEncode(genCommand(t, s, &token, &now))) {
 				if r.Epoch != 0 {
 					token = r.Epoch
+				}
+			}
+			// Forgotten jobs' ids may be used again.
+			for id := range ended {
+				if _, ok := s.execs[id]; !ok {
+					delete(ended, id)
 				}
 			}
 			live := map[string]string{}

@@ -142,6 +142,8 @@ func (s *State) Apply(index uint64, c Command) Result {
 		return s.applyExecutorLost(c)
 	case *RestartRegions:
 		return s.applyRestart(c)
+	case *ForgetJobs:
+		return s.applyForget(c)
 	}
 	return Result{Err: fmt.Errorf("unknown command %T", c)}
 }

@@ -25,6 +25,22 @@ func (s *State) Jobs() []JobSummary {
 	return out
 }
 
+// EndedBefore lists the ended jobs whose end time is before t (unix ms),
+// oldest first, at most limit of them.
+func (s *State) EndedBefore(t int64, limit int) []string {
+	var out []string
+	for _, id := range sortedKeys(s.jobs) {
+		if j := s.jobs[id]; j.Status.Terminal() && j.EndTime < t {
+			out = append(out, id)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return s.jobs[out[a]].EndTime < s.jobs[out[b]].EndTime })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
 // JobView is a job with the current attempt of each subtask.
 type JobView struct {
 	ID          string

@@ -52,7 +52,7 @@ func (w *testLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func newTestCluster(t *testing.T, n int) *testCluster {
+func newTestCluster(t *testing.T, n int, tweaks ...func(*Config)) *testCluster {
 	c := &testCluster{t: t, dir: t.TempDir()}
 	lw := &testLogWriter{t: t, on: os.Getenv("JOBMASTER_TEST_LOG") != ""}
 	t.Cleanup(func() {
@@ -78,6 +78,9 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 			RaftLog:         lw,
 			RaftLogLevel:    "info",
 		})
+		for _, f := range tweaks {
+			f(&c.cfgs[i])
+		}
 	}
 	c.masters = make([]*Master, n)
 	for i := range c.cfgs {

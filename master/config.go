@@ -42,6 +42,9 @@ type Config struct {
 	// DeployTimeout is how long a deployment may stay unacknowledged before
 	// it is failed.
 	DeployTimeout time.Duration
+	// JobRetention is how long an ended job is kept before it is forgotten
+	// (and its id may be used again); 0 keeps ended jobs forever.
+	JobRetention time.Duration
 	// RequestWait is how long an API request waits for a leader during an
 	// election before answering 503.
 	RequestWait time.Duration
@@ -63,6 +66,7 @@ const (
 	DefaultExecutorTimeout   = 15 * time.Second
 	DefaultDeployTimeout     = 10 * time.Second
 	DefaultRequestWait       = 5 * time.Second
+	DefaultJobRetention      = 24 * time.Hour
 	// maxHeartbeatRPCTimeout bounds one heartbeat request (see
 	// heartbeatRPCTimeout). The timing relation is ExecutorTimeout >=
 	// ExecutorLease + heartbeatRPCTimeout.

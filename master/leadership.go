@@ -108,6 +108,7 @@ func (s *session) run() {
 	spawn(s.schedule)
 	spawn(s.restarts)
 	spawn(s.reconcileVoters)
+	spawn(s.collectGarbage)
 	<-s.ctx.Done()
 	for ; running > 0; running-- {
 		<-done

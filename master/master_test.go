@@ -196,3 +196,17 @@ func TestRequestsDuringElectionWaitThen503(t *testing.T) {
 	// Stale reads still work.
 	require.Equal(t, http.StatusOK, do(t, "GET", c.url(last, "/v1/jobs?stale"), nil).status)
 }
+
+func TestEndedJobsAreForgottenAfterTheRetention(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.JobRetention = 200 * time.Millisecond })
+	l := c.leader()
+	// Cancel a job (it ends at once: nothing was placed): the collector
+	// forgets it after the retention.
+	require.Equal(t, http.StatusCreated, do(t, "PUT", c.url(l, "/v1/jobs/old"), []byte(simpleJob)).status)
+	require.Equal(t, http.StatusAccepted, do(t, "POST", c.url(l, "/v1/jobs/old/cancel"), nil).status)
+	require.Equal(t, "CANCELED", decode[api.Job](t, do(t, "GET", c.url(l, "/v1/jobs/old"), nil)).Status)
+	waitFor(t, "the ended job to be forgotten", func() bool {
+		return do(t, "GET", c.url(l, "/v1/jobs/old"), nil).status == http.StatusNotFound
+	})
+	c.waitSameState()
+}

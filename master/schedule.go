@@ -118,3 +118,30 @@ func (s *session) restarts() {
 		timer.Stop()
 	}
 }
+
+// collectGarbage forgets jobs that ended more than JobRetention ago, a
+// bounded batch at a time.
+func (s *session) collectGarbage() {
+	retention := s.m.cfg.JobRetention
+	if retention <= 0 {
+		return
+	}
+	tick := time.NewTicker(min(retention/4, time.Minute))
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cutoff := s.m.cfg.Now().Add(-retention).UnixMilli()
+		var ids []string
+		s.m.fsm.Read(func(st *fsm.State) { ids = st.EndedBefore(cutoff, 1000) })
+		if len(ids) == 0 {
+			continue
+		}
+		if _, err := s.propose(&fsm.ForgetJobs{Fenced: s.fenced(), IDs: ids}); err == nil {
+			s.m.log.Info("forgot ended jobs", "jobs", len(ids), "retention", retention)
+		}
+	}
+}

@@ -60,6 +60,7 @@ on its data dir rejoins its cluster without bootstrapping.`,
 	f.DurationVar(&cfg.ExecutorTimeout, "executor-timeout", master.DefaultExecutorTimeout, "silence after which an executor is lost and its executions are failed")
 	f.DurationVar(&cfg.ExecutorLease, "executor-lease", master.DefaultExecutorLease, "the executors' --lease (checked against --executor-timeout)")
 	f.DurationVar(&cfg.DeployTimeout, "deploy-timeout", master.DefaultDeployTimeout, "how long a deployment may stay unacknowledged before it fails")
+	f.DurationVar(&cfg.JobRetention, "job-retention", master.DefaultJobRetention, "forget a job this long after it ended (0: keep ended jobs forever)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.RaftLogLevel, "raft-log-level", "warn", "log level of the Raft library")
 	return cmd
