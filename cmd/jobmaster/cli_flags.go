@@ -71,3 +71,16 @@ func (o *clientOpts) newClient(cmd *cobra.Command) (*client.Client, error) {
 	}
 	return c, nil
 }
+
+// withClient adapts a command body that needs a client: it builds one from
+// the flags and closes it afterwards.
+func (o *clientOpts) withClient(f func(cmd *cobra.Command, c *client.Client, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, err := o.newClient(cmd)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return f(cmd, c, args)
+	}
+}

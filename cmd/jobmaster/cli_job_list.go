@@ -5,6 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"jobmaster/client"
+
 	"jobmaster/api"
 )
 
@@ -14,12 +16,7 @@ func newJobListCmd(o *clientOpts) *cobra.Command {
 		Use:   "list",
 		Short: "List jobs",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			jobs, err := c.Jobs(cmd.Context())
 			if err != nil {
 				return err
@@ -32,6 +29,6 @@ func newJobListCmd(o *clientOpts) *cobra.Command {
 			}
 			fmt.Fprint(cmd.OutOrStdout(), formatJobList(jobs))
 			return nil
-		},
+		}),
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"jobmaster/client"
 )
 
 // newJobStatusCmd builds `jobmaster job status ID`.
@@ -13,12 +15,7 @@ func newJobStatusCmd(o *clientOpts) *cobra.Command {
 		Use:   "status ID",
 		Short: "Show a job and the current attempt of each of its subtasks",
 		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			job, err := c.Job(cmd.Context(), args[0])
 			if err != nil {
 				return notFound(err, args[0])
@@ -28,6 +25,6 @@ func newJobStatusCmd(o *clientOpts) *cobra.Command {
 			}
 			fmt.Fprint(cmd.OutOrStdout(), formatJobStatus(job, time.Now()))
 			return nil
-		},
+		}),
 	}
 }

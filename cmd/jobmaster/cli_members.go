@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"jobmaster/client"
 )
 
 // newMembersCmd builds `jobmaster members`.
@@ -13,12 +15,7 @@ func newMembersCmd(env *cliEnv) *cobra.Command {
 		Use:   "members",
 		Short: "List the masters (the leader marked) and the executors",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			cluster, err := c.Cluster(cmd.Context())
 			if err != nil {
 				return err
@@ -28,7 +25,7 @@ func newMembersCmd(env *cliEnv) *cobra.Command {
 			}
 			fmt.Fprint(cmd.OutOrStdout(), formatMembers(cluster))
 			return nil
-		},
+		}),
 	}
 	addClientFlags(cmd, o)
 	return cmd

@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"jobmaster/client"
+
 	"jobmaster/api"
 )
 
@@ -25,12 +27,7 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 		Use:   "save FILE",
 		Short: "Save the replicated state to FILE (a backup)",
 		Args:  exactArgs("FILE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			data, err := c.SnapshotSave(cmd.Context())
 			if err != nil {
 				return err
@@ -40,7 +37,7 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Saved %d bytes to %s\n", len(data), args[0])
 			return nil
-		},
+		}),
 	}, &cobra.Command{
 		Use:   "restore FILE",
 		Short: "Replace the cluster's state with a snapshot saved earlier (disaster recovery)",
@@ -49,34 +46,24 @@ save'. Jobs submitted since the snapshot are gone; executors are reconciled
 against the restored state (tasks it does not expect are cancelled, tasks it
 expects but no executor runs are failed and restarted).`,
 		Args: exactArgs("FILE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {
 				return err
 			}
-			c, err := o.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
 			if err := c.SnapshotRestore(cmd.Context(), data); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Restored the state from %s\n", args[0])
 			return nil
-		},
+		}),
 	})
 	rft := &cobra.Command{Use: "raft", Short: "List or remove the masters of the Raft configuration", Args: groupArgs, RunE: runGroup}
 	rft.AddCommand(&cobra.Command{
 		Use:   "list-peers",
 		Short: "List the masters of the Raft configuration",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			peers, err := c.RaftPeers(cmd.Context())
 			if err != nil {
 				return err
@@ -90,23 +77,18 @@ expects but no executor runs are failed and restarted).`,
 				fmt.Fprintf(tw, "%s\t%s\t%t\t%t\n", p.ID, p.Address, p.Voter, p.Leader)
 			}
 			return tw.Flush()
-		},
+		}),
 	}, &cobra.Command{
 		Use:   "remove-peer ID",
 		Short: "Remove a master that is gone for good from the Raft configuration",
 		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			if err := c.RemovePeer(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Removed %s from the Raft configuration\n", args[0])
 			return nil
-		},
+		}),
 	})
 	cmd.AddCommand(snap, rft)
 	return cmd
