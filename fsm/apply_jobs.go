@@ -21,6 +21,8 @@ func (s *State) applySubmit(index uint64, c *SubmitJob) Result {
 	if err := spec.Normalize(); err != nil {
 		return Result{Err: fmt.Errorf("submit %q: %w", c.ID, err)}
 	}
+	base := s.forgotten[c.ID].Next
+	delete(s.forgotten, c.ID)
 	j := &Job{
 		ID:          c.ID,
 		Spec:        &spec,
@@ -32,7 +34,11 @@ func (s *State) applySubmit(index uint64, c *SubmitJob) Result {
 	for ri, r := range spec.Regions() {
 		j.Regions = append(j.Regions, RegionState{Vertices: r.Vertices, Upstream: r.Upstream, Downstream: r.Downstream})
 		for _, vi := range r.Vertices {
-			j.Vertices[vi] = VertexState{Region: ri, Attempts: make([]int, spec.Vertices[vi].Parallelism)}
+			attempts := make([]int, spec.Vertices[vi].Parallelism)
+			for i := range attempts {
+				attempts[i] = base
+			}
+			j.Vertices[vi] = VertexState{Region: ri, Attempts: attempts}
 		}
 	}
 	s.jobs[j.ID] = j
@@ -204,8 +210,20 @@ func (s *State) applyForget(c *ForgetJobs) Result {
 		if !ok || !j.Status.Terminal() {
 			continue
 		}
-		s.forEachCurrent(j, func(e *Execution) { delete(s.execs, e.ID) })
+		next := 0
+		s.forEachCurrent(j, func(e *Execution) {
+			next = max(next, e.Attempt+1)
+			delete(s.execs, e.ID)
+		})
 		delete(s.jobs, id)
+		s.forgotten[id] = Tombstone{ID: id, Next: next, At: c.Time}
+	}
+	if c.PruneBefore > 0 {
+		for _, id := range sortedKeys(s.forgotten) {
+			if s.forgotten[id].At < c.PruneBefore {
+				delete(s.forgotten, id)
+			}
+		}
 	}
 	return Result{}
 }

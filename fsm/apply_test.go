@@ -392,3 +392,28 @@ func TestForgetJobsRemovesOnlyEndedJobs(t *testing.T) {
 	// The id is free again.
 	require.True(t, h.submit("done", `{"vertices":[{"id":"w","parallelism":1,"command":["true"]}]}`).Created)
 }
+
+func TestResubmittedIDNeverReusesExecutionIDs(t *testing.T) {
+	h := newHarness(t)
+	h.submit("a", `{"vertices":[{"id":"v","parallelism":2,"command":["true"]}],"restart":{"strategy":"fixed-delay","attempts":3,"delay":"0s"}}`)
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "a/v/0/0", State: ExecFailed})
+	h.report("e1", ReportUpdate{ID: "a/v/1/0", State: ExecCanceled})
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "a"})
+	h.apply(&CancelJob{Fenced: h.fenced(), ID: "a"})
+	h.apply(&ForgetJobs{Fenced: h.fenced(), IDs: []string{"a"}})
+	// The same id again: attempts continue after the forgotten job's.
+	h.submit("a", `{"vertices":[{"id":"v","parallelism":2,"command":["true"]}]}`)
+	j := h.job("a")
+	require.Equal(t, "a/v/0/2", j.Vertices[0].Subtasks[0].ID)
+	require.Equal(t, 2, j.Vertices[0].Subtasks[1].Attempt)
+	require.Empty(t, h.s.forgotten, "the tombstone is used up")
+	// Tombstones are pruned by age.
+	h.apply(&CancelJob{Fenced: h.fenced(), ID: "a"})
+	h.apply(&ForgetJobs{Fenced: h.fenced(), IDs: []string{"a"}})
+	require.Len(t, h.s.forgotten, 1)
+	h.now += 1000
+	h.apply(&ForgetJobs{Fenced: h.fenced(), PruneBefore: h.now})
+	require.Empty(t, h.s.forgotten)
+	checkInvariants(t, h.s)
+}

@@ -143,9 +143,13 @@ type RestartRegions struct {
 // ForgetJobs removes ended jobs (garbage collection): the job, its
 // executions and its id, which may then be used again. A job that has not
 // ended is left alone.
+//
+// PruneBefore (unix ms) also drops the tombstones of jobs forgotten before
+// it: their ids then start again at attempt 0.
 type ForgetJobs struct {
 	Fenced
-	IDs []string `codec:"ids"`
+	IDs         []string `codec:"ids"`
+	PruneBefore int64    `codec:"prune,omitempty"`
 }
 
 // Type implementations.

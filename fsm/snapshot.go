@@ -13,10 +13,11 @@ import (
 
 // snapshotFormat is the version of the snapshot stream. Restore accepts every
 // version listed in the fixture tests under testdata/.
-const snapshotFormat = 1
+const snapshotFormat = 2
 
-// snapshotHeader opens a snapshot stream; Jobs jobs and then Execs
-// executions follow, each a msgpack value, in id order.
+// snapshotHeader opens a snapshot stream; Jobs jobs, Execs executions and
+// (from format 2) Tombstones tombstones follow, each a msgpack value, in id
+// order.
 type snapshotHeader struct {
 	Format int    `codec:"format"`
 	Index  uint64 `codec:"index"`
@@ -24,6 +25,8 @@ type snapshotHeader struct {
 	Leader string `codec:"leader"`
 	Jobs   int    `codec:"jobs"`
 	Execs  int    `codec:"execs"`
+	// Tombstones: format 2.
+	Tombstones int `codec:"tombs,omitempty"`
 }
 
 // Capture is a point-in-time copy of the state, taken quickly under the
@@ -32,14 +35,20 @@ type Capture struct {
 	header snapshotHeader
 	jobs   []*Job
 	execs  []Execution
+	tombs  []Tombstone
 }
 
 // Capture copies the state.
 func (s *State) Capture() *Capture {
 	c := &Capture{
-		header: snapshotHeader{Format: snapshotFormat, Index: s.index, Epoch: s.epoch, Leader: s.leader, Jobs: len(s.jobs), Execs: len(s.execs)},
-		jobs:   make([]*Job, 0, len(s.jobs)),
-		execs:  make([]Execution, 0, len(s.execs)),
+		header: snapshotHeader{Format: snapshotFormat, Index: s.index, Epoch: s.epoch, Leader: s.leader,
+			Jobs: len(s.jobs), Execs: len(s.execs), Tombstones: len(s.forgotten)},
+		jobs:  make([]*Job, 0, len(s.jobs)),
+		execs: make([]Execution, 0, len(s.execs)),
+		tombs: make([]Tombstone, 0, len(s.forgotten)),
+	}
+	for _, t := range s.forgotten {
+		c.tombs = append(c.tombs, t)
 	}
 	for _, j := range s.jobs {
 		c.jobs = append(c.jobs, j.clone())
@@ -81,6 +90,7 @@ func (c *Capture) WriteTo(w io.Writer) (int64, error) {
 func (c *Capture) encode(w io.Writer, h snapshotHeader) error {
 	sort.Slice(c.jobs, func(a, b int) bool { return c.jobs[a].ID < c.jobs[b].ID })
 	sort.Slice(c.execs, func(a, b int) bool { return c.execs[a].ID < c.execs[b].ID })
+	sort.Slice(c.tombs, func(a, b int) bool { return c.tombs[a].ID < c.tombs[b].ID })
 	enc := codec.NewEncoder(w, msgpackHandle)
 	if err := enc.Encode(&h); err != nil {
 		return fmt.Errorf("snapshot header: %w", err)
@@ -93,6 +103,11 @@ func (c *Capture) encode(w io.Writer, h snapshotHeader) error {
 	for i := range c.execs {
 		if err := enc.Encode(&c.execs[i]); err != nil {
 			return fmt.Errorf("snapshot execution %s: %w", c.execs[i].ID, err)
+		}
+	}
+	for i := range c.tombs {
+		if err := enc.Encode(&c.tombs[i]); err != nil {
+			return fmt.Errorf("snapshot tombstone %s: %w", c.tombs[i].ID, err)
 		}
 	}
 	return nil
@@ -144,6 +159,13 @@ func Restore(r io.Reader) (*State, error) {
 			return nil, fmt.Errorf("snapshot execution %d: %w", i, err)
 		}
 		s.execs[e.ID] = e
+	}
+	for i := 0; i < h.Tombstones; i++ {
+		var t Tombstone
+		if err := dec.Decode(&t); err != nil {
+			return nil, fmt.Errorf("snapshot tombstone %d: %w", i, err)
+		}
+		s.forgotten[t.ID] = t
 	}
 	if err := s.rebuildDerived(); err != nil {
 		return nil, err

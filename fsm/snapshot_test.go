@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/json"
 	"flag"
 	"os"
@@ -34,6 +35,10 @@ func fixtureState(t *testing.T) *State {
 	h.placeAll("e2")
 	h.report("e2", ReportUpdate{ID: "busy/source/0/1", State: ExecRunning})
 	h.apply(&CancelJob{Fenced: h.fenced(), ID: "stop"})
+	// A forgotten job leaves a tombstone (format 2).
+	h.submit("gone", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
+	h.apply(&CancelJob{Fenced: h.fenced(), ID: "gone"})
+	h.apply(&ForgetJobs{Fenced: h.fenced(), IDs: []string{"gone"}})
 	checkInvariants(t, h.s)
 	return h.s
 }
@@ -48,9 +53,17 @@ func dump(t *testing.T, s *State) []byte {
 	for _, id := range sortedKeys(s.jobs) {
 		jobs = append(jobs, s.jobs[id])
 	}
-	b, err := json.MarshalIndent(map[string]any{
+	out := map[string]any{
 		"index": s.index, "epoch": s.epoch, "leader": s.leader, "jobs": jobs, "executions": execs,
-	}, "", "  ")
+	}
+	if len(s.forgotten) > 0 {
+		var tombs []Tombstone
+		for _, id := range sortedKeys(s.forgotten) {
+			tombs = append(tombs, s.forgotten[id])
+		}
+		out["tombstones"] = tombs
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
 	require.NoError(t, err)
 	return append(b, '\n')
 }
@@ -73,28 +86,30 @@ func TestSnapshotRoundTrip(t *testing.T) {
 }
 
 // TestSnapshotFixturesRestore: snapshots written by earlier versions keep
-// restoring to the same state. A format change adds a new fixture (run with
-// -update only to create one) and keeps the old ones.
+// restoring to the same state. A format change adds a new fixture (-update
+// writes the current format's) and keeps the old ones.
 func TestSnapshotFixturesRestore(t *testing.T) {
-	bin := filepath.Join("testdata", "snapshot-v1.bin")
-	golden := filepath.Join("testdata", "snapshot-v1.json")
 	if *update {
 		s := fixtureState(t)
 		var buf bytes.Buffer
 		_, err := s.Capture().WriteTo(&buf)
 		require.NoError(t, err)
+		name := fmt.Sprintf("snapshot-v%d", snapshotFormat)
 		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(bin, buf.Bytes(), 0o644))
-		require.NoError(t, os.WriteFile(golden, dump(t, s), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join("testdata", name+".bin"), buf.Bytes(), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join("testdata", name+".json"), dump(t, s), 0o644))
 	}
-	data, err := os.ReadFile(bin)
-	require.NoError(t, err)
-	want, err := os.ReadFile(golden)
-	require.NoError(t, err)
-	s, err := Restore(bytes.NewReader(data))
-	require.NoError(t, err)
-	require.Equal(t, string(want), string(dump(t, s)))
-	checkInvariants(t, s)
+	for v := 1; v <= snapshotFormat; v++ {
+		name := fmt.Sprintf("snapshot-v%d", v)
+		data, err := os.ReadFile(filepath.Join("testdata", name+".bin"))
+		require.NoError(t, err, "every format keeps a fixture")
+		want, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+		require.NoError(t, err)
+		s, err := Restore(bytes.NewReader(data))
+		require.NoError(t, err, name)
+		require.Equal(t, string(want), string(dump(t, s)), name)
+		checkInvariants(t, s)
+	}
 }
 
 func TestRestoreRejectsGarbage(t *testing.T) {

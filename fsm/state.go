@@ -69,6 +69,9 @@ type State struct {
 	leader string
 	jobs   map[string]*Job
 	execs  map[string]*Execution
+	// forgotten remembers, per forgotten job id, the attempt its next
+	// incarnation starts at, so that execution ids are never reused.
+	forgotten map[string]Tombstone
 
 	// derived
 	byExecutor map[string]map[string]*Execution // live, placed executions
@@ -82,8 +85,9 @@ type State struct {
 // NewState returns an empty state.
 func NewState() *State {
 	s := &State{
-		jobs:  make(map[string]*Job),
-		execs: make(map[string]*Execution),
+		jobs:      make(map[string]*Job),
+		execs:     make(map[string]*Execution),
+		forgotten: make(map[string]Tombstone),
 	}
 	s.resetDerived()
 	return s

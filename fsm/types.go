@@ -182,3 +182,13 @@ type Execution struct {
 func ExecutionID(job, vertex string, subtask, attempt int) string {
 	return job + "/" + vertex + "/" + strconv.Itoa(subtask) + "/" + strconv.Itoa(attempt)
 }
+
+// Tombstone is what remains of a forgotten job: a job submitted again under
+// its id starts at attempt Next, so none of its execution ids was used by
+// the forgotten one (an executor may still hold those). At is when the job
+// was forgotten (unix ms).
+type Tombstone struct {
+	ID   string `codec:"id"`
+	Next int    `codec:"n"`
+	At   int64  `codec:"at"`
+}
