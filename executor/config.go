@@ -22,7 +22,9 @@ const (
 const (
 	DefaultSlots       = 4
 	DefaultLease       = 10 * time.Second
-	DefaultCancelGrace = 5 * time.Second
+	DefaultCancelGrace = 3 * time.Second
+	// killMargin is how long a SIGKILLed process group may take to die.
+	killMargin = 500 * time.Millisecond
 )
 
 // Config configures an executor.
@@ -44,10 +46,12 @@ type Config struct {
 	Slots int
 	// Runtime is RuntimeExec (default) or RuntimeSim.
 	Runtime string
-	// Lease is the self-fencing lease (default 10s).
+	// Lease is the self-fencing lease (default 10s): every task is dead
+	// within Lease of the last heartbeat from a leader. Stopping begins
+	// early enough for that (see fenceAfter).
 	Lease time.Duration
 	// CancelGrace is how long a cancelled task has between SIGTERM and
-	// SIGKILL (default 5s).
+	// SIGKILL (default 3s).
 	CancelGrace time.Duration
 	// ShimCommand starts the task shim; the executor appends the shim's
 	// arguments (see RunShim). Default: {os.Executable(), "shim"}.
@@ -95,6 +99,10 @@ func (c Config) withDefaults() (Config, error) {
 	case c.CancelGrace == 0:
 		c.CancelGrace = DefaultCancelGrace
 	}
+	if c.Runtime == RuntimeExec && c.Lease > 0 && c.CancelGrace >= 0 && c.fenceAfter() < 500*time.Millisecond {
+		errs = append(errs, fmt.Errorf("lease %s is too short for a cancel grace of %s: tasks must be stopped within the lease, so it must exceed the grace by at least %s",
+			c.Lease, c.CancelGrace, killMargin+500*time.Millisecond))
+	}
 	if len(c.ShimCommand) == 0 && c.Runtime == RuntimeExec {
 		exe, err := os.Executable()
 		if err != nil {
@@ -112,4 +120,14 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("executor config: %w", err)
 	}
 	return c, nil
+}
+
+// fenceAfter is how long after the last heartbeat the executor starts
+// stopping its tasks: early enough that a task ignoring SIGTERM is killed,
+// and dead, when the lease runs out. Simulated tasks stop at once.
+func (c Config) fenceAfter() time.Duration {
+	if c.Runtime == RuntimeSim {
+		return c.Lease
+	}
+	return c.Lease - c.CancelGrace - killMargin
 }

@@ -187,13 +187,13 @@ func TestExecLeftoversDieWithTheTask(t *testing.T) {
 
 func TestExecLeaseExpiryStopsProcesses(t *testing.T) {
 	t.Parallel()
-	_, l := startExecExecutor(t, Config{Lease: 500 * time.Millisecond})
+	_, l := startExecExecutor(t, Config{Lease: 1500 * time.Millisecond, CancelGrace: 200 * time.Millisecond})
 	tk := task("lease", 0, 0, "sh", "-c", "echo $$; exec sleep 300")
 	l.deploy(tk)
 	pid := l.firstLinePID(tk.ExecutionID)
 	pgid := pgidOf(t, pid)
 	st := l.waitState(tk.ExecutionID, wire.StateCanceled)
-	require.Equal(t, "lease expired: no heartbeat from a leader for 500ms", st.Message)
+	require.Equal(t, "lease expiring: no heartbeat from a leader for 800ms (lease 1.5s)", st.Message)
 	waitFor(t, "the process group to be gone", func() bool { return len(groupMembers(pgid)) == 0 })
 }
 
@@ -238,7 +238,7 @@ func TestShutdownStopsEveryTask(t *testing.T) {
 func TestShutdownDeadlineKillsTasks(t *testing.T) {
 	t.Parallel()
 	e, err := New(Config{NodeID: "e1", DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Logger: testLogger(t),
-		ShimCommand: []string{testBinary(t), shimArg}, CancelGrace: time.Minute})
+		ShimCommand: []string{testBinary(t), shimArg}, CancelGrace: time.Minute, Lease: 2 * time.Minute})
 	require.NoError(t, err)
 	require.NoError(t, e.Start())
 	l := newLeader(t, e, 1)

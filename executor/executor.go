@@ -87,7 +87,7 @@ func New(cfg Config) (*Executor, error) {
 		held:      newHeldSet(),
 		token:     tok,
 		persisted: tok,
-		lease:     lease{dur: cfg.Lease},
+		lease:     lease{dur: cfg.fenceAfter()},
 		pending:   make(map[string]struct{}),
 		settled:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
@@ -150,6 +150,7 @@ func (e *Executor) Start() error {
 	e.mu.Lock()
 	e.phase = phaseRunning
 	e.lease.renew(e.cfg.Now())
+	e.writeLeaseFileLocked()
 	e.mu.Unlock()
 	e.loops.Add(2)
 	go func() {

@@ -18,17 +18,12 @@ func refuse(code int, format string, args ...any) *requestError {
 	return &requestError{code: code, body: wire.Error{Error: fmt.Sprintf(format, args...)}}
 }
 
-// admitLocked decides whether to act on a request from leader l at now. It
-// checks the lease before anything else (an executor that was frozen past
-// its lease fences itself before it renews), then the fencing token
-// (persisting a newer one first), and renews the lease. The returned ids
-// must be stopped (the lease expired) whatever the verdict.
-func (e *Executor) admitLocked(now time.Time, l wire.Leader) (stop []string, rerr *requestError) {
-	return e.admitRenewLocked(now, l, true)
-}
-
-// admitRenewLocked is admitLocked; renew false admits the request without
-// renewing the lease (a leader's probe).
+// admitRenewLocked decides whether to act on a request from leader l at
+// now. It checks the lease before anything else (an executor that was frozen
+// past its lease fences itself before it renews), then the fencing token
+// (persisting a newer one first), and renews the lease if renew: only a
+// heartbeat that is not a probe does. The returned ids must be stopped (the
+// lease expired) whatever the verdict.
 func (e *Executor) admitRenewLocked(now time.Time, l wire.Leader, renew bool) (stop []string, rerr *requestError) {
 	if e.phase != phaseRunning {
 		return nil, refuse(http.StatusServiceUnavailable, "executor %s is shutting down", e.cfg.NodeID)
@@ -56,6 +51,7 @@ func (e *Executor) admitRenewLocked(now time.Time, l wire.Leader, renew bool) (s
 	}
 	if renew {
 		e.lease.renew(now)
+		e.writeLeaseFileLocked()
 	}
 	return stop, nil
 }
@@ -69,7 +65,7 @@ func (e *Executor) expireLocked(now time.Time) []string {
 	live := e.held.live()
 	e.log.Error("LEASE EXPIRED: no request from a leader; stopping every task (self-fencing)",
 		"lease", e.cfg.Lease, "since", e.lease.last, "tasks", len(live))
-	return e.cancelLocked(live, leaseMessage(e.cfg.Lease))
+	return e.cancelLocked(live, leaseMessage(e.cfg.fenceAfter(), e.cfg.Lease))
 }
 
 // cancelLocked requests that ids stop, ending CANCELED with msg; it returns
@@ -156,7 +152,9 @@ func (e *Executor) deploy(now time.Time, req wire.DeployRequest) ([]wire.Executi
 	}
 	out := make([]wire.ExecutionStatus, len(req.Tasks))
 	e.mu.Lock()
-	stop, rerr := e.admitLocked(now, req.Leader)
+	// Only heartbeats renew the lease (a deploy or cancel may be a late
+	// message the leader no longer counts on).
+	stop, rerr := e.admitRenewLocked(now, req.Leader, false)
 	var fresh []wire.Task
 	if rerr == nil {
 		for _, t := range req.Tasks {
@@ -225,7 +223,7 @@ func (e *Executor) startTask(t wire.Task) {
 // cancel handles a cancel request.
 func (e *Executor) cancel(now time.Time, req wire.CancelRequest) *requestError {
 	e.mu.Lock()
-	stop, rerr := e.admitLocked(now, req.Leader)
+	stop, rerr := e.admitRenewLocked(now, req.Leader, false)
 	if rerr == nil {
 		stop = append(stop, e.cancelLocked(req.IDs, "canceled by the leader")...)
 	}

@@ -11,9 +11,13 @@ func leaseExpired(last, now time.Time, d time.Duration) bool {
 	return now.Sub(last) >= d
 }
 
-// leaseMessage is the terminal message of the tasks a lease expiry stops.
-func leaseMessage(d time.Duration) string {
-	return fmt.Sprintf("lease expired: no heartbeat from a leader for %s", d)
+// leaseMessage is the terminal message of the tasks a lease expiry stops:
+// after silent, with the lease of the given length about to run out.
+func leaseMessage(silent, lease time.Duration) string {
+	if silent == lease {
+		return fmt.Sprintf("lease expired: no heartbeat from a leader for %s", lease)
+	}
+	return fmt.Sprintf("lease expiring: no heartbeat from a leader for %s (lease %s)", silent, lease)
 }
 
 // leaseTick is how often the lease loop checks the lease.

@@ -64,8 +64,8 @@ func newExecRuntime(cfg Config, onExit func(string, exitResult)) *execRuntime {
 }
 
 // shimArgs is the shim's command line after ShimCommand.
-func shimArgs(grace time.Duration, command []string) []string {
-	return append([]string{"--grace", grace.String(), "--"}, command...)
+func shimArgs(grace time.Duration, leaseFile string, command []string) []string {
+	return append([]string{"--grace", grace.String(), "--lease-file", leaseFile, "--"}, command...)
 }
 
 // taskEnv is a task's environment: the executor's own, the task's Env, then
@@ -157,7 +157,7 @@ func (r *execRuntime) start(t wire.Task) error {
 	}
 	defer stderr.Close()
 
-	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, t.Command)...)
+	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), t.Command)...)
 	cmd := exec.Command(r.shim[0], args...)
 	cmd.Dir = dir
 	cmd.Env = env

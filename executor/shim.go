@@ -19,7 +19,7 @@ const shimPollInterval = 250 * time.Millisecond
 // the exec runtime starts for every task. args are the arguments after
 // "shim":
 //
-//	[--grace DURATION] -- COMMAND [ARG...]
+//	[--grace DURATION] [--lease-file PATH] -- COMMAND [ARG...]
 //
 // The shim makes sure it leads its own process group (the executor starts
 // it that way already), runs COMMAND in that group with the shim's working
@@ -30,27 +30,31 @@ const shimPollInterval = 250 * time.Millisecond
 //   - polls getppid every 250ms: when its executor has died (it has been
 //     reparented) it terminates the group the same way, and kills whatever
 //     is left of the group once COMMAND has exited;
+//   - reads the lease file as it polls (see leasefile.go): when the lease is
+//     about to run out it terminates the group the same way, so the task is
+//     dead when it does even if the executor is stopped or hung;
 //   - exits with COMMAND's exit code, 128+n if COMMAND was killed by signal
 //     n, 127 if COMMAND cannot be found, 126 if it cannot be started, and 2
 //     for a bad command line.
 func RunShim(args []string) int {
 	flags := flag.NewFlagSet("shim", flag.ContinueOnError)
 	grace := flags.Duration("grace", DefaultCancelGrace, "time between SIGTERM and SIGKILL")
+	leaseFile := flags.String("lease-file", "", "the executor's lease file")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
 	if flags.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "jobmaster shim: usage: shim [--grace DURATION] -- COMMAND [ARG...]")
+		fmt.Fprintln(os.Stderr, "jobmaster shim: usage: shim [--grace DURATION] [--lease-file PATH] -- COMMAND [ARG...]")
 		return 2
 	}
 	if *grace < 0 {
 		fmt.Fprintln(os.Stderr, "jobmaster shim: --grace must not be negative")
 		return 2
 	}
-	return runShim(*grace, shimPollInterval, flags.Args())
+	return runShim(*grace, shimPollInterval, *leaseFile, flags.Args())
 }
 
-func runShim(grace, poll time.Duration, command []string) int {
+func runShim(grace, poll time.Duration, leaseFile string, command []string) int {
 	parent := os.Getppid()
 	pgid := os.Getpid()
 	if syscall.Getpgrp() != pgid {
@@ -106,6 +110,12 @@ func runShim(grace, poll time.Duration, command []string) int {
 				orphaned = true
 				fmt.Fprintln(os.Stderr, "jobmaster shim: the executor died: stopping the task")
 				terminate(syscall.SIGTERM)
+			}
+			if leaseFile != "" && !terminating {
+				if deadline, ok := readLeaseFile(leaseFile); ok && shimMustStop(time.Now(), deadline, grace) {
+					fmt.Fprintf(os.Stderr, "jobmaster shim: the executor's lease runs out at %s: stopping the task\n", deadline.Format(time.RFC3339Nano))
+					terminate(syscall.SIGTERM)
+				}
 			}
 		case <-killTimer:
 			fmt.Fprintf(os.Stderr, "jobmaster shim: the task did not exit %s after SIGTERM: killing it\n", grace)

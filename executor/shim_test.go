@@ -94,7 +94,7 @@ func TestShimKillsAfterGrace(t *testing.T) {
 }
 
 func TestShimArgs(t *testing.T) {
-	require.Equal(t, []string{"--grace", "1.5s", "--", "sh", "-c", "x"}, shimArgs(1500*time.Millisecond, []string{"sh", "-c", "x"}))
+	require.Equal(t, []string{"--grace", "1.5s", "--lease-file", "/d/lease", "--", "sh", "-c", "x"}, shimArgs(1500*time.Millisecond, "/d/lease", []string{"sh", "-c", "x"}))
 }
 
 // TestShimStopsTaskWhenParentDies exercises the getppid poll alone: the
@@ -132,4 +132,32 @@ func TestShimStopsTaskWhenParentDies(t *testing.T) {
 	require.NoError(t, stdin.Close()) // the shell exits
 	require.NoError(t, cmd.Wait())
 	waitFor(t, "the orphaned shim to stop its task", func() bool { return len(groupMembers(pgid)) == 0 })
+}
+
+// TestShimStopsTheTaskWhenTheLeaseRunsOut: the shim enforces the lease by
+// itself, so a task dies on time even when its executor is stopped.
+func TestShimStopsTheTaskWhenTheLeaseRunsOut(t *testing.T) {
+	t.Parallel()
+	lease := filepath.Join(t.TempDir(), "lease")
+	// The lease runs out 3 s from now; with a 1 s grace the shim starts
+	// stopping the task about 1.5 s from now.
+	deadline := time.Now().Add(3 * time.Second)
+	require.NoError(t, os.WriteFile(lease, []byte(strconv.FormatInt(deadline.UnixMilli(), 10)), 0o644))
+	code, _, stderr := runShimCmd(t, "--grace", "1s", "--lease-file", lease, "--", "sh", "-c", "sleep 60")
+	require.Equal(t, 128+int(syscall.SIGTERM), code, stderr)
+	require.Contains(t, stderr, "lease runs out")
+	require.False(t, time.Now().After(deadline), "the task was dead before the lease ran out")
+
+	// A renewed lease keeps the task running to its end.
+	require.NoError(t, os.WriteFile(lease, []byte(strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)), 0o644))
+	code, stdout, stderr := runShimCmd(t, "--lease-file", lease, "--", "sh", "-c", "sleep 0.3; echo done")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "done\n", stdout)
+}
+
+func TestShimMustStop(t *testing.T) {
+	d := time.Unix(100, 0)
+	require.False(t, shimMustStop(d.Add(-2*time.Second), d, time.Second))
+	require.True(t, shimMustStop(d.Add(-1500*time.Millisecond), d, time.Second))
+	require.True(t, shimMustStop(d, d, time.Second))
 }

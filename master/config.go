@@ -73,6 +73,14 @@ const (
 	maxHeartbeatRPCTimeout = 2 * time.Second
 )
 
+// minExecutorTimeout is the shortest executor timeout that is safe with
+// executors whose lease is lease: the leader renews their leases only
+// while they have been silent for less than timeout - lease - RPC timeout
+// (see mustProbe), a window that must hold at least two heartbeats.
+func (c *Config) minExecutorTimeout(lease time.Duration) time.Duration {
+	return lease + c.heartbeatRPCTimeout() + 2*c.ExecutorHeartbeat
+}
+
 // heartbeatRPCTimeout bounds one heartbeat request: two intervals, at most
 // 2 s. A heartbeat the executor received renews its lease at most this long
 // after it was sent, which is why the executor timeout must exceed the lease
@@ -108,9 +116,9 @@ func (c *Config) setDefaults() error {
 	def(&c.ExecutorTimeout, DefaultExecutorTimeout)
 	def(&c.DeployTimeout, DefaultDeployTimeout)
 	def(&c.RequestWait, DefaultRequestWait)
-	if rpc := c.heartbeatRPCTimeout(); c.ExecutorTimeout < c.ExecutorLease+rpc {
-		return fmt.Errorf("--executor-timeout (%s) must be at least the executor lease (%s) plus the heartbeat request timeout (%s): otherwise a lost executor may still run a task when its replacement starts",
-			c.ExecutorTimeout, c.ExecutorLease, rpc)
+	if need := c.minExecutorTimeout(c.ExecutorLease); c.ExecutorTimeout < need {
+		return fmt.Errorf("--executor-timeout (%s) must be at least %s: the executor lease (%s), plus the heartbeat request timeout (%s), plus two heartbeat intervals (%s) in which heartbeats may renew the lease; otherwise a lost executor may still run a task when its replacement starts, or healthy executors stop being renewed",
+			c.ExecutorTimeout, need, c.ExecutorLease, c.heartbeatRPCTimeout(), 2*c.ExecutorHeartbeat)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

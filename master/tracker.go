@@ -263,12 +263,12 @@ func (t *tracker) heartbeat(x *trackedExecutor) {
 	x.lostSent = false
 	x.slots, x.used, x.instance = rep.Slots, rep.UsedSlots, rep.Instance
 	lease := time.Duration(rep.LeaseMs) * time.Millisecond
-	warn := lease > x.lease && lease > cfg.ExecutorTimeout-cfg.heartbeatRPCTimeout()
+	warn := lease > x.lease && cfg.minExecutorTimeout(lease) > cfg.ExecutorTimeout
 	x.lease = lease
 	t.mu.Unlock()
 	if warn {
-		t.m.log.Error("executor lease too long for the executor timeout: a lost executor may outlive its replacement tasks",
-			"executor", x.id, "lease", lease, "executor_timeout", cfg.ExecutorTimeout, "rpc_timeout", cfg.heartbeatRPCTimeout())
+		t.m.log.Error("executor lease too long for --executor-timeout: its lease is renewed for too short a window, and a lost executor may outlive its replacement tasks",
+			"executor", x.id, "lease", lease, "executor_timeout", cfg.ExecutorTimeout, "needs_at_least", cfg.minExecutorTimeout(lease))
 	}
 	if revived {
 		t.s.kick()
