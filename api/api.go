@@ -69,12 +69,14 @@ type Cluster struct {
 	Executors    []Executor `json:"executors"`
 }
 
-// Master is one master. Role is leader, follower or candidate (or unknown
-// for a master gossip knows but Raft does not).
+// Master is one master of the Raft configuration. Role is leader, follower
+// or candidate; Status is what gossip says of it: alive, dead (failed or
+// unreachable) or left.
 type Master struct {
 	ID       string `json:"id"`
 	HTTPAddr string `json:"http_addr"`
 	Role     string `json:"role"`
+	Status   string `json:"status,omitempty"`
 }
 
 // Executor is one executor. Status is alive, suspect or lost.

@@ -38,33 +38,35 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 	return nil
 }
 
-// masters lists the Raft configuration's servers, plus masters gossip knows
-// that are not (yet) in it.
+// masters lists the Raft configuration's servers with their roles and
+// gossip status. A master gossip knows that is not (yet) in the
+// configuration is not a master of the cluster and is not listed.
 func (m *Master) masters(leader raft.ServerID) []api.Master {
-	byID := make(map[string]*api.Master)
-	if f := m.raft.GetConfiguration(); f.Error() == nil {
-		for _, srv := range f.Configuration().Servers {
-			byID[string(srv.ID)] = &api.Master{ID: string(srv.ID), Role: "follower"}
-		}
+	f := m.raft.GetConfiguration()
+	if f.Error() != nil {
+		return []api.Master{}
 	}
+	gossip := make(map[string]membership.Member)
 	for _, mem := range m.gossip.Role(membership.RoleMaster) {
-		x, ok := byID[mem.ID]
-		if !ok {
-			x = &api.Master{ID: mem.ID, Role: "unknown"}
-			byID[mem.ID] = x
+		gossip[mem.ID] = mem
+	}
+	out := make([]api.Master, 0, len(f.Configuration().Servers))
+	for _, srv := range f.Configuration().Servers {
+		id := string(srv.ID)
+		x := api.Master{ID: id, Role: "follower", Status: membership.StatusDead}
+		if mem, ok := gossip[id]; ok {
+			x.HTTPAddr, x.Status = mem.Meta.HTTPAddr, mem.Status
 		}
-		x.HTTPAddr = mem.Meta.HTTPAddr
-	}
-	if x, ok := byID[m.cfg.NodeID]; ok {
-		x.Role = strings.ToLower(m.raft.State().String())
-		x.HTTPAddr = m.httpAddr
-	}
-	if x, ok := byID[string(leader)]; ok {
-		x.Role = "leader"
-	}
-	out := make([]api.Master, 0, len(byID))
-	for _, x := range byID {
-		out = append(out, *x)
+		switch {
+		case srv.ID == leader:
+			x.Role = "leader"
+		case id == m.cfg.NodeID:
+			x.Role = strings.ToLower(m.raft.State().String())
+		}
+		if id == m.cfg.NodeID {
+			x.HTTPAddr, x.Status = m.httpAddr, membership.StatusAlive
+		}
+		out = append(out, x)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

@@ -26,6 +26,9 @@ type tracker struct {
 
 	mu    sync.Mutex
 	execs map[string]*trackedExecutor
+	// started: run has begun, so new executors get a heartbeat loop at
+	// once (before, newTracker only fills the table).
+	started bool
 }
 
 // trackedExecutor is what the leader knows of one executor.
@@ -54,8 +57,13 @@ type trackedExecutor struct {
 	stop       chan struct{}
 }
 
+// newTracker builds the tracker and fills its table from gossip and the
+// FSM, so that the session's first /v1/cluster answer already lists every
+// executor.
 func newTracker(s *session) *tracker {
-	return &tracker{s: s, m: s.m, execs: make(map[string]*trackedExecutor)}
+	t := &tracker{s: s, m: s.m, execs: make(map[string]*trackedExecutor)}
+	t.refresh(s.m.cfg.Now())
+	return t
 }
 
 // leader is what every request to an executor carries.
@@ -67,6 +75,12 @@ func (t *tracker) leader() wire.Leader {
 // liveness, and sends cancels as soon as the FSM asks for them.
 func (t *tracker) run() {
 	cfg := &t.m.cfg
+	t.mu.Lock()
+	t.started = true
+	for _, x := range t.execs {
+		t.startLoop(x)
+	}
+	t.mu.Unlock()
 	t.refresh(cfg.Now())
 	tick := time.NewTicker(cfg.ExecutorHeartbeat / 4)
 	defer tick.Stop()
@@ -138,9 +152,12 @@ func (t *tracker) refresh(now time.Time) {
 	for id := range work {
 		t.ensure(id, now)
 	}
+	// An executor is dropped once gossip has forgotten it (membership reaps
+	// dead members after a while) and nothing is expected of it; dropping
+	// it while gossip still lists it would only bring it back, alive again,
+	// with a fresh timeout.
 	for id, x := range t.execs {
-		gone := !seen[id] || x.gossip == membership.StatusLeft || x.gossip == membership.StatusDead
-		if gone && !work[id] && x.status == reconcile.Lost {
+		if !seen[id] && !work[id] && x.status == reconcile.Lost {
 			close(x.stop)
 			delete(t.execs, id)
 		}
@@ -156,9 +173,15 @@ func (t *tracker) ensure(id string, now time.Time) *trackedExecutor {
 	x := &trackedExecutor{id: id, lastAnswer: now, status: reconcile.Alive, cancelSent: make(map[string]bool),
 		kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	t.execs[id] = x
+	if t.started {
+		t.startLoop(x)
+	}
+	return x
+}
+
+func (t *tracker) startLoop(x *trackedExecutor) {
 	t.wg.Add(1)
 	go t.heartbeatLoop(x)
-	return x
 }
 
 func (t *tracker) checkLiveness(now time.Time) {

@@ -61,6 +61,8 @@ type Member struct {
 	GossipAddr string
 	Status     string
 	Meta       Meta
+	// Since is when the member entered its status.
+	Since time.Time
 }
 
 // Config configures a gossip node.
@@ -77,6 +79,9 @@ type Config struct {
 	// ReconnectInterval is how often the node retries Join addresses that are
 	// not alive members (default 2s).
 	ReconnectInterval time.Duration
+	// ReapAfter is how long a dead or departed member stays listed (default
+	// 30m); until then the node also tries to rejoin it.
+	ReapAfter time.Duration
 }
 
 // Node is a running gossip member.
@@ -100,6 +105,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.ReconnectInterval == 0 {
 		cfg.ReconnectInterval = 2 * time.Second
+	}
+	if cfg.ReapAfter == 0 {
+		cfg.ReapAfter = 30 * time.Minute
 	}
 	host, portStr, err := net.SplitHostPort(cfg.BindAddr)
 	if err != nil {
@@ -164,11 +172,20 @@ func (n *Node) rejoin() {
 			}
 		}
 		// Dead members are retried too: after a partition heals they answer.
+		// Members gone for longer than ReapAfter are forgotten.
 		n.mu.Lock()
-		for _, m := range n.members {
-			if m.Status == StatusDead && !alive[m.GossipAddr] {
+		reaped := false
+		for id, m := range n.members {
+			switch {
+			case m.Status != StatusAlive && time.Since(m.Since) > n.cfg.ReapAfter:
+				delete(n.members, id)
+				reaped = true
+			case m.Status == StatusDead && !alive[m.GossipAddr]:
 				want = append(want, m.GossipAddr)
 			}
+		}
+		if reaped {
+			n.notifyLocked()
 		}
 		n.mu.Unlock()
 		if len(want) > 0 {
@@ -281,7 +298,11 @@ func (n *Node) observe(node *memberlist.Node, status string) {
 	if status == StatusDead && meta.Leaving {
 		status = StatusLeft
 	}
-	n.members[node.Name] = &Member{ID: node.Name, GossipAddr: node.Address(), Status: status, Meta: meta}
+	since := time.Now()
+	if prev, ok := n.members[node.Name]; ok && prev.Status == status {
+		since = prev.Since
+	}
+	n.members[node.Name] = &Member{ID: node.Name, GossipAddr: node.Address(), Status: status, Meta: meta, Since: since}
 	n.notifyLocked()
 }
 

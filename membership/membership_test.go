@@ -83,3 +83,18 @@ func TestMetaTooLargeIsAnError(t *testing.T) {
 	_, err := Start(Config{NodeID: "x", BindAddr: freePort(t), Meta: Meta{Role: RoleMaster, HTTPAddr: fmt.Sprintf("%0600d", 1)}})
 	require.ErrorContains(t, err, "gossip metadata")
 }
+
+func TestDeadMembersAreReaped(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreProbe)
+	a := freePort(t)
+	m1, err := Start(Config{NodeID: "m1", BindAddr: a, ReconnectInterval: 50 * time.Millisecond, ReapAfter: 300 * time.Millisecond,
+		Meta: Meta{Role: RoleMaster, HTTPAddr: "x", Version: 1}})
+	require.NoError(t, err)
+	defer m1.Shutdown()
+	e1, err := Start(Config{NodeID: "e1", BindAddr: freePort(t), Join: []string{a}, Meta: Meta{Role: RoleExecutor, HTTPAddr: "y", Version: 1}})
+	require.NoError(t, err)
+	waitFor(t, "m1 to see e1", func() bool { _, ok := m1.Get("e1"); return ok })
+	require.NoError(t, e1.Shutdown())
+	waitFor(t, "e1 dead", func() bool { m, _ := m1.Get("e1"); return m.Status == StatusDead })
+	waitFor(t, "e1 reaped", func() bool { _, ok := m1.Get("e1"); return !ok })
+}
