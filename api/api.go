@@ -63,10 +63,13 @@ type Subtask struct {
 
 // Cluster answers GET /v1/cluster.
 type Cluster struct {
-	Leader       *string    `json:"leader"`
-	FencingToken uint64     `json:"fencing_token"`
-	Masters      []Master   `json:"masters"`
-	Executors    []Executor `json:"executors"`
+	Leader       *string `json:"leader"`
+	FencingToken uint64  `json:"fencing_token"`
+	// ClusterID names the cluster's replicated state; it changes when the
+	// state is restored from a snapshot.
+	ClusterID string     `json:"cluster_id,omitempty"`
+	Masters   []Master   `json:"masters"`
+	Executors []Executor `json:"executors"`
 }
 
 // Master is one master of the Raft configuration. Role is leader, follower

@@ -40,8 +40,8 @@ type Executor struct {
 	mu         sync.Mutex
 	phase      phase
 	held       *heldSet
-	token      uint64 // newest fencing token seen
-	persisted  uint64 // newest fencing token stored on disk
+	fence      fence // the cluster served and the newest token seen
+	persisted  fence // the fencing state stored on disk
 	leaderAddr string // the newest leader's HTTP address: the push target
 	lease      lease
 	pending    map[string]struct{} // executions changed since the last push
@@ -70,7 +70,7 @@ func New(cfg Config) (*Executor, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	tok, err := loadToken(cfg.DataDir)
+	fc, err := loadFence(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +85,8 @@ func New(cfg Config) (*Executor, error) {
 		log:       cfg.Logger.With("executor", cfg.NodeID),
 		instance:  hex.EncodeToString(b[:]),
 		held:      newHeldSet(),
-		token:     tok,
-		persisted: tok,
+		fence:     fc,
+		persisted: fc,
 		lease:     lease{dur: cfg.fenceAfter()},
 		pending:   make(map[string]struct{}),
 		settled:   make(chan struct{}),
@@ -162,7 +162,7 @@ func (e *Executor) Start() error {
 	go e.leaseLoop()
 	go e.pushLoop()
 	e.log.Info("executor started", "http", e.Addr(), "gossip", e.cfg.GossipAddr, "slots", e.cfg.Slots,
-		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "fencing_token", e.token, "instance", e.instance)
+		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "fencing_token", e.fence.Token, "cluster", e.fence.Cluster, "instance", e.instance)
 	return nil
 }
 

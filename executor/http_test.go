@@ -157,7 +157,7 @@ func TestStaleTokenIsFencedAndTokenSurvivesRestart(t *testing.T) {
 	newer.deploy(tk)
 	b, err := os.ReadFile(filepath.Join(dir, tokenFile))
 	require.NoError(t, err)
-	require.Equal(t, "5\n", string(b), "the token is on disk")
+	require.Equal(t, "5\n\n", string(b), "the token is on disk")
 
 	older := newLeader(t, e1, 4)
 	expectStale := func(l *leader) {
@@ -513,4 +513,23 @@ func TestProbeDoesNotRenewTheLease(t *testing.T) {
 	clock.Advance(40 * time.Minute) // 80 minutes since the last renewal
 	rep = probe()
 	require.Equal(t, wire.StateCanceling, rep.Executions[0].State, "probes did not renew the lease")
+}
+
+// TestANewClusterFencesTheOldOneOff: a cluster restored from a snapshot
+// (or formed afresh) starts its tokens over; the executor follows it, and
+// the old cluster's leaders are refused for good, whatever their token.
+func TestANewClusterFencesTheOldOneOff(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{})
+	old := newLeader(t, e, 40)
+	old.cluster = "old"
+	old.heartbeat()
+	fresh := newLeader(t, e, 3)
+	fresh.cluster = "new"
+	rep := fresh.heartbeat()
+	require.EqualValues(t, 3, rep.Token)
+	old.token = 99
+	code, b := old.post(wire.PathHeartbeat, wire.HeartbeatRequest{Leader: old.hdr()})
+	require.Equal(t, http.StatusConflict, code, "%s", b)
+	require.Contains(t, string(b), "cluster old has been replaced by cluster new")
 }

@@ -29,22 +29,29 @@ func (e *Executor) admitRenewLocked(now time.Time, l wire.Leader, renew bool) (s
 		return nil, refuse(http.StatusServiceUnavailable, "executor %s is shutting down", e.cfg.NodeID)
 	}
 	stop = e.expireLocked(now)
-	switch checkToken(e.token, e.persisted, l.Token) {
-	case tokenStale:
-		e.log.Warn("refused a request from a stale leader", "leader", l.Node, "token", l.Token, "newest", e.token)
+	next, stale, why := admitFence(e.fence, l.Cluster, l.Token)
+	if stale {
+		e.log.Warn("refused a request from a stale leader", "leader", l.Node, "cluster", l.Cluster, "token", l.Token, "reason", why)
 		return stop, &requestError{code: http.StatusConflict, body: wire.StaleToken{
-			Error: fmt.Sprintf("stale fencing token %d: executor %s has seen token %d", l.Token, e.cfg.NodeID, e.token),
-			Token: e.token,
+			Error: fmt.Sprintf("executor %s refuses leader %s: %s", e.cfg.NodeID, l.Node, why),
+			Token: e.fence.Token,
 		}}
-	case tokenPersist:
-		e.token = max(e.token, l.Token) // fence older leaders off even if the write fails
-		if err := saveToken(e.cfg.DataDir, l.Token); err != nil {
+	}
+	if !next.equal(e.persisted) {
+		if next.Cluster != e.fence.Cluster && e.fence.Cluster != "" {
+			e.log.Warn("a new cluster took over: the old one is fenced off for good", "old_cluster", e.fence.Cluster, "cluster", next.Cluster, "leader", l.Node)
+		}
+		e.fence = next // fence older leaders off even if the write fails
+		if err := saveFence(e.cfg.DataDir, next); err != nil {
 			e.log.Error("cannot persist the fencing token: refusing the request", "token", l.Token, "err", err)
 			return stop, refuse(http.StatusInternalServerError, "%v", err)
 		}
-		e.persisted = l.Token
-		e.log.Info("new leader", "leader", l.Node, "addr", l.Addr, "token", l.Token)
+		if next.Token != e.persisted.Token {
+			e.log.Info("new leader", "leader", l.Node, "addr", l.Addr, "cluster", next.Cluster, "token", l.Token)
+		}
+		e.persisted = next
 	}
+	e.fence = next
 	if l.Addr != "" && l.Addr != e.leaderAddr {
 		e.leaderAddr = l.Addr
 		e.kickLocked() // changes a failed push left behind go to the new leader
@@ -262,7 +269,7 @@ func (e *Executor) reportLocked(execs []wire.ExecutionStatus, partial bool) wire
 		Version:    wire.Version,
 		Executor:   e.cfg.NodeID,
 		Instance:   e.instance,
-		Token:      e.token,
+		Token:      e.fence.Token,
 		Slots:      e.cfg.Slots,
 		LeaseMs:    e.cfg.Lease.Milliseconds(),
 		UsedSlots:  e.held.usedSlots(),
@@ -275,5 +282,5 @@ func (e *Executor) reportLocked(execs []wire.ExecutionStatus, partial bool) wire
 func (e *Executor) executions() wire.Executions {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return wire.Executions{FencingToken: e.token, Executions: e.held.list()}
+	return wire.Executions{FencingToken: e.fence.Token, Executions: e.held.list()}
 }

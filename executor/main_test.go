@@ -158,6 +158,8 @@ type leader struct {
 	base  string // executor base URL
 	token uint64
 	push  string // Leader.Addr
+	// cluster is Leader.Cluster.
+	cluster string
 }
 
 func newLeader(t testing.TB, e *Executor, token uint64) *leader {
@@ -165,7 +167,7 @@ func newLeader(t testing.TB, e *Executor, token uint64) *leader {
 }
 
 func (l *leader) hdr() wire.Leader {
-	return wire.Leader{Version: wire.Version, Token: l.token, Node: "m" + strconv.FormatUint(l.token, 10), Addr: l.push}
+	return wire.Leader{Version: wire.Version, Cluster: l.cluster, Token: l.token, Node: "m" + strconv.FormatUint(l.token, 10), Addr: l.push}
 }
 
 // do sends a request with a raw body and returns the status and body.

@@ -6,12 +6,59 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// tokenFile names the file under DataDir that holds the newest fencing token.
+// tokenFile names the file under DataDir that holds the fencing state: the
+// newest token on the first line, then the cluster it came from, then the
+// clusters that were replaced (one per line).
 const tokenFile = "fencing-token"
+
+// maxRetired bounds how many replaced clusters an executor remembers.
+const maxRetired = 16
+
+// fence is an executor's fencing state: the cluster it serves, the newest
+// token it has seen from it, and the clusters that cluster replaced (a
+// leader of one of those is stale whatever its token).
+type fence struct {
+	Cluster string
+	Token   uint64
+	Retired []string
+}
+
+func (f fence) equal(g fence) bool {
+	return f.Cluster == g.Cluster && f.Token == g.Token && slices.Equal(f.Retired, g.Retired)
+}
+
+// admitFence is the fencing decision for a request from a leader of
+// cluster with token. It returns the fence to hold afterwards, or stale
+// with the reason. A token compares only with tokens of its own cluster; a
+// request from a new cluster (formed afresh or restored from a snapshot,
+// whose tokens start over) replaces the old cluster for good, so a stale
+// leader of the old one can never come back. A leader that names no
+// cluster is judged by its token alone.
+func admitFence(cur fence, cluster string, token uint64) (next fence, stale bool, why string) {
+	switch {
+	case cluster != "" && slices.Contains(cur.Retired, cluster):
+		return cur, true, fmt.Sprintf("cluster %s has been replaced by cluster %s", cluster, cur.Cluster)
+	case cluster != "" && cur.Cluster != "" && cluster != cur.Cluster:
+		retired := append(slices.Clone(cur.Retired), cur.Cluster)
+		if len(retired) > maxRetired {
+			retired = retired[len(retired)-maxRetired:]
+		}
+		return fence{Cluster: cluster, Token: token, Retired: retired}, false, ""
+	case checkToken(cur.Token, cur.Token, token) == tokenStale:
+		return cur, true, fmt.Sprintf("stale fencing token %d: the newest seen is %d", token, cur.Token)
+	}
+	next = cur
+	next.Token = token
+	if next.Cluster == "" {
+		next.Cluster = cluster
+	}
+	return next, false, ""
+}
 
 // tokenVerdict is what to do with a leader request's fencing token.
 type tokenVerdict int
@@ -38,25 +85,35 @@ func checkToken(newest, persisted, got uint64) tokenVerdict {
 	}
 }
 
-// loadToken reads the persisted token; a missing file means 0.
-func loadToken(dir string) (uint64, error) {
+// loadFence reads the persisted fencing state; a missing file means none.
+func loadFence(dir string) (fence, error) {
 	b, err := os.ReadFile(filepath.Join(dir, tokenFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		return fence{}, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read fencing token: %w", err)
+		return fence{}, fmt.Errorf("read fencing token: %w", err)
 	}
-	tok, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	tok, err := strconv.ParseUint(strings.TrimSpace(lines[0]), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("fencing token file %s is corrupt (%q): refusing to start without it", filepath.Join(dir, tokenFile), b)
+		return fence{}, fmt.Errorf("fencing token file %s is corrupt (%q): refusing to start without it", filepath.Join(dir, tokenFile), b)
 	}
-	return tok, nil
+	f := fence{Token: tok}
+	if len(lines) > 1 {
+		f.Cluster = strings.TrimSpace(lines[1])
+	}
+	for _, l := range lines[min(2, len(lines)):] {
+		if l = strings.TrimSpace(l); l != "" {
+			f.Retired = append(f.Retired, l)
+		}
+	}
+	return f, nil
 }
 
-// saveToken stores tok durably: a synced temporary file renamed over the
+// saveFence stores f durably: a synced temporary file renamed over the
 // token file, then the directory synced so the rename survives a crash.
-func saveToken(dir string, tok uint64) (err error) {
+func saveFence(dir string, fc fence) (err error) {
 	f, err := os.CreateTemp(dir, tokenFile+".tmp*")
 	if err != nil {
 		return fmt.Errorf("persist fencing token: %w", err)
@@ -67,7 +124,11 @@ func saveToken(dir string, tok uint64) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	if _, err = f.WriteString(strconv.FormatUint(tok, 10) + "\n"); err != nil {
+	text := strconv.FormatUint(fc.Token, 10) + "\n" + fc.Cluster + "\n"
+	for _, r := range fc.Retired {
+		text += r + "\n"
+	}
+	if _, err = f.WriteString(text); err != nil {
 		return fmt.Errorf("persist fencing token: %w", err)
 	}
 	if err = f.Sync(); err != nil {

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,28 +63,70 @@ func TestTokenAcceptanceProperty(t *testing.T) {
 
 func TestTokenPersistence(t *testing.T) {
 	dir := t.TempDir()
-	tok, err := loadToken(dir)
+	f, err := loadFence(dir)
 	require.NoError(t, err)
-	require.Zero(t, tok, "no file: token 0")
+	require.Equal(t, fence{}, f, "no file: token 0, no cluster")
 
-	require.NoError(t, saveToken(dir, 42))
-	tok, err = loadToken(dir)
+	require.NoError(t, saveFence(dir, fence{Token: 42}))
+	f, err = loadFence(dir)
 	require.NoError(t, err)
-	require.EqualValues(t, 42, tok)
-	require.NoError(t, saveToken(dir, 43))
-	tok, err = loadToken(dir)
+	require.Equal(t, fence{Token: 42}, f)
+	want := fence{Cluster: "c2", Token: 43, Retired: []string{"c0", "c1"}}
+	require.NoError(t, saveFence(dir, want))
+	f, err = loadFence(dir)
 	require.NoError(t, err)
-	require.EqualValues(t, 43, tok)
+	require.Equal(t, want, f)
+
+	// A file written by a version without clusters (one line) still loads.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, tokenFile), []byte("17\n"), 0o644))
+	f, err = loadFence(dir)
+	require.NoError(t, err)
+	require.Equal(t, fence{Token: 17}, f)
 
 	ents, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, ents, 1, "no temporary file is left behind")
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, tokenFile), []byte("garbage"), 0o644))
-	_, err = loadToken(dir)
+	_, err = loadFence(dir)
 	require.ErrorContains(t, err, "corrupt")
 	_, err = New(Config{NodeID: "e", DataDir: dir, HTTPAddr: "127.0.0.1:0", Runtime: RuntimeSim})
 	require.ErrorContains(t, err, "corrupt", "an executor does not start without its token")
 
-	require.Error(t, saveToken(filepath.Join(dir, "missing"), 1))
+	require.Error(t, saveFence(filepath.Join(dir, "missing"), fence{Token: 1}))
+}
+
+func TestAdmitFence(t *testing.T) {
+	cur := fence{Cluster: "c1", Token: 10, Retired: []string{"c0"}}
+	tests := []struct {
+		name    string
+		cluster string
+		token   uint64
+		want    fence
+		stale   bool
+	}{
+		{"same cluster, same token", "c1", 10, cur, false},
+		{"same cluster, newer token", "c1", 12, fence{Cluster: "c1", Token: 12, Retired: []string{"c0"}}, false},
+		{"same cluster, older token", "c1", 9, cur, true},
+		{"a new cluster starts its tokens over", "c2", 3, fence{Cluster: "c2", Token: 3, Retired: []string{"c0", "c1"}}, false},
+		{"a replaced cluster is stale whatever its token", "c0", 99, cur, true},
+		{"a leader naming no cluster is judged by its token", "", 11, fence{Cluster: "c1", Token: 11, Retired: []string{"c0"}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, stale, why := admitFence(cur, tc.cluster, tc.token)
+			require.Equal(t, tc.stale, stale, why)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	// A fresh executor adopts the first cluster it hears from.
+	got, stale, _ := admitFence(fence{}, "c1", 4)
+	require.False(t, stale)
+	require.Equal(t, fence{Cluster: "c1", Token: 4}, got)
+	// At most maxRetired replaced clusters are remembered.
+	f := fence{Cluster: "x"}
+	for i := 0; i < 40; i++ {
+		f, _, _ = admitFence(f, fmt.Sprintf("c%d", i), 1)
+	}
+	require.Len(t, f.Retired, maxRetired)
 }

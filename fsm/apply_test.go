@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,6 +22,18 @@ func TestEstablishLeadershipSetsEpoch(t *testing.T) {
 	h.establish("m2")
 	require.Equal(t, uint64(3), h.s.Epoch())
 	require.Equal(t, "m2", h.s.Leader())
+
+	// The first leader names the cluster; later ones keep the name unless
+	// they set a new one (after a restore).
+	require.NoError(t, h.apply(&EstablishLeadership{Node: "m1", Cluster: "c1"}).Err)
+	require.NoError(t, h.apply(&EstablishLeadership{Node: "m2"}).Err)
+	require.Equal(t, "c1", h.s.Cluster())
+	var buf bytes.Buffer
+	_, err := h.s.Capture().WriteTo(&buf)
+	require.NoError(t, err)
+	r, err := Restore(&buf)
+	require.NoError(t, err)
+	require.Equal(t, "c1", r.Cluster())
 }
 
 func TestStaleTokenChangesNothing(t *testing.T) {

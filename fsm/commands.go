@@ -65,8 +65,12 @@ func (f Fenced) token() uint64 { return f.Token }
 
 // EstablishLeadership is committed by a new leader after its Barrier; the
 // entry's log index becomes the epoch (the fencing token).
+//
+// Cluster, when set, names the cluster from now on: the first leader of a
+// cluster, and the first after a snapshot restore, pick a new id.
 type EstablishLeadership struct {
-	Node string `codec:"n"`
+	Node    string `codec:"n"`
+	Cluster string `codec:"c,omitempty"`
 }
 
 // SubmitJob adds a job. Submitting the same spec under the same id again is a

@@ -23,8 +23,10 @@ type snapshotHeader struct {
 	Index  uint64 `codec:"index"`
 	Epoch  uint64 `codec:"epoch"`
 	Leader string `codec:"leader"`
-	Jobs   int    `codec:"jobs"`
-	Execs  int    `codec:"execs"`
+	// Cluster: format 2, may be empty.
+	Cluster string `codec:"cluster,omitempty"`
+	Jobs    int    `codec:"jobs"`
+	Execs   int    `codec:"execs"`
 	// Tombstones: format 2.
 	Tombstones int `codec:"tombs,omitempty"`
 }
@@ -41,7 +43,7 @@ type Capture struct {
 // Capture copies the state.
 func (s *State) Capture() *Capture {
 	c := &Capture{
-		header: snapshotHeader{Format: snapshotFormat, Index: s.index, Epoch: s.epoch, Leader: s.leader,
+		header: snapshotHeader{Format: snapshotFormat, Index: s.index, Epoch: s.epoch, Leader: s.leader, Cluster: s.cluster,
 			Jobs: len(s.jobs), Execs: len(s.execs), Tombstones: len(s.forgotten)},
 		jobs:  make([]*Job, 0, len(s.jobs)),
 		execs: make([]Execution, 0, len(s.execs)),
@@ -142,7 +144,7 @@ func Restore(r io.Reader) (*State, error) {
 		return nil, fmt.Errorf("snapshot format %d, this version reads 1 to %d", h.Format, snapshotFormat)
 	}
 	s := NewState()
-	s.index, s.epoch, s.leader = h.Index, h.Epoch, h.Leader
+	s.index, s.epoch, s.leader, s.cluster = h.Index, h.Epoch, h.Leader, h.Cluster
 	s.jobs = make(map[string]*Job, h.Jobs)
 	s.execs = make(map[string]*Execution, h.Execs)
 	for i := 0; i < h.Jobs; i++ {

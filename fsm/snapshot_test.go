@@ -2,9 +2,9 @@ package fsm
 
 import (
 	"bytes"
-	"fmt"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -55,6 +55,9 @@ func dump(t *testing.T, s *State) []byte {
 	}
 	out := map[string]any{
 		"index": s.index, "epoch": s.epoch, "leader": s.leader, "jobs": jobs, "executions": execs,
+	}
+	if s.cluster != "" {
+		out["cluster"] = s.cluster
 	}
 	if len(s.forgotten) > 0 {
 		var tombs []Tombstone

@@ -64,11 +64,12 @@ type regionRef struct {
 // wraps it with a lock. Fields below "derived" are indexes rebuilt from the
 // rest on restore and are not part of the hash.
 type State struct {
-	index  uint64 // last applied log index
-	epoch  uint64
-	leader string
-	jobs   map[string]*Job
-	execs  map[string]*Execution
+	index   uint64 // last applied log index
+	epoch   uint64
+	leader  string
+	cluster string
+	jobs    map[string]*Job
+	execs   map[string]*Execution
 	// forgotten remembers, per forgotten job id, the attempt its next
 	// incarnation starts at, so that execution ids are never reused.
 	forgotten map[string]Tombstone
@@ -111,6 +112,14 @@ func (s *State) Epoch() uint64 { return s.epoch }
 // Leader is the node that committed the current epoch.
 func (s *State) Leader() string { return s.leader }
 
+// Cluster is the cluster's id ("" until a leader names it).
+func (s *State) Cluster() string { return s.cluster }
+
+// RenameCluster gives a state a new cluster id. It is not a command: it is
+// for a state restored from a backup before Raft installs it, which must
+// not pass for the cluster it was saved from.
+func (s *State) RenameCluster(id string) { s.cluster = id }
+
 // SetIndex records that the log up to index has been applied (for entries
 // that carry no commands, such as configuration changes).
 func (s *State) SetIndex(index uint64) {
@@ -131,6 +140,9 @@ func (s *State) Apply(index uint64, c Command) Result {
 	case *EstablishLeadership:
 		s.epoch = index
 		s.leader = c.Node
+		if c.Cluster != "" {
+			s.cluster = c.Cluster
+		}
 		return Result{Epoch: index}
 	case *SubmitJob:
 		return s.applySubmit(index, c)

@@ -26,6 +26,7 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 	var used map[string][]int
 	m.fsm.Read(func(st *fsm.State) {
 		out.FencingToken = st.Epoch()
+		out.ClusterID = st.Cluster()
 		used = st.UsedSlots()
 	})
 	out.Masters = m.masters(leaderID)

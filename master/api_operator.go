@@ -66,7 +66,22 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "not a jobmaster snapshot: "+err.Error())
 		return
 	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+	// A restored cluster is a new cluster to the executors (its tokens start
+	// over from the snapshot's): it gets a new id, written into the state
+	// Raft installs, so the old cluster is fenced off whoever leads next.
+	st.RenameCluster(newClusterID())
+	renamed, err := os.CreateTemp(m.cfg.DataDir, "restore-*.snap")
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	defer os.Remove(renamed.Name())
+	defer renamed.Close()
+	size, err = st.Capture().WriteTo(renamed)
+	if err == nil {
+		_, err = renamed.Seek(0, io.SeekStart)
+	}
+	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
@@ -77,11 +92,11 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: st.Index(), Term: 1,
 		Configuration: cfg.Configuration(), ConfigurationIndex: cfg.Index(), Size: size}
-	if err := m.raft.Restore(meta, tmp, time.Minute); err != nil {
+	if err := m.raft.Restore(meta, renamed, time.Minute); err != nil {
 		writeError(w, http.StatusInternalServerError, "restore: "+err.Error())
 		return
 	}
-	m.log.Warn("state restored from a snapshot", "jobs", st.NumJobs(), "executions", st.NumExecutions())
+	m.log.Warn("state restored from a snapshot", "jobs", st.NumJobs(), "executions", st.NumExecutions(), "cluster", st.Cluster())
 	m.reestablish()
 	writeJSON(w, http.StatusOK, map[string]any{"restored": true, "jobs": st.NumJobs(), "executions": st.NumExecutions()})
 }

@@ -2,6 +2,8 @@ package master
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"time"
 
@@ -52,11 +54,13 @@ func (m *Master) reestablish() {
 // session is one term of leadership: from establishing the epoch until
 // leadership is lost. Everything it starts stops with it.
 type session struct {
-	m      *Master
-	token  uint64
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	m     *Master
+	token uint64
+	// cluster is the cluster's id, carried with the token to executors.
+	cluster string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
 
 	tracker *tracker
 	// kickSchedule wakes the scheduler.
@@ -80,7 +84,7 @@ func (s *session) run() {
 	defer close(s.done)
 	m := s.m
 	start := m.cfg.Now()
-	token, err := s.establish()
+	token, cluster, err := s.establish()
 	if err != nil {
 		if s.ctx.Err() == nil {
 			m.log.Error("could not establish leadership; stepping down", "err", err)
@@ -89,11 +93,11 @@ func (s *session) run() {
 		}
 		return
 	}
-	s.token = token
+	s.token, s.cluster = token, cluster
 	s.tracker = newTracker(s)
 	m.setSession(s)
 	defer m.setSession(nil)
-	m.log.Info("leadership established", "fencing_token", token, "took", m.cfg.Now().Sub(start))
+	m.log.Info("leadership established", "fencing_token", token, "cluster", cluster, "took", m.cfg.Now().Sub(start))
 
 	done := make(chan struct{})
 	var running int
@@ -119,31 +123,48 @@ func (s *session) run() {
 
 // establish runs a Barrier, so that the FSM holds every entry of earlier
 // terms, then commits establish-leadership; its index is the new fencing
-// token.
-func (s *session) establish() (uint64, error) {
+// token. The first leader of a cluster names it.
+func (s *session) establish() (uint64, string, error) {
 	m := s.m
 	for attempt := 0; ; attempt++ {
 		if err := s.ctx.Err(); err != nil {
-			return 0, err
+			return 0, "", err
 		}
 		err := m.raft.Barrier(5 * time.Second).Error()
 		if err == nil {
+			cmd := &fsm.EstablishLeadership{Node: m.cfg.NodeID}
+			var cluster string
+			m.fsm.Read(func(st *fsm.State) { cluster = st.Cluster() })
+			if cluster == "" {
+				cluster = newClusterID()
+				cmd.Cluster = cluster
+			}
 			var r fsm.Result
-			r, err = m.prop.ProposeOne(s.ctx, &fsm.EstablishLeadership{Node: m.cfg.NodeID})
+			r, err = m.prop.ProposeOne(s.ctx, cmd)
 			if err == nil {
-				return r.Epoch, nil
+				if cmd.Cluster != "" {
+					m.log.Info("cluster named", "cluster", cluster)
+				}
+				return r.Epoch, cluster, nil
 			}
 		}
 		if attempt >= 3 {
-			return 0, err
+			return 0, "", err
 		}
 		m.log.Warn("establishing leadership", "err", err)
 		select {
 		case <-s.ctx.Done():
-			return 0, s.ctx.Err()
+			return 0, "", s.ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// newClusterID is a random cluster id.
+func newClusterID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // fenced stamps a command with the session's token and the clock.

@@ -20,6 +20,8 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	require.Equal(t, http.StatusOK, backup.status)
 	require.NotEmpty(t, backup.header.Get("X-Jobmaster-Index"))
 
+	before := decode[api.Cluster](t, do(t, "GET", c.url(0, "/v1/cluster"), nil)).ClusterID
+	require.NotEmpty(t, before, "the first leader names the cluster")
 	// Later changes, then disaster: restore the backup through a follower.
 	require.Equal(t, http.StatusCreated, do(t, "PUT", c.url(0, "/v1/jobs/later"), []byte(simpleJob)).status)
 	bad := do(t, "PUT", c.url(c.follower(), "/v1/operator/snapshot"), []byte("not a snapshot"))
@@ -39,7 +41,11 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		require.Equal(t, http.StatusOK, do(t, "GET", c.url(i%3, fmt.Sprintf("/v1/jobs/keep-%d", i)), nil).status)
 	}
-	// The leader starts a new epoch and takes writes again.
+	// The restored cluster has a new id (executors start its tokens over),
+	// and the leader starts a new epoch and takes writes again.
+	after := decode[api.Cluster](t, do(t, "GET", c.url(0, "/v1/cluster"), nil)).ClusterID
+	require.NotEqual(t, before, after)
+	require.NotEmpty(t, after)
 	require.Equal(t, http.StatusCreated, do(t, "PUT", c.url(2, "/v1/jobs/after"), []byte(simpleJob)).status)
 	c.waitSameState()
 }

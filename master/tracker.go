@@ -68,7 +68,7 @@ func newTracker(s *session) *tracker {
 
 // leader is what every request to an executor carries.
 func (t *tracker) leader() wire.Leader {
-	return wire.Leader{Version: wire.Version, Token: t.s.token, Node: t.m.cfg.NodeID, Addr: t.m.httpAddr}
+	return wire.Leader{Version: wire.Version, Cluster: t.s.cluster, Token: t.s.token, Node: t.m.cfg.NodeID, Addr: t.m.httpAddr}
 }
 
 // run keeps the executor table in step with gossip and the FSM, judges

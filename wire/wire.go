@@ -4,9 +4,12 @@
 // JSON. Every request carries Version; a peer rejects a version it does not
 // speak with 400 and an error naming both versions.
 //
-// Fencing: every leader request carries the leader's fencing token. An
-// executor answers a token older than the newest it has seen with 409 and a
-// StaleToken body, and acts on nothing in the request.
+// Fencing: every leader request carries the leader's cluster id and fencing
+// token. An executor answers a token older than the newest it has seen from
+// that cluster, or a cluster it has seen replaced, with 409 and a
+// StaleToken body, and acts on nothing in the request. A request from a new
+// cluster (formed afresh, or restored from a snapshot) replaces the old one
+// for good.
 package wire
 
 // Version is the protocol version. Bump it on any incompatible change.
@@ -42,7 +45,11 @@ func TerminalState(s string) bool {
 
 // Leader identifies the leader that sent a request.
 type Leader struct {
-	Version int    `json:"version"`
+	Version int `json:"version"`
+	// Cluster identifies the cluster (its replicated state); a new one
+	// appears when a cluster is formed or restored from a snapshot. Tokens
+	// compare only within one cluster.
+	Cluster string `json:"cluster,omitempty"`
 	Token   uint64 `json:"token"`
 	// Node is the leader's node id and Addr its HTTP address, where the
 	// executor pushes state changes.
