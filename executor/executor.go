@@ -40,8 +40,8 @@ type Executor struct {
 	mu         sync.Mutex
 	phase      phase
 	held       *heldSet
-	fence      fence // the cluster served and the newest token seen
-	persisted  fence // the fencing state stored on disk
+	fence      fence  // the cluster served and the newest token seen
+	persisted  fence  // the fencing state stored on disk
 	leaderAddr string // the newest leader's HTTP address: the push target
 	lease      lease
 	pending    map[string]struct{} // executions changed since the last push
