@@ -13,8 +13,9 @@ const (
 	DefaultTimeout = 15 * time.Second
 	// DefaultAttemptTimeout bounds one attempt of a retryable request at one
 	// master, so that a hung master does not hold the call: after it the
-	// client moves on to the next master.
-	DefaultAttemptTimeout = 5 * time.Second
+	// client moves on to the next master. It exceeds the masters' 5 s wait
+	// for a leader, so their 503 (not a timeout) is what the client sees.
+	DefaultAttemptTimeout = 8 * time.Second
 )
 
 // Backoff between two rounds over every master.

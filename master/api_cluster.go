@@ -2,6 +2,7 @@ package master
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -119,7 +120,7 @@ func (m *Master) executorUpdate(w http.ResponseWriter, _ *http.Request, body []b
 		return nil
 	}
 	if rep.Version != wire.Version {
-		writeError(w, http.StatusBadRequest, "wire version mismatch")
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("wire protocol version %d, this master speaks %d", rep.Version, wire.Version))
 		return nil
 	}
 	if rep.Executor == "" {

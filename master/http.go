@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"runtime/debug"
+	"sort"
+	"strings"
 
 	"jobmaster/api"
 )
@@ -61,7 +63,8 @@ func (m *Master) methods(h map[string]http.HandlerFunc) http.HandlerFunc {
 		for k := range h {
 			allowed = append(allowed, k)
 		}
-		w.Header().Set("Allow", fmt.Sprint(allowed))
+		sort.Strings(allowed)
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 	}
 }

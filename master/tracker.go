@@ -277,6 +277,10 @@ func (t *tracker) heartbeat(x *trackedExecutor) {
 		}
 		return
 	}
+	if rep.Version != wire.Version {
+		t.m.log.Error("executor speaks another protocol version: not using it", "executor", x.id, "version", rep.Version, "want", wire.Version)
+		return
+	}
 	now := t.m.cfg.Now()
 	t.mu.Lock()
 	revived := !x.answered || x.status != reconcile.Alive

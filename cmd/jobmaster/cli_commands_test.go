@@ -305,8 +305,11 @@ func TestHelpGoesToStdout(t *testing.T) {
 
 func TestRolesNameMissingFlags(t *testing.T) {
 	r := runCLI("127.0.0.1:1", "server", "--node-id", "m1")
-	assert.Equal(t, 1, r.code)
-	assert.Equal(t, "Error: --data-dir is required\n", r.stderr)
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "Error: --data-dir is required")
+	r = runCLI("127.0.0.1:1", "server", "--node-id", "m1", "--data-dir", t.TempDir(), "--raft-log-level", "loud")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "--raft-log-level")
 	r = runCLI("127.0.0.1:1", "executor", "--node-id", "e1", "--data-dir", t.TempDir())
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "--join is required")

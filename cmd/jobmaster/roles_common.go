@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // newLogger is the servers' structured logger on stderr.
@@ -14,4 +16,14 @@ func newLogger(level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// requireFlags is a usage error naming the first of the flags not given.
+func requireFlags(cmd *cobra.Command, names ...string) error {
+	for _, n := range names {
+		if f := cmd.Flags().Lookup(n); f != nil && f.Value.String() == "" {
+			return usageErrorf(cmd, "--%s is required", n)
+		}
+	}
+	return nil
 }

@@ -119,12 +119,12 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 		where = dir
 	}
 	fmt.Fprintf(out, "jobmaster dev: a local cluster of %d masters and %d executors\n  data and logs in %s\n\n", len(c.masters), len(c.execs), where)
-	c.printNodes()
 	if err := c.startAll(); err != nil {
 		c.stopAll()
 		return err
 	}
 	defer c.stopAll()
+	c.printNodes()
 
 	addrs := c.masterAddrs()
 	cl, err := client.New(addrs, client.WithTimeout(30*time.Second))
@@ -164,7 +164,8 @@ The cluster keeps running. In another terminal, try:
   %[1]s job run examples/flaky.json --wait
   %[1]s job run examples/wide.json --wait
   %[1]s job list
-Kill the leader (kill -9 on the pid above) and watch another take over.
+Kill the leader (see 'members'; kill -9 its PID from the table above) and
+watch another take over; this command does not restart it.
 Press Ctrl-C to stop the cluster.
 `, displayBin(bin))
 	<-ctx.Done()
@@ -243,13 +244,13 @@ func (c *devCluster) checkPorts() error {
 
 func (c *devCluster) printNodes() {
 	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NODE\tROLE\tHTTP\tRAFT\tGOSSIP\tLOG")
+	fmt.Fprintln(tw, "  NODE\tROLE\tPID\tHTTP\tRAFT\tGOSSIP\tLOG")
 	for _, n := range c.nodes() {
 		raft := n.raft
 		if raft == "" {
 			raft = "-"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", n.id, n.role, n.http, raft, n.gossip, n.log)
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", n.id, n.role, n.pid(), n.http, raft, n.gossip, n.log)
 	}
 	tw.Flush()
 }

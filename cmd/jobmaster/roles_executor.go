@@ -31,6 +31,9 @@ keep --lease below the masters' --executor-timeout.`,
     --join 10.0.0.1:7421,10.0.0.2:7421,10.0.0.3:7421 --slots 8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags(cmd, "node-id", "data-dir"); err != nil {
+				return err
+			}
 			cfg.Join = splitList(join)
 			if len(cfg.Join) == 0 {
 				return usageErrorf(cmd, "--join is required: the gossip addresses of the masters")

@@ -29,6 +29,14 @@ on its data dir rejoins its cluster without bootstrapping.`,
     --join 10.0.0.1:7421,10.0.0.2:7421,10.0.0.3:7421 --bootstrap-expect 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags(cmd, "node-id", "data-dir"); err != nil {
+				return err
+			}
+			switch strings.ToLower(cfg.RaftLogLevel) {
+			case "trace", "debug", "info", "warn", "error", "off":
+			default:
+				return usageErrorf(cmd, "--raft-log-level %q: use trace, debug, info, warn, error or off", cfg.RaftLogLevel)
+			}
 			cfg.Join = splitList(join)
 			logger, err := newLogger(logLevel)
 			if err != nil {
