@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"sort"
 	"strings"
 	"time"
 )
@@ -37,14 +39,22 @@ func fieldErr(field, format string, args ...any) *Error {
 // Parse decodes a JSON job spec, rejects unknown fields and trailing data,
 // validates it and returns it normalized. Every error is an *Error.
 func Parse(data []byte) (*Spec, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var s Spec
-	if err := dec.Decode(&s); err != nil {
-		return nil, jsonError(err)
+	// The top level and each vertex are decoded separately, so that an error
+	// inside a vertex names its index.
+	var raw struct {
+		Name     string            `json:"name,omitempty"`
+		Vertices []json.RawMessage `json:"vertices"`
+		Restart  *Restart          `json:"restart,omitempty"`
+		Failover string            `json:"failover,omitempty"`
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &Error{Msg: "malformed JSON: unexpected data after the job spec"}
+	if err := decodeStrict(data, &raw, ""); err != nil {
+		return nil, err
+	}
+	s := Spec{Name: raw.Name, Restart: raw.Restart, Failover: raw.Failover, Vertices: make([]Vertex, len(raw.Vertices))}
+	for i, rv := range raw.Vertices {
+		if err := decodeStrict(rv, &s.Vertices[i], fmt.Sprintf("vertices[%d]", i)); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.Normalize(); err != nil {
 		return nil, err
@@ -52,25 +62,74 @@ func Parse(data []byte) (*Spec, error) {
 	return &s, nil
 }
 
-// jsonError turns an encoding/json error into a message a user can act on.
-func jsonError(err error) *Error {
+// decodeStrict decodes one JSON value, rejecting unknown fields and
+// trailing data; errors name fields under prefix.
+func decodeStrict(data []byte, v any, prefix string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err, prefix)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &Error{Field: prefix, Msg: "malformed JSON: unexpected data after the value"}
+	}
+	return nil
+}
+
+// jsonError turns an encoding/json error into a message a user can act on,
+// naming fields under prefix.
+func jsonError(err error, prefix string) *Error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var ours *Error
+	join := func(f string) string {
+		switch {
+		case prefix == "":
+			return f
+		case f == "":
+			return prefix
+		}
+		return prefix + "." + f
+	}
 	switch {
+	case errors.As(err, &ours):
+		return &Error{Field: join(ours.Field), Msg: ours.Msg}
 	case errors.As(err, &syn):
-		return &Error{Msg: fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn)}
+		return &Error{Field: prefix, Msg: fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn)}
 	case errors.As(err, &typ):
-		return fieldErr(typ.Field, "want %s, got JSON %s", typ.Type, typ.Value)
+		if typ.Field == "" && prefix == "" {
+			return &Error{Msg: fmt.Sprintf("a job spec is a JSON object, got JSON %s", typ.Value)}
+		}
+		return fieldErr(join(typ.Field), "want %s, got JSON %s", kindOf(typ.Type), typ.Value)
 	case errors.Is(err, io.EOF):
-		return &Error{Msg: "malformed JSON: empty body, want a job spec"}
+		return &Error{Field: prefix, Msg: "malformed JSON: empty body, want a job spec"}
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &Error{Msg: "malformed JSON: unexpected end of input"}
+		return &Error{Field: prefix, Msg: "malformed JSON: unexpected end of input"}
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return &Error{Field: strings.Trim(f, `"`), Msg: "unknown field"}
+		return &Error{Field: join(strings.Trim(f, `"`)), Msg: "unknown field"}
 	}
-	return &Error{Msg: "malformed job spec: " + strings.TrimPrefix(msg, "json: ")}
+	return &Error{Field: prefix, Msg: "malformed job spec: " + strings.TrimPrefix(msg, "json: ")}
+}
+
+// kindOf names a Go type the way a JSON author thinks of it.
+func kindOf(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(kindOf(t.Elem()), "an "), "a ") + "s"
+	case reflect.Map, reflect.Struct, reflect.Pointer:
+		return "an object"
+	}
+	return t.String()
 }
 
 // Normalize validates the spec in place and fills in every default, so that
@@ -258,49 +317,48 @@ const (
 
 	// omitted marks attempts, delay or jitter left out of the JSON, so that
 	// the default applies; an explicit 0 means zero.
-	omitted = -1
+	omitted = -987654321
 )
 
-// UnmarshalJSON decodes a restart strategy, telling an omitted attempts
-// field (the default applies) from an explicit 0 (no restarts).
+// UnmarshalJSON decodes a restart strategy field by field, so that every
+// error names its field, and tells an omitted attempts, delay or jitter (the
+// default applies) from an explicit 0.
 func (r *Restart) UnmarshalJSON(b []byte) error {
-	type plain Restart
-	var raw struct {
-		plain
-		Attempts *int      `json:"attempts,omitempty"`
-		Jitter   *float64  `json:"jitter,omitempty"`
-		Delay    *Duration `json:"delay,omitempty"`
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return &Error{Field: "restart", Msg: "want an object such as {\"strategy\": \"fixed-delay\"}"}
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
-		if e := jsonError(err); e.Field != "" {
-			e.Field = "restart." + strings.TrimPrefix(e.Field, "plain.")
-			return e
+	*r = Restart{Attempts: omitted, Jitter: omitted, Delay: omitted}
+	targets := map[string]any{
+		"strategy": &r.Strategy, "attempts": &r.Attempts, "delay": &r.Delay,
+		"initial_delay": &r.InitialDelay, "max_delay": &r.MaxDelay, "multiplier": &r.Multiplier,
+		"jitter": &r.Jitter, "reset_threshold": &r.ResetThreshold, "max_failures": &r.MaxFailures, "interval": &r.Interval,
+	}
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		target, ok := targets[k]
+		if !ok {
+			return &Error{Field: "restart." + k, Msg: "unknown field"}
 		}
-		return err
-	}
-	*r = Restart(raw.plain)
-	r.Attempts = omitted
-	r.Jitter = omitted
-	r.Delay = omitted
-	if raw.Delay != nil {
-		r.Delay = *raw.Delay
-		if r.Delay < 0 {
-			return fieldErr("restart.delay", "must not be negative, got %s", r.Delay.Std())
-		}
-	}
-	if raw.Jitter != nil {
-		r.Jitter = *raw.Jitter
-		if r.Jitter < 0 || r.Jitter > 1 {
-			return fieldErr("restart.jitter", "must be between 0 and 1, got %g", r.Jitter)
+		if err := json.Unmarshal(fields[k], target); err != nil {
+			var typ *json.UnmarshalTypeError
+			if errors.As(err, &typ) {
+				return fieldErr("restart."+k, "want %s, got JSON %s", kindOf(typ.Type), typ.Value)
+			}
+			return &Error{Field: "restart." + k, Msg: err.Error()}
 		}
 	}
-	if raw.Attempts != nil {
-		r.Attempts = *raw.Attempts
-		if r.Attempts < 0 {
-			return fieldErr("restart.attempts", "must not be negative, got %d", r.Attempts)
-		}
+	switch {
+	case r.Attempts != omitted && r.Attempts < 0:
+		return fieldErr("restart.attempts", "must not be negative, got %d", r.Attempts)
+	case r.Delay != omitted && r.Delay < 0:
+		return fieldErr("restart.delay", "must not be negative, got %s", r.Delay.Std())
+	case r.Jitter != omitted && (r.Jitter < 0 || r.Jitter > 1):
+		return fieldErr("restart.jitter", "must be between 0 and 1, got %g", r.Jitter)
 	}
 	return nil
 }
