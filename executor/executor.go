@@ -167,7 +167,8 @@ func (e *Executor) Start() error {
 }
 
 // advertiseAddr is the HTTP address to gossip: the listener's, with the
-// gossip host in place of an unspecified host (0.0.0.0, ::).
+// gossip host in place of an unspecified host (0.0.0.0, ::), or else the
+// host's own address (membership.Advertise).
 func advertiseAddr(listen, gossip string) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
@@ -180,6 +181,9 @@ func advertiseAddr(listen, gossip string) string {
 		if ip := net.ParseIP(ghost); ip == nil || !ip.IsUnspecified() {
 			return net.JoinHostPort(ghost, port)
 		}
+	}
+	if adv, err := membership.Advertise(listen); err == nil {
+		return adv
 	}
 	return net.JoinHostPort("127.0.0.1", port)
 }

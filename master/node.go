@@ -90,7 +90,10 @@ func New(cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("--http-addr: %w", err)
 	}
 	m.httpLn = ln
-	m.httpAddr = ln.Addr().String()
+	if m.httpAddr, err = membership.Advertise(ln.Addr().String()); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("--http-addr: %w", err)
+	}
 	rp, err := openRaft(&m.cfg, m.fsm)
 	if err != nil {
 		ln.Close()
@@ -121,7 +124,7 @@ func New(cfg Config) (*Master, error) {
 			m.log.Error("http server", "err", err)
 		}
 	})
-	m.log.Info("master started", "http", m.httpAddr, "raft", cfg.RaftAddr, "gossip", cfg.GossipAddr,
+	m.log.Info("master started", "http", m.httpAddr, "raft", rp.advertise, "gossip", cfg.GossipAddr,
 		"existing_state", rp.hadState, "bootstrap_expect", cfg.BootstrapExpect)
 	return m, nil
 }
@@ -137,7 +140,7 @@ func (m *Master) goFunc(f func()) {
 func (m *Master) meta() membership.Meta {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return membership.Meta{Role: membership.RoleMaster, HTTPAddr: m.httpAddr, RaftAddr: m.cfg.RaftAddr, InCluster: m.inCluster, Version: wire.Version}
+	return membership.Meta{Role: membership.RoleMaster, HTTPAddr: m.httpAddr, RaftAddr: m.rp.advertise, InCluster: m.inCluster, Version: wire.Version}
 }
 
 // ID is the master's node id.

@@ -13,6 +13,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"jobmaster/fsm"
+	"jobmaster/membership"
 )
 
 // raftParts are the Raft node and everything it owns that must be closed.
@@ -24,6 +25,8 @@ type raftParts struct {
 	// hadState is set when the data dir held Raft state at start: the node
 	// belongs to a cluster and never bootstraps.
 	hadState bool
+	// advertise is the Raft address the other masters dial.
+	advertise string
 }
 
 // openRaft starts Raft over TCP with a bolt log and stable store (fsync on)
@@ -68,7 +71,12 @@ func openRaft(cfg *Config, f *fsm.FSM) (*raftParts, error) {
 		return fail(fmt.Errorf("open snapshots: %w", err))
 	}
 	p.snaps = snaps
-	advertise, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	advAddr, err := membership.Advertise(cfg.RaftAddr)
+	if err != nil {
+		return fail(fmt.Errorf("--raft-addr: %w", err))
+	}
+	p.advertise = advAddr
+	advertise, err := net.ResolveTCPAddr("tcp", advAddr)
 	if err != nil {
 		return fail(fmt.Errorf("--raft-addr %q: %w", cfg.RaftAddr, err))
 	}

@@ -130,11 +130,16 @@ func Start(cfg Config) (*Node, error) {
 	} else if len(b) > maxMeta {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, at most %d", len(b), maxMeta)
 	}
+	adv, err := Advertise(cfg.BindAddr)
+	if err != nil {
+		return nil, err
+	}
+	advHost, _, _ := net.SplitHostPort(adv)
 	mc := memberlist.DefaultLocalConfig()
 	mc.Name = cfg.NodeID
 	mc.BindAddr = host
 	mc.BindPort = port
-	mc.AdvertiseAddr = host
+	mc.AdvertiseAddr = advHost
 	mc.AdvertisePort = port
 	mc.Delegate = (*delegate)(n)
 	mc.Events = (*events)(n)
