@@ -115,7 +115,8 @@ func TestAllUnreachableListsEveryAddress(t *testing.T) {
 		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "no leader elected"})
 	})
 	dead := deadAddr(t)
-	c := newTestClient(t, dead+","+unavailable.addr(), WithTimeout(200*time.Millisecond))
+	// A deadline long enough for several rounds even on a loaded machine.
+	c := newTestClient(t, dead+","+unavailable.addr(), WithTimeout(2*time.Second))
 
 	_, err := c.Jobs(context.Background())
 	var u *UnreachableError
