@@ -161,8 +161,11 @@ func (e *Executor) Start() error {
 	}()
 	go e.leaseLoop()
 	go e.pushLoop()
+	e.mu.Lock()
+	fc := e.fence // a heartbeat may already be changing it
+	e.mu.Unlock()
 	e.log.Info("executor started", "http", e.Addr(), "gossip", e.cfg.GossipAddr, "slots", e.cfg.Slots,
-		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "fencing_token", e.fence.Token, "cluster", e.fence.Cluster, "instance", e.instance)
+		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "fencing_token", fc.Token, "cluster", fc.Cluster, "instance", e.instance)
 	return nil
 }
 

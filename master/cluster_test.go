@@ -212,3 +212,12 @@ func (c *testCluster) waitSameState() string {
 }
 
 const simpleJob = `{"name":"simple","vertices":[{"id":"v","parallelism":2,"command":["true"]}]}`
+
+// requireAccepted checks a PUT of a job was accepted: 201, or 200 when a
+// leader change cut an earlier attempt of the same request short after it
+// had committed (the forward is retried, and the job is then "already
+// there"). Both mean the job exists with this spec.
+func requireAccepted(t *testing.T, r httpResult) {
+	t.Helper()
+	require.Contains(t, []int{http.StatusCreated, http.StatusOK}, r.status, "%s", r.body)
+}

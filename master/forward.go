@@ -48,14 +48,26 @@ func (m *Master) leaderWrite(h leaderHandler) http.HandlerFunc {
 }
 
 // leaderRead is leaderWrite for reads, except that ?stale serves the
-// request from this master's own state, with no leader needed.
+// request from this master's own state, with no leader needed. A default
+// read is consistent: the leader first confirms with a quorum that it
+// still leads (a deposed leader, paused while another took over, would
+// otherwise answer from a state that lacks acknowledged writes).
 func (m *Master) leaderRead(h leaderHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Has("stale") {
 			_ = h(w, r, nil, nil)
 			return
 		}
-		m.leaderWrite(h)(w, r)
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		m.onLeader(w, r, body, func(w http.ResponseWriter, r *http.Request, body []byte, s *session) error {
+			if err := m.raft.VerifyLeader().Error(); err != nil {
+				return err
+			}
+			return h(w, r, body, s)
+		})
 	}
 }
 

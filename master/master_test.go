@@ -31,7 +31,7 @@ func TestThreeMastersReplicateAndFailOver(t *testing.T) {
 	// A job submitted to a follower is readable from every master.
 	f := c.follower()
 	r := do(t, "PUT", c.url(f, "/v1/jobs/wc"), []byte(simpleJob))
-	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	requireAccepted(t, r)
 	require.Equal(t, "wc", decode[api.SubmitResponse](t, r).ID)
 	for i := range c.masters {
 		r := do(t, "GET", c.url(i, "/v1/jobs/wc"), nil)
@@ -64,8 +64,7 @@ func TestThreeMastersReplicateAndFailOver(t *testing.T) {
 		if m == nil {
 			continue
 		}
-		r := do(t, "PUT", c.url(i, fmt.Sprintf("/v1/jobs/after-%d", i)), []byte(simpleJob))
-		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+		requireAccepted(t, do(t, "PUT", c.url(i, fmt.Sprintf("/v1/jobs/after-%d", i)), []byte(simpleJob)))
 	}
 	r = do(t, "GET", c.url(l2, "/v1/jobs"), nil)
 	require.Len(t, decode[api.JobList](t, r).Jobs, 3)
@@ -93,8 +92,7 @@ func TestStaleTokenCommandIsIgnored(t *testing.T) {
 func TestRestartAllMastersKeepsEveryJob(t *testing.T) {
 	c := newTestCluster(t, 3)
 	for i := 0; i < 20; i++ {
-		r := do(t, "PUT", c.url(i%3, fmt.Sprintf("/v1/jobs/j%d", i)), []byte(simpleJob))
-		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+		requireAccepted(t, do(t, "PUT", c.url(i%3, fmt.Sprintf("/v1/jobs/j%d", i)), []byte(simpleJob)))
 	}
 	before := c.waitSameState()
 	// Snapshot one master so that restart goes through a snapshot too.
@@ -118,7 +116,7 @@ func TestSubmitIsIdempotentAcrossMasters(t *testing.T) {
 	c := newTestCluster(t, 3)
 	c.leader()
 	r := do(t, "PUT", c.url(0, "/v1/jobs/a"), []byte(simpleJob))
-	require.Equal(t, http.StatusCreated, r.status)
+	requireAccepted(t, r)
 	for i := range c.masters {
 		r := do(t, "PUT", c.url(i, "/v1/jobs/a"), []byte(simpleJob))
 		require.Equal(t, http.StatusOK, r.status, "same spec again: %s", r.body)
@@ -202,7 +200,7 @@ func TestEndedJobsAreForgottenAfterTheRetention(t *testing.T) {
 	l := c.leader()
 	// Cancel a job (it ends at once: nothing was placed): the collector
 	// forgets it after the retention.
-	require.Equal(t, http.StatusCreated, do(t, "PUT", c.url(l, "/v1/jobs/old"), []byte(simpleJob)).status)
+	requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/old"), []byte(simpleJob)))
 	require.Equal(t, http.StatusAccepted, do(t, "POST", c.url(l, "/v1/jobs/old/cancel"), nil).status)
 	require.Equal(t, "CANCELED", decode[api.Job](t, do(t, "GET", c.url(l, "/v1/jobs/old"), nil)).Status)
 	waitFor(t, "the ended job to be forgotten", func() bool {

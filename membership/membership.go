@@ -166,11 +166,17 @@ func (n *Node) rejoin() {
 	t := time.NewTicker(n.cfg.ReconnectInterval)
 	defer t.Stop()
 	for {
+		// Our own table, not memberlist's nodes: those are rewritten under
+		// memberlist's lock, which Members() does not hold for its callers.
 		var want []string
 		alive := make(map[string]bool)
-		for _, m := range n.list.Members() {
-			alive[m.Address()] = true
+		n.mu.Lock()
+		for _, m := range n.members {
+			if m.Status == StatusAlive {
+				alive[m.GossipAddr] = true
+			}
 		}
+		n.mu.Unlock()
 		for _, a := range n.cfg.Join {
 			if !alive[a] && a != n.cfg.BindAddr {
 				want = append(want, a)
