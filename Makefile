@@ -27,11 +27,16 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-# A fault-injection soak: make chaos DURATION=10m SEED=42
-DURATION ?= 2m
-SEED     ?= 0
+# A fault-injection soak: make chaos DURATION=10m SEED=42 (SEED=0 picks one
+# and prints it). The report ends the output and is written to REPORT (or
+# report.txt in the run's directory, printed with it). CHAOS_FLAGS passes
+# more flags, e.g. CHAOS_FLAGS='-chaos.cut=route -chaos.executors=4'.
+DURATION    ?= 2m
+SEED        ?= 0
+REPORT      ?=
+CHAOS_FLAGS ?=
 chaos: build
-	$(GO) test -count=1 -timeout 0 -run TestChaosSoak ./integration/ -chaos.duration=$(DURATION) -chaos.seed=$(SEED) -v
+	$(GO) test -count=1 -timeout 0 -run TestChaosSoak ./integration/ -chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.report='$(REPORT)' $(CHAOS_FLAGS) -v
 
 clean:
 	rm -rf bin bench-results.json

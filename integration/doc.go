@@ -1,8 +1,32 @@
 // Package integration starts the real jobmaster binary as separate processes
-// (masters and executors on loopback) and kills, pauses, freezes and
-// restarts them, checking the safety properties of docs/architecture.md
-// from the outside: through the HTTP API, the executors' reports, the
-// processes left on the machine, and the history the tasks write.
+// (masters and executors on loopback, or each in its own network namespace)
+// and kills, pauses, freezes, cuts off and restarts them, checking the
+// safety properties of docs/architecture.md from the outside: through the
+// HTTP API, the executors' reports, the processes left on the machine, and
+// the history the tasks write.
 //
-// The binary is built once per test run (or taken from JOBMASTER_BIN).
+// The binary is built once per test run with -race (or taken from
+// JOBMASTER_BIN).
+//
+// Files:
+//   - cluster.go, proc.go: the harness (start, kill, pause, freeze nodes).
+//   - netns.go: one network namespace per node behind a router namespace;
+//     silent partitions between chosen pairs of nodes.
+//   - lifecycle_test.go: scenario tests of the deployment lifecycle.
+//   - The chaos suite, Jepsen-style: workload.go (clients submitting,
+//     retrying and cancelling jobs whose tasks write history.go's records),
+//     nemesis.go (the fault kinds and the seeded schedule), chaos.go (one
+//     run: cluster, workload, nemesis, healing, gathering the final state),
+//     checker.go (the pure history checker, unit-tested in
+//     checker_test.go), report.go (the table a run prints and writes) and
+//     logscan.go (races, panics and fatal errors in the nodes' logs, and
+//     the product bugs already reported).
+//   - bugs_test.go: minimal reproductions of product bugs the suite found,
+//     skipped until they are fixed.
+//
+// Running: `go test ./integration/` runs the lifecycle tests and TestChaos
+// (fixed seeds, -chaos.seeds, each fault kind once); `make chaos
+// DURATION=10m SEED=42` runs TestChaosSoak and prints its report. Network
+// namespaces need root and iproute2; without them the nodes run on
+// loopback and the partition faults are skipped (the report says so).
 package integration

@@ -12,9 +12,11 @@ import (
 // The tasks of these tests append lines to a history file named by the
 // HISTORY environment variable (each executor passes its environment on):
 //
-//	<event> <execution id> <unix nanoseconds> <executor id>
+//	<event> <execution id> <unix nanoseconds> <executor id> [<pid>]
 //
-// with event start, alive, term (got SIGTERM) or end (exited by itself).
+// with event start, alive, term (got SIGTERM), fail (about to exit non-zero
+// on purpose) or end (exited by itself). The pid, written by the chaos
+// tasks, tells two runs of the same execution id apart.
 
 // historyTask is a shell command that records start, one alive line every
 // 100 ms for the given duration, and end; on SIGTERM it records term and
@@ -32,12 +34,29 @@ rec end`, seconds, extra)
 	return []string{"sh", "-c", script}
 }
 
+// chaosTask is the chaos workload's task: it records start, then alive
+// every 150 ms for CHAOS_TICKS ticks, then end, or fail and exit 3 when it
+// fails on purpose: always if CHAOS_FAIL_BELOW is negative, else while
+// its attempt number is below CHAOS_FAIL_BELOW. On SIGTERM it records
+// term and exits 143. Each record carries the executor and the shell's pid.
+func chaosTask() []string {
+	return []string{"sh", "-c", `h="$HISTORY"; id="$JOBMASTER_EXECUTION_ID"; ex="$JOBMASTER_EXECUTOR_ID"
+rec() { echo "$1 $id $(date +%s%N) $ex $$" >> "$h"; }
+trap 'rec term; exit 143' TERM
+rec start
+i=0
+while [ $i -lt "$CHAOS_TICKS" ]; do sleep 0.15; rec alive; i=$((i+1)); done
+if [ "$CHAOS_FAIL_BELOW" -lt 0 ] || [ "$JOBMASTER_ATTEMPT" -lt "$CHAOS_FAIL_BELOW" ]; then rec fail; exit 3; fi
+rec end`}
+}
+
 // Event is one history line.
 type Event struct {
 	Kind      string
 	Execution string
 	At        int64
 	Executor  string
+	Pid       int // 0 when not recorded
 }
 
 // Subtask is the execution id without its attempt.
@@ -79,6 +98,9 @@ func readHistory(path string) ([]Event, error) {
 		ev := Event{Kind: p[0], Execution: p[1], At: at}
 		if len(p) > 3 {
 			ev.Executor = p[3]
+		}
+		if len(p) > 4 {
+			ev.Pid, _ = strconv.Atoi(p[4])
 		}
 		out = append(out, ev)
 	}

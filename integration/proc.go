@@ -93,3 +93,18 @@ func signalAll(pids []int, sig syscall.Signal) {
 		_ = syscall.Kill(p, sig)
 	}
 }
+
+// procEnv reads a process's environment (empty if it is gone).
+func procEnv(pid int) map[string]string {
+	out := map[string]string{}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		return out
+	}
+	for _, e := range strings.Split(string(b), "\x00") {
+		if k, v, ok := strings.Cut(e, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
