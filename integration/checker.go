@@ -117,7 +117,7 @@ type CheckInput struct {
 	ExpectedLive map[string]bool
 	Tokens       []TokenSample
 	NotFounds    []NotFound
-	LogProblems     []string
+	LogProblems  []string
 	// KnownLogIssues are log reports of bugs already reported (see
 	// knownIssues): noted, not violations.
 	KnownLogIssues []string
