@@ -106,9 +106,19 @@ func describe(err error) string {
 	return err.Error()
 }
 
+// notSent marks a transport error of a request that never got a
+// connection, so it cannot have reached a server.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() }
+func (e notSent) Unwrap() error { return e.err }
+
 // sentNothing reports whether a transport error proves the request never
 // reached a server: the connection could not be set up at all.
 func sentNothing(err error) bool {
+	if _, ok := errors.AsType[notSent](err); ok {
+		return true
+	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {
 		return true

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -137,8 +139,17 @@ func (c *Client) attempt(ctx context.Context, base string, req request) (*respon
 		hreq.Header.Set("Content-Type", "application/json")
 	}
 	hreq.Header.Set("Accept", "application/json")
+	// A request that never got a connection was never sent, whatever the
+	// error (a deadline in the middle of dialing, say).
+	var connected atomic.Bool
+	hreq = hreq.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+	}))
 	hres, err := c.http.Do(hreq)
 	if err != nil {
+		if !connected.Load() {
+			return nil, notSent{err}
+		}
 		return nil, err
 	}
 	defer hres.Body.Close()

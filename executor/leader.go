@@ -121,13 +121,17 @@ func (e *Executor) noteLocked(id, before string) {
 	}
 }
 
-// onExit is the runtimes' callback: a task has ended.
+// onExit is the runtimes' callback: a task has ended. The lease is checked
+// first: a task its shim stopped because the lease ran out (the shim may see
+// it before the lease loop does) ends CANCELED for the lease like the rest.
 func (e *Executor) onExit(id string, res exitResult) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	stop := e.expireLocked(e.cfg.Now())
 	before := e.held.state(id)
 	e.held.exited(id, res)
 	e.noteLocked(id, before)
+	e.mu.Unlock()
+	e.stopTasks(stop)
 }
 
 // leaseLoop checks the lease every Lease/20.

@@ -47,8 +47,10 @@ func readLeaseFile(path string) (time.Time, bool) {
 }
 
 // shimMustStop is the shim's lease decision: stop the task once less than
-// the grace (plus the time a kill takes) is left before the deadline, so
-// that it is dead by then.
+// the grace (plus half the time a kill may take) is left before the
+// deadline, so that it is dead by then. The executor itself starts a
+// little earlier (fenceAfter): the shim is the backstop for an executor
+// that cannot act.
 func shimMustStop(now, deadline time.Time, grace time.Duration) bool {
-	return !now.Before(deadline.Add(-grace - killMargin))
+	return !now.Before(deadline.Add(-grace - killMargin/2))
 }

@@ -158,6 +158,7 @@ func TestShimStopsTheTaskWhenTheLeaseRunsOut(t *testing.T) {
 func TestShimMustStop(t *testing.T) {
 	d := time.Unix(100, 0)
 	require.False(t, shimMustStop(d.Add(-2*time.Second), d, time.Second))
-	require.True(t, shimMustStop(d.Add(-1500*time.Millisecond), d, time.Second))
+	require.False(t, shimMustStop(d.Add(-1500*time.Millisecond), d, time.Second), "the executor acts first")
+	require.True(t, shimMustStop(d.Add(-1250*time.Millisecond), d, time.Second))
 	require.True(t, shimMustStop(d, d, time.Second))
 }
