@@ -83,10 +83,11 @@ func (e *Executor) serveExecutions(w http.ResponseWriter, r *http.Request) {
 
 // decodeLeaderRequest reads a leader request's JSON body into v (whose
 // Leader is l) and checks its protocol version. On failure it has answered
-// with a 4xx and returns false.
+// with a 4xx and returns false. Unknown fields are ignored: a newer leader
+// may add optional ones without a new protocol version (an incompatible
+// change bumps wire.Version instead).
 func decodeLeaderRequest(w http.ResponseWriter, r *http.Request, v any, l *wire.Leader) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil {
 		if _, terr := dec.Token(); terr != io.EOF {

@@ -26,7 +26,7 @@ const shimPollInterval = 250 * time.Millisecond
 // directory, environment and standard files, and:
 //   - on SIGTERM or SIGINT forwards the signal once to the whole group and
 //     SIGKILLs the group (itself included) if COMMAND has not exited after
-//     the grace period (default 5s);
+//     the grace period (default 3s);
 //   - polls getppid every 250ms: when its executor has died (it has been
 //     reparented) it terminates the group the same way, and kills whatever
 //     is left of the group once COMMAND has exited;
@@ -112,8 +112,8 @@ func runShim(grace, poll time.Duration, leaseFile string, command []string) int 
 				terminate(syscall.SIGTERM)
 			}
 			if leaseFile != "" && !terminating {
-				if deadline, ok := readLeaseFile(leaseFile); ok && shimMustStop(time.Now(), deadline, grace) {
-					fmt.Fprintf(os.Stderr, "jobmaster shim: the executor's lease runs out at %s: stopping the task\n", deadline.Format(time.RFC3339Nano))
+				if deadline, ok := readLeaseFile(leaseFile); ok && shimMustStop(monotonic(), deadline, grace) {
+					fmt.Fprintf(os.Stderr, "jobmaster shim: the executor's lease runs out in %s: stopping the task\n", (deadline - monotonic()).Round(time.Millisecond))
 					terminate(syscall.SIGTERM)
 				}
 			}

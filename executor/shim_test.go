@@ -140,25 +140,25 @@ func TestShimStopsTheTaskWhenTheLeaseRunsOut(t *testing.T) {
 	t.Parallel()
 	lease := filepath.Join(t.TempDir(), "lease")
 	// The lease runs out 3 s from now; with a 1 s grace the shim starts
-	// stopping the task about 1.5 s from now.
-	deadline := time.Now().Add(3 * time.Second)
-	require.NoError(t, os.WriteFile(lease, []byte(strconv.FormatInt(deadline.UnixMilli(), 10)), 0o644))
+	// stopping the task about 1.75 s from now.
+	deadline := monotonic() + 3*time.Second
+	require.NoError(t, os.WriteFile(lease, []byte(strconv.FormatInt(int64(deadline), 10)), 0o644))
 	code, _, stderr := runShimCmd(t, "--grace", "1s", "--lease-file", lease, "--", "sh", "-c", "sleep 60")
 	require.Equal(t, 128+int(syscall.SIGTERM), code, stderr)
 	require.Contains(t, stderr, "lease runs out")
-	require.False(t, time.Now().After(deadline), "the task was dead before the lease ran out")
+	require.Less(t, monotonic(), deadline, "the task was dead before the lease ran out")
 
 	// A renewed lease keeps the task running to its end.
-	require.NoError(t, os.WriteFile(lease, []byte(strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)), 0o644))
+	require.NoError(t, os.WriteFile(lease, []byte(strconv.FormatInt(int64(monotonic()+time.Hour), 10)), 0o644))
 	code, stdout, stderr := runShimCmd(t, "--lease-file", lease, "--", "sh", "-c", "sleep 0.3; echo done")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, "done\n", stdout)
 }
 
 func TestShimMustStop(t *testing.T) {
-	d := time.Unix(100, 0)
-	require.False(t, shimMustStop(d.Add(-2*time.Second), d, time.Second))
-	require.False(t, shimMustStop(d.Add(-1500*time.Millisecond), d, time.Second), "the executor acts first")
-	require.True(t, shimMustStop(d.Add(-1250*time.Millisecond), d, time.Second))
+	d := 100 * time.Second
+	require.False(t, shimMustStop(d-2*time.Second, d, time.Second))
+	require.False(t, shimMustStop(d-1500*time.Millisecond, d, time.Second), "the executor acts first")
+	require.True(t, shimMustStop(d-1250*time.Millisecond, d, time.Second))
 	require.True(t, shimMustStop(d, d, time.Second))
 }

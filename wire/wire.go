@@ -12,7 +12,9 @@
 // for good.
 package wire
 
-// Version is the protocol version. Bump it on any incompatible change.
+// Version is the protocol version. Bump it on any incompatible change;
+// adding an optional field is compatible (peers ignore fields they do not
+// know).
 const Version = 1
 
 // Executor endpoints.
