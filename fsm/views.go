@@ -41,6 +41,18 @@ func (s *State) EndedBefore(t int64, limit int) []string {
 	return out
 }
 
+// OldestTombstone is when the longest-forgotten job was forgotten (unix
+// ms), or 0 when there is no tombstone.
+func (s *State) OldestTombstone() int64 {
+	var oldest int64
+	for _, t := range s.forgotten {
+		if oldest == 0 || t.At < oldest {
+			oldest = t.At
+		}
+	}
+	return oldest
+}
+
 // JobView is a job with the current attempt of each subtask.
 type JobView struct {
 	ID          string

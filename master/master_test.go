@@ -206,5 +206,10 @@ func TestEndedJobsAreForgottenAfterTheRetention(t *testing.T) {
 	waitFor(t, "the ended job to be forgotten", func() bool {
 		return do(t, "GET", c.url(l, "/v1/jobs/old"), nil).status == http.StatusNotFound
 	})
+	waitFor(t, "its tombstone to be pruned after another retention", func() bool {
+		var oldest int64
+		c.masters[l].FSM().Read(func(st *fsm.State) { oldest = st.OldestTombstone() })
+		return oldest == 0
+	})
 	c.waitSameState()
 }

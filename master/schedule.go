@@ -136,11 +136,18 @@ func (s *session) collectGarbage() {
 		}
 		cutoff := s.m.cfg.Now().Add(-retention).UnixMilli()
 		var ids []string
-		s.m.fsm.Read(func(st *fsm.State) { ids = st.EndedBefore(cutoff, 1000) })
-		if len(ids) == 0 {
+		var tombs bool
+		s.m.fsm.Read(func(st *fsm.State) {
+			ids = st.EndedBefore(cutoff, 1000)
+			tombs = st.OldestTombstone() != 0 && st.OldestTombstone() < cutoff
+		})
+		if len(ids) == 0 && !tombs {
 			continue
 		}
-		if _, err := s.propose(&fsm.ForgetJobs{Fenced: s.fenced(), IDs: ids}); err == nil {
+		// Tombstones go after another retention: by then no executor still
+		// holds an execution of the forgotten job.
+		cmd := &fsm.ForgetJobs{Fenced: s.fenced(), IDs: ids, PruneBefore: cutoff}
+		if _, err := s.propose(cmd); err == nil && len(ids) > 0 {
 			s.m.log.Info("forgot ended jobs", "jobs", len(ids), "retention", retention)
 		}
 	}
