@@ -26,16 +26,21 @@
 //     dropped without an acknowledgment, so no state change is lost across a
 //     failover of the masters (it is lost only if the executor process dies).
 //   - Fencing token: the log index of a leader's establish-leadership entry;
-//     newer leaders have larger tokens. Every leader request carries one. The
-//     executor acts only on requests whose token is at least the newest it
-//     has seen, stores a newer token durably under DataDir before acting on
-//     it, and answers an older one with 409 and the newest token.
-//   - Lease: the executor's self-fencing timer. Every accepted leader request
-//     renews it; if none arrives for Config.Lease the executor stops every
-//     live task (they end CANCELED, "lease expired: ..."). The master's
-//     executor timeout is longer than the lease, so by the time a leader
-//     restarts the tasks of an executor it lost, that executor has stopped
-//     them.
+//     newer leaders have larger tokens. Every leader request carries one and
+//     its cluster's id. The executor acts only on requests whose token is at
+//     least the newest it has seen from that cluster, stores a newer token
+//     durably under DataDir before acting on it, and answers an older one
+//     with 409 and the newest token. A new cluster (formed afresh, or
+//     restored from a snapshot) replaces the old one for good (token.go).
+//   - Lease: the executor's self-fencing timer, renewed by every heartbeat
+//     that is not a probe (deploys and cancels do not renew it). Every task
+//     is dead within Config.Lease of the last renewal: the executor starts
+//     stopping its tasks cancel-grace (+0.5 s) before the lease runs out
+//     (they end CANCELED, "lease expiring: ..."), and each task's shim does
+//     the same from the lease file if the executor cannot (leasefile.go).
+//     The master's executor timeout is longer than the lease, so by the time
+//     a leader restarts the tasks of an executor it lost, that executor has
+//     stopped them.
 //   - Runtime: how tasks run. "exec" runs every task as a real process under
 //     a shim (see RunShim) in its own process group; "sim" runs no process
 //     and ends every task after Env["SIM_DURATION"] with exit code

@@ -50,3 +50,14 @@ func TestLeaseMessage(t *testing.T) {
 	require.Equal(t, "lease expiring: no heartbeat from a leader for 6.5s (lease 10s)", leaseMessage(6500*time.Millisecond, 10*time.Second))
 	require.Equal(t, 500*time.Millisecond, leaseTick(10*time.Second))
 }
+
+func TestConfigKeepsTasksWithinTheLease(t *testing.T) {
+	c, err := Config{NodeID: "e", DataDir: "d", HTTPAddr: "a:1"}.withDefaults()
+	require.NoError(t, err)
+	require.Equal(t, 6500*time.Millisecond, c.fenceAfter(), "10s lease - 3s grace - 0.5s to kill")
+	_, err = Config{NodeID: "e", DataDir: "d", HTTPAddr: "a:1", Lease: 2900 * time.Millisecond, CancelGrace: 2 * time.Second}.withDefaults()
+	require.ErrorContains(t, err, "lease 2.9s is too short for a cancel grace of 2s")
+	c, err = Config{NodeID: "e", DataDir: "d", HTTPAddr: "a:1", Runtime: RuntimeSim, Lease: time.Second, CancelGrace: 5 * time.Second}.withDefaults()
+	require.NoError(t, err, "simulated tasks stop at once: any lease will do")
+	require.Equal(t, time.Second, c.fenceAfter())
+}

@@ -22,7 +22,7 @@
 //     logscan.go (races, panics and fatal errors in the nodes' logs, and
 //     the product bugs already reported).
 //   - bugs_test.go: minimal reproductions of product bugs the suite found,
-//     skipped until they are fixed.
+//     kept as regression tests.
 //
 // Running: `go test ./integration/` runs the lifecycle tests and TestChaos
 // (fixed seeds, -chaos.seeds, each fault kind once); `make chaos

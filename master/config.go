@@ -32,9 +32,10 @@ type Config struct {
 	// ExecutorHeartbeat is how often the leader heartbeats each executor.
 	ExecutorHeartbeat time.Duration
 	// ExecutorTimeout is how long an executor may leave heartbeats
-	// unanswered before it is lost and its executions are failed. It must
-	// exceed the executors' lease plus the heartbeat request timeout, so a
-	// lost executor has stopped its tasks before their replacements start.
+	// unanswered before it is lost and its executions are failed. It must be
+	// at least the executors' lease plus the heartbeat request timeout plus
+	// two heartbeat intervals (minExecutorTimeout), so a lost executor has
+	// stopped its tasks before their replacements start.
 	ExecutorTimeout time.Duration
 	// ExecutorLease is the executors' self-fencing lease (their --lease); the
 	// master checks the timing relation against it.

@@ -211,7 +211,7 @@ func TestMembers(t *testing.T) {
 	r := runCLI(f.addr(), "members")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "Leader        = m2\nFencing token = 42\n")
-	assert.Contains(t, r.stdout, "m2  127.0.0.1:7402  leader    true\n")
+	assert.Contains(t, r.stdout, "m2  127.0.0.1:7402  leader    -       true\n")
 	assert.Contains(t, r.stdout, "Executors\nID  HTTP ADDR")
 
 	r = runCLI(f.addr(), "members", "--json")

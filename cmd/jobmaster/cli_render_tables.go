@@ -133,6 +133,7 @@ func formatMembers(c *api.Cluster) string {
 	b.WriteString(keyValues(
 		[2]string{"Leader", leader},
 		[2]string{"Fencing token", strconv.FormatUint(c.FencingToken, 10)},
+		[2]string{"Cluster", orDash(c.ClusterID)},
 	))
 
 	b.WriteString("\nMasters\n")
@@ -140,10 +141,10 @@ func formatMembers(c *api.Cluster) string {
 		b.WriteString("No masters\n")
 	} else {
 		t := newTable(2)
-		t.row("ID", "HTTP ADDR", "ROLE", "LEADER")
+		t.row("ID", "HTTP ADDR", "ROLE", "STATUS", "LEADER")
 		for _, m := range c.Masters {
 			isLeader := c.Leader != nil && *c.Leader == m.ID
-			t.row(m.ID, orDash(m.HTTPAddr), orDash(m.Role), strconv.FormatBool(isLeader))
+			t.row(m.ID, orDash(m.HTTPAddr), orDash(m.Role), orDash(m.Status), strconv.FormatBool(isLeader))
 		}
 		b.WriteString(t.String())
 	}

@@ -191,11 +191,11 @@ INDEX  STATE   ATTEMPT  EXECUTOR  EXECUTION ID  MESSAGE
 func TestFormatMembers(t *testing.T) {
 	leader := "m2"
 	full := &api.Cluster{
-		Leader: &leader, FencingToken: 17,
+		Leader: &leader, FencingToken: 17, ClusterID: "c0ffee",
 		Masters: []api.Master{
-			{ID: "m1", HTTPAddr: "127.0.0.1:7401", Role: "follower"},
-			{ID: "m2", HTTPAddr: "127.0.0.1:7402", Role: "leader"},
-			{ID: "m3", Role: "unknown"},
+			{ID: "m1", HTTPAddr: "127.0.0.1:7401", Role: "follower", Status: "alive"},
+			{ID: "m2", HTTPAddr: "127.0.0.1:7402", Role: "leader", Status: "alive"},
+			{ID: "m3", Role: "follower", Status: "dead"},
 		},
 		Executors: []api.Executor{
 			{ID: "exec-1", HTTPAddr: "127.0.0.1:7411", Slots: 4, FreeSlots: 1, Status: "alive"},
@@ -204,12 +204,13 @@ func TestFormatMembers(t *testing.T) {
 	}
 	assert.Equal(t, `Leader        = m2
 Fencing token = 17
+Cluster       = c0ffee
 
 Masters
-ID  HTTP ADDR       ROLE      LEADER
-m1  127.0.0.1:7401  follower  false
-m2  127.0.0.1:7402  leader    true
-m3  -               unknown   false
+ID  HTTP ADDR       ROLE      STATUS  LEADER
+m1  127.0.0.1:7401  follower  alive   false
+m2  127.0.0.1:7402  leader    alive   true
+m3  -               follower  dead    false
 
 Executors
 ID      HTTP ADDR       SLOTS  FREE SLOTS  STATUS
@@ -219,6 +220,7 @@ exec-2  127.0.0.1:7412  16     16          lost
 
 	assert.Equal(t, `Leader        = none (no leader elected)
 Fencing token = 0
+Cluster       = -
 
 Masters
 No masters

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -9,11 +8,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newLogger is the servers' structured logger on stderr.
-func newLogger(level string) (*slog.Logger, error) {
+// newLogger is the servers' structured logger on stderr; a bad level is a
+// usage error.
+func newLogger(cmd *cobra.Command, level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(strings.ToLower(level))); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+		return nil, usageErrorf(cmd, "--log-level %q: use debug, info, warn or error", level)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }

@@ -24,8 +24,9 @@ task is a process in its own process group, in a working directory under
 --data-dir with its stdout and stderr captured there.
 
 The executor obeys only the newest leader it has heard from (fencing), and
-stops every task if no leader has heartbeated it for --lease (self-fencing):
-keep --lease below the masters' --executor-timeout.`,
+has every task dead within --lease of the last heartbeat from a leader
+(self-fencing): it starts stopping them --cancel-grace (+0.5s) before the
+lease runs out. Keep --lease below the masters' --executor-timeout.`,
 		Example: `  jobmaster executor --node-id e1 --data-dir /var/lib/jobmaster/e1 \
     --http-addr 10.0.0.4:7431 --gossip-addr 10.0.0.4:7441 \
     --join 10.0.0.1:7421,10.0.0.2:7421,10.0.0.3:7421 --slots 8`,
@@ -38,7 +39,7 @@ keep --lease below the masters' --executor-timeout.`,
 			if len(cfg.Join) == 0 {
 				return usageErrorf(cmd, "--join is required: the gossip addresses of the masters")
 			}
-			logger, err := newLogger(logLevel)
+			logger, err := newLogger(cmd, logLevel)
 			if err != nil {
 				return err
 			}
@@ -65,7 +66,7 @@ keep --lease below the masters' --executor-timeout.`,
 	f.StringVar(&join, "join", "", "comma-separated gossip addresses of the masters (required)")
 	f.IntVar(&cfg.Slots, "slots", executor.DefaultSlots, "number of task slots")
 	f.StringVar(&cfg.Runtime, "runtime", executor.RuntimeExec, "exec (real processes) or sim (simulated tasks, for tests and benchmarks)")
-	f.DurationVar(&cfg.Lease, "lease", executor.DefaultLease, "stop every task after this long without a heartbeat from a leader")
+	f.DurationVar(&cfg.Lease, "lease", executor.DefaultLease, "every task is dead this long after the last heartbeat from a leader (self-fencing)")
 	f.DurationVar(&cfg.CancelGrace, "cancel-grace", executor.DefaultCancelGrace, "time between SIGTERM and SIGKILL when a task is cancelled")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd

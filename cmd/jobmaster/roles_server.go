@@ -38,7 +38,7 @@ on its data dir rejoins its cluster without bootstrapping.`,
 				return usageErrorf(cmd, "--raft-log-level %q: use trace, debug, info, warn, error or off", cfg.RaftLogLevel)
 			}
 			cfg.Join = splitList(join)
-			logger, err := newLogger(logLevel)
+			logger, err := newLogger(cmd, logLevel)
 			if err != nil {
 				return err
 			}
