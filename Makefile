@@ -19,9 +19,13 @@ test: build
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
-# Microbenchmarks and the macro benchmarks against a real 3-master cluster.
+# Microbenchmarks (go test -bench in fsm/, reconcile/, placement/), then the
+# macro benchmarks against real 3-master clusters; docs/BENCHMARKS.md says
+# what each figure means. BENCHFLAGS passes more flags to jmbench, e.g.
+# BENCHFLAGS='-only failover,reconcile'.
+BENCHFLAGS ?=
 bench: build
-	$(GO) run ./bench/cmd/jmbench -out bench-results.json
+	$(GO) run ./bench/cmd/jmbench -out bench-results.json $(BENCHFLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

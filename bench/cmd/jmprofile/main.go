@@ -1,0 +1,291 @@
+// Command jmprofile reproduces one macro benchmark's load with the three
+// masters inside this process (package master, the same code the binary
+// runs, with Raft's fsync on) and writes Go profiles of it: the masters'
+// binary has no profiling endpoint, so this is how their hot paths are
+// found. The load generator runs in the same process, so the profiles show
+// it too (the client package and the sim executors are easy to tell apart).
+//
+//	go run ./bench/cmd/jmprofile -load submit -clients 64 -cpuprofile /tmp/submit.cpu
+//	go run ./bench/cmd/jmprofile -load place -executors 100 -slots 100 -width 10000 -cpuprofile /tmp/place.cpu
+//	go run ./bench/cmd/jmprofile -load heartbeat -executors 300 -slots 10 -cpuprofile /tmp/hb.cpu
+//
+// Loads:
+//   - submit: -clients goroutines PUT one-subtask jobs, spread over the
+//     masters, for -duration.
+//   - place: -executors sim executors (in process, joined through gossip),
+//     then -jobs jobs of -width sim subtasks; the profiles cover one round,
+//     from the first submission until every subtask is RUNNING (-duration
+//     is ignored).
+//   - heartbeat: -executors sim executors idle for -duration (the leader's
+//     heartbeat and reconcile path).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"jobmaster/bench/cluster"
+	"jobmaster/bench/fleet"
+	"jobmaster/client"
+	"jobmaster/fsm"
+	"jobmaster/master"
+)
+
+func main() {
+	load := flag.String("load", "submit", "submit, place or heartbeat")
+	clients := flag.Int("clients", 64, "submit: concurrent clients")
+	executors := flag.Int("executors", 100, "place, heartbeat: sim executors")
+	slots := flag.Int("slots", 100, "place, heartbeat: slots per executor")
+	jobs := flag.Int("jobs", 1, "place: jobs per round")
+	width := flag.Int("width", 10000, "place: subtasks per job")
+	duration := flag.Duration("duration", 10*time.Second, "how long to profile")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here")
+	blockProfile := flag.String("blockprofile", "", "write a blocking profile here")
+	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile here")
+	memProfile := flag.String("memprofile", "", "write an allocation profile here")
+	traceFile := flag.String("trace", "", "write an execution trace of the first 2 s of the load here")
+	flag.Parse()
+
+	if err := run(*load, *clients, *executors, *slots, *jobs, *width, *duration, profiles{
+		cpu: *cpuProfile, block: *blockProfile, mutex: *mutexProfile, mem: *memProfile, trace: *traceFile,
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "jmprofile:", err)
+		os.Exit(1)
+	}
+}
+
+type profiles struct{ cpu, block, mutex, mem, trace string }
+
+// startMasters starts three masters in this process and waits for an
+// established leader. It returns them and their gossip addresses.
+func startMasters(dir string) ([]*master.Master, []string, error) {
+	type addrs struct{ http, raft, gossip string }
+	as := make([]addrs, 3)
+	var join []string
+	for i := range as {
+		for _, p := range []*string{&as[i].http, &as[i].raft, &as[i].gossip} {
+			a, err := cluster.FreeAddr()
+			if err != nil {
+				return nil, nil, err
+			}
+			*p = a
+		}
+		join = append(join, as[i].gossip)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var ms []*master.Master
+	for i, a := range as {
+		m, err := master.New(master.Config{
+			NodeID: fmt.Sprintf("m%d", i+1), DataDir: filepath.Join(dir, fmt.Sprintf("m%d", i+1)),
+			HTTPAddr: a.http, RaftAddr: a.raft, GossipAddr: a.gossip, Join: join, BootstrapExpect: 3,
+			Logger: quiet, RaftLog: io.Discard,
+		})
+		if err != nil {
+			return ms, nil, err
+		}
+		ms = append(ms, m)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range ms {
+			if m.IsLeader() {
+				return ms, join, nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return ms, join, fmt.Errorf("no leader")
+}
+
+func run(load string, conc, executors, slots, jobs, width int, d time.Duration, p profiles) error {
+	dir, err := os.MkdirTemp("", "jmprofile-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ms, gossip, err := startMasters(dir)
+	defer func() {
+		for _, m := range ms {
+			_ = m.Shutdown(context.Background())
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	var addrs []string
+	var leader *master.Master
+	for _, m := range ms {
+		addrs = append(addrs, m.HTTPAddr())
+		if m.IsLeader() {
+			leader = m
+		}
+	}
+	cl, err := client.New(strings.Join(addrs, ","))
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+
+	var fl *fleet.Fleet
+	if load == "place" || load == "heartbeat" {
+		fl, err = fleet.Start(ctx, executors, slots, "sim", filepath.Join(dir, "fleet"), gossip, 100)
+		if err != nil {
+			return err
+		}
+		defer fl.Close()
+		if err := fl.WaitToken(ctx, leader.Token()); err != nil {
+			return err
+		}
+		time.Sleep(2 * time.Second)
+		fmt.Fprintf(os.Stderr, "%d sim executors heartbeated\n", executors)
+	}
+
+	stop, err := startProfiles(p)
+	if err != nil {
+		return err
+	}
+	var done atomic.Int64
+	switch load {
+	case "submit":
+		err = submitLoad(ctx, addrs, conc, d, &done)
+	case "place":
+		t0 := time.Now()
+		err = placeLoad(ctx, cl, leader, jobs, width, &done)
+		d = time.Since(t0)
+	case "heartbeat":
+		time.Sleep(d)
+	default:
+		err = fmt.Errorf("unknown load %q", load)
+	}
+	if serr := stop(); err == nil {
+		err = serr
+	}
+	fmt.Fprintf(os.Stderr, "%s: %d operations in %s (%.0f/s)\n", load, done.Load(), d, float64(done.Load())/d.Seconds())
+	return err
+}
+
+func submitLoad(ctx context.Context, addrs []string, conc int, d time.Duration, done *atomic.Int64) error {
+	var cls []*client.Client
+	for _, a := range addrs {
+		c, err := client.New(a)
+		if err != nil {
+			return err
+		}
+		cls = append(cls, c)
+	}
+	end := time.Now().Add(d)
+	spec := []byte(`{"name":"bench","vertices":[{"id":"v","parallelism":1,"command":["/bin/true"]}]}`)
+	var wg sync.WaitGroup
+	for i := 0; i < conc; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := 0; time.Now().Before(end); seq++ {
+				if _, err := cls[i%len(cls)].SubmitJob(ctx, fmt.Sprintf("p-%d-%d", i, seq), spec); err == nil {
+					done.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func placeLoad(ctx context.Context, cl *client.Client, leader *master.Master, jobs, width int, done *atomic.Int64) error {
+	spec := []byte(fmt.Sprintf(`{"name":"place","vertices":[{"id":"v","parallelism":%d,"command":["sim"],"env":{"SIM_DURATION":"1h"}}]}`, width))
+	var ids []string
+	for j := 0; j < jobs; j++ {
+		id := fmt.Sprintf("pl-%d", j)
+		if _, err := cl.SubmitJob(ctx, id, spec); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	for {
+		running := 0
+		leader.FSM().Read(func(st *fsm.State) {
+			for _, id := range ids {
+				v, ok := st.Job(id)
+				if !ok {
+					continue
+				}
+				for _, vx := range v.Vertices {
+					for _, e := range vx.Subtasks {
+						if e.State == fsm.ExecRunning {
+							running++
+						}
+					}
+				}
+			}
+		})
+		if running == jobs*width {
+			done.Add(int64(jobs * width))
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startProfiles starts the requested profiles and returns the function
+// that writes them.
+func startProfiles(p profiles) (func() error, error) {
+	if p.block != "" {
+		runtime.SetBlockProfileRate(int(time.Microsecond))
+	}
+	if p.mutex != "" {
+		runtime.SetMutexProfileFraction(5)
+	}
+	var cpuf *os.File
+	if p.cpu != "" {
+		f, err := os.Create(p.cpu)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		cpuf = f
+	}
+	if p.trace != "" {
+		f, err := os.Create(p.trace)
+		if err != nil {
+			return nil, err
+		}
+		if err := trace.Start(f); err != nil {
+			return nil, err
+		}
+		time.AfterFunc(2*time.Second, func() { trace.Stop(); f.Close() })
+	}
+	return func() error {
+		if cpuf != nil {
+			pprof.StopCPUProfile()
+			cpuf.Close()
+		}
+		for _, w := range []struct{ name, path string }{{"block", p.block}, {"mutex", p.mutex}, {"allocs", p.mem}} {
+			if w.path == "" {
+				continue
+			}
+			f, err := os.Create(w.path)
+			if err != nil {
+				return err
+			}
+			if err := pprof.Lookup(w.name).WriteTo(f, 0); err != nil {
+				return err
+			}
+			f.Close()
+		}
+		return nil
+	}, nil
+}

@@ -1,0 +1,129 @@
+// Package fleet runs many executors in one process: real executor.Executor
+// instances with the sim runtime, each with its own HTTP listener, data
+// directory and gossip node joined to the masters, exactly as `jobmaster
+// executor --runtime sim` would run them. Only the process is shared. The
+// macro benchmarks run a fleet in a child process (Spawn), so that its CPU
+// is read apart from the load generator's and it can be stopped at once;
+// jmprofile runs one in its own process (Start).
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"jobmaster/bench/cluster"
+	"jobmaster/executor"
+	"jobmaster/wire"
+)
+
+// Fleet is a set of running sim executors.
+type Fleet struct {
+	Executors []*executor.Executor
+}
+
+// Start starts n sim executors named <prefix>0001... with slots each, data
+// under dir, joined to the gossip addresses in join. It starts perSecond of
+// them a second, at most four at a time (a start returns once its gossip
+// join has exchanged state with a master): gossip members joining faster
+// than the others absorb them flood each other with join broadcasts.
+func Start(ctx context.Context, n, slots int, prefix, dir string, join []string, perSecond int) (*Fleet, error) {
+	return start(ctx, n, slots, prefix, dir, join, perSecond, nil)
+}
+
+// start is Start that counts the executors started in count (if not nil).
+func start(ctx context.Context, n, slots int, prefix, dir string, join []string, perSecond int, count *atomic.Int64) (*Fleet, error) {
+	f := &Fleet{Executors: make([]*executor.Executor, n)}
+	errs := make([]error, n)
+	tick := time.NewTicker(time.Second / time.Duration(max(1, perSecond)))
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	inflight := make(chan struct{}, 4)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				wg.Wait()
+				f.Close()
+				return nil, ctx.Err()
+			}
+		}
+		inflight <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-inflight }()
+			id := fmt.Sprintf("%s%04d", prefix, i+1)
+			e, err := executor.New(executor.Config{
+				NodeID:     id,
+				DataDir:    filepath.Join(dir, id),
+				HTTPAddr:   "127.0.0.1:0",
+				GossipAddr: "127.0.0.1:0",
+				Join:       join,
+				Slots:      slots,
+				Runtime:    executor.RuntimeSim,
+			})
+			if err == nil {
+				err = e.Start()
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("executor %s: %w", id, err)
+				return
+			}
+			f.Executors[i] = e
+			if count != nil {
+				count.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// Close stops every executor at once, as a crash would: no task is
+// stopped gracefully and nothing is announced (the masters are gone by
+// then, or about to be).
+func (f *Fleet) Close() {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for _, e := range f.Executors {
+		if e == nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			e.Crash()
+		}()
+	}
+	wg.Wait()
+}
+
+// WaitToken waits until every executor has accepted a request from the
+// leader with the given token (it answers heartbeats from it).
+func (f *Fleet) WaitToken(ctx context.Context, token uint64) error {
+	addrs := make([]string, len(f.Executors))
+	for i, e := range f.Executors {
+		addrs[i] = e.Addr()
+	}
+	return WaitHeard(ctx, addrs, token)
+}
+
+// heard reports whether the executor at addr has accepted a request with
+// token (GET /v1/executions shows the newest token it has seen).
+func heard(ctx context.Context, addr string, token uint64) bool {
+	var ex wire.Executions
+	return cluster.GetJSON(ctx, "http://"+addr+wire.PathExecutions, &ex) == nil && ex.FencingToken >= token
+}

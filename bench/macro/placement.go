@@ -1,0 +1,395 @@
+package macro
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"jobmaster/api"
+	"jobmaster/bench/cluster"
+	"jobmaster/bench/fleet"
+	"jobmaster/bench/results"
+	"jobmaster/client"
+)
+
+// Placement measures subtasks placed and running per second with sim
+// executors hosted in this process (a fleet of n executors with 10,000/n
+// slots each, 10,000 slots in all), each fleet given one job of 10,000
+// subtasks (one pipelined region: all or nothing) and then 1,000 jobs of 10.
+//
+// From when the first PUT is sent: "placed" is the latest placement time
+// the FSM recorded (exact, the leader's clock); "running" is when a
+// follower's state first shows every subtask started (RUNNING, or FINISHED
+// after it), polled every 50 ms from a follower's snapshot. Sim subtasks
+// run for 5 s; the next case waits until they have finished.
+//
+// Each fleet also measures the heartbeat load: the CPU and RSS of the
+// leader over a window before the fleet starts, with every executor idle,
+// and with 10,000 executions running. The 100-executor fleet also measures
+// the cancellation of a running job of 10,000 subtasks, and extrapolates
+// the idle heartbeat load to 1,000 executors.
+func Placement(ctx context.Context, e *Env) error {
+	fleets := e.Fleets
+	if len(fleets) == 0 {
+		fleets = []int{100, 1000}
+	}
+	var errs []error
+	for _, n := range fleets {
+		if err := placementFleet(ctx, e, n, max(1, 10_000/n)); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			// A fleet that cannot run says nothing about the next one.
+			e.Log("placement with %d executors: %v", n, err)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// joinRate is how many sim executors start per second, startDeadline how
+// long starting them may take, and convergeWait how long the fleet may then
+// take until the leader has heard from every executor. Sim subtasks run for
+// simDuration.
+const (
+	joinRate      = 100
+	startDeadline = 60 * time.Second
+	convergeWait  = 60 * time.Second
+	simDuration   = 5 * time.Second
+)
+
+// waitHeard waits until every executor the leader knows (n of them) has
+// accepted the leader's heartbeats.
+func waitHeard(ctx context.Context, l cluster.Leader, n int) error {
+	var v api.Cluster
+	if err := cluster.GetJSON(ctx, "http://"+l.Node.HTTPAddr+"/v1/cluster", &v); err != nil {
+		return err
+	}
+	var addrs []string
+	for _, x := range v.Executors {
+		addrs = append(addrs, x.HTTPAddr)
+	}
+	if len(addrs) < n {
+		return fmt.Errorf("the leader knows %d of %d executors", len(addrs), n)
+	}
+	return fleet.WaitHeard(ctx, addrs, l.Token)
+}
+
+func placementFleet(ctx context.Context, e *Env, n, slots int) error {
+	name := fmt.Sprintf("placement-%d", n)
+	c, err := e.StartCluster(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	l, err := c.WaitLeader(ctx)
+	if err != nil {
+		return err
+	}
+	window := 20 * time.Second
+	if e.Quick {
+		window = 5 * time.Second
+	}
+	// The leader's own cost with no executor: Raft, gossip with the other
+	// masters, the leader's loops.
+	base := masterWatch(c, l, 0)
+	if err := sleep(ctx, window/2); err != nil {
+		return err
+	}
+	baseCPU := base.stop()
+	addHeartbeatFigure(e, n, "before the fleet starts (no executor)", baseCPU, window/2, false)
+
+	t0 := time.Now()
+	fl, err := fleet.Spawn(e.Exe, fleet.HostConfig{N: n, Slots: slots, Prefix: "sim",
+		Dir: filepath.Join(e.Dir, name+"-fleet"), Join: c.GossipAddrs(), PerSecond: joinRate})
+	if err != nil {
+		return err
+	}
+	defer fl.Kill()
+	startCPU := watchCPU([]string{"fleet"}, []int{fl.Pid()})
+	sctx, scancel := context.WithTimeout(ctx, startDeadline)
+	err = fl.WaitReady(sctx)
+	scancel()
+	if err != nil {
+		return fleetDiverged(ctx, e, c, l, fl, n, time.Since(t0), fmt.Errorf("starting %d sim executors within %s: %w", n, startDeadline, err))
+	}
+	started := time.Since(t0)
+	wctx, cancel := context.WithTimeout(ctx, convergeWait)
+	err = c.WaitExecutors(wctx, n)
+	if err == nil {
+		err = waitHeard(wctx, l, n)
+	}
+	cancel()
+	if err != nil {
+		return fleetDiverged(ctx, e, c, l, fl, n, started, err)
+	}
+	up := time.Since(t0)
+	joinCPU := startCPU.stop()
+	e.Log("%s: %d sim executors started in %s, all heartbeated after %s (their process used %.2f cores meanwhile)",
+		name, n, started.Round(time.Millisecond), up.Round(time.Millisecond), joinCPU["fleet_cpu_cores"])
+	e.Run.Add(results.Figure{Group: "sim fleet", Name: fmt.Sprintf("%d executors: start until all heartbeated", n), Value: up.Seconds(), Unit: "s",
+		Extra: map[string]float64{"started_s": started.Seconds()}, Command: Command("placement"),
+		Note: fmt.Sprintf("sim executors in one child process, each with its own gossip node, %d started per second", joinRate)})
+
+	clients, tr, err := Clients(c, 64)
+	if err != nil {
+		return err
+	}
+	defer tr.CloseIdleConnections()
+	poll := c.Followers(l)[0]
+
+	shapes := []struct {
+		name        string
+		jobs, width int
+	}{{"1 job x 10000", 1, 10_000}, {"1000 jobs x 10", 1000, 10}}
+	for si, sh := range shapes {
+		ids := jobIDs(fmt.Sprintf("place-%d-%d", n, si), sh.jobs)
+		pr, err := placeShape(ctx, poll, clients, ids, sh.width, simDuration, l, fl.Pid())
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", name, sh.name, err)
+		}
+		total := float64(sh.jobs * sh.width)
+		extra := map[string]float64{
+			"placed_s":     pr.placed.Seconds(),
+			"running_s":    pr.running.Seconds(),
+			"placed_per_s": total / pr.placed.Seconds(),
+			"submit_s":     pr.submitted.Seconds(),
+		}
+		extra = merge(extra, keep(pr.cpu, "leader_cpu", "bench_cpu", "fleet_cpu"))
+		e.Run.Add(results.Figure{Group: "placement", Name: fmt.Sprintf("%d sim executors, %s", n, sh.name),
+			Value: total / pr.running.Seconds(), Unit: "subtasks/s", Extra: extra, Command: Command("placement"),
+			Note: "PUT to every subtask started in the replicated state"}).AtLeast(50_000, ">= 50000 subtasks/s")
+		e.Log("%s %s: placed in %s (%.0f/s), running in %s (%.0f/s)", name, sh.name,
+			pr.placed.Round(time.Millisecond), total/pr.placed.Seconds(), pr.running.Round(time.Millisecond), total/pr.running.Seconds())
+		if err := waitEnded(ctx, poll, ids, simDuration+time.Minute); err != nil {
+			return err
+		}
+	}
+	if n == 100 {
+		if err := cancelWide(ctx, e, c, poll, clients, l, n, fl.Pid()); err != nil {
+			return err
+		}
+	}
+	idle, err := heartbeatLoad(ctx, e, c, l, poll, clients, n, window, fl.Pid())
+	if err != nil || n >= 1000 {
+		return err
+	}
+	// Extrapolation to 1,000 executors: the leader's cost without executors
+	// plus 1,000 times its cost per idle executor measured here.
+	per := (idle["leader_cpu_cores"] - baseCPU["leader_cpu_cores"]) / float64(n)
+	est := baseCPU["leader_cpu_cores"] + 1000*per
+	e.Run.Add(results.Figure{Group: "heartbeat load", Name: fmt.Sprintf("leader CPU, 1000 idle executors, EXTRAPOLATED from 0 and %d", n),
+		Value: est, Unit: "cores", Extra: map[string]float64{"per_executor_millicores": per * 1000}, Command: Command("placement"),
+		Note: "not a measurement: base + 1000 x (idle - base) / n"}).AtMost(0.5, "< 0.5 cores")
+	e.Log("heartbeat load extrapolated to 1000 idle executors: %.3f cores (%.3f millicores per executor)", est, per*1000)
+	return nil
+}
+
+// fleetDiverged records a fleet that did not converge: how many executors
+// the leader sees alive and what the fleet costs this process.
+func fleetDiverged(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Leader, fl *fleet.Process, n int, after time.Duration, cause error) error {
+	w := masterWatch(c, l, fl.Pid())
+	time.Sleep(5 * time.Second)
+	cpu := w.stop()
+	alive := 0
+	var v api.Cluster
+	if err := cluster.GetJSON(ctx, "http://"+l.Node.HTTPAddr+"/v1/cluster", &v); err == nil {
+		for _, x := range v.Executors {
+			if x.Status == "alive" {
+				alive++
+			}
+		}
+	}
+	extra := keep(cpu, "fleet_", "leader_")
+	extra["after_s"] = after.Seconds()
+	extra["started"] = float64(fl.Started())
+	e.Run.Add(results.Figure{Group: "sim fleet", Name: fmt.Sprintf("%d executors: alive at the leader when the fleet gave up", n),
+		Value: float64(alive), Unit: "executors", Extra: extra, Command: Command("placement"),
+		Note: "the fleet did not converge: the figures that need it are missing (see docs/BENCHMARKS.md)"})
+	e.Log("placement-%d: fleet did not converge after %s: %d started, %d of %d alive at the leader; the fleet's process %.2f cores, %.0f MiB; leader %.2f cores",
+		n, after.Round(time.Second), fl.Started(), alive, n, cpu["fleet_cpu_cores"], cpu["fleet_rss_mib"], cpu["leader_cpu_cores"])
+	return fmt.Errorf("%d sim executors did not converge (%d alive at the leader): %w", n, alive, cause)
+}
+
+// cancelWide measures cancelling a running job of 10,000 subtasks: from the
+// cancel request to the job CANCELED in a follower's state.
+func cancelWide(ctx context.Context, e *Env, c *cluster.Cluster, poll *cluster.Node, clients []*client.Client, l cluster.Leader, n, fleetPid int) error {
+	ids := []string{fmt.Sprintf("cancel-%d", n)}
+	if _, err := placeShape(ctx, poll, clients, ids, 10_000, time.Hour, l, fleetPid); err != nil {
+		return fmt.Errorf("cancel benchmark: %w", err)
+	}
+	watch := masterWatch(c, l, fleetPid)
+	t0 := time.Now()
+	if err := clients[0].CancelJob(ctx, ids[0]); err != nil {
+		return err
+	}
+	if err := waitEnded(ctx, poll, ids, 3*time.Minute); err != nil {
+		return err
+	}
+	d := time.Since(t0)
+	cpu := watch.stop()
+	e.Run.Add(results.Figure{Group: "placement", Name: fmt.Sprintf("cancel a running job of 10000 subtasks (%d sim executors)", n),
+		Value: d.Seconds(), Unit: "s", Extra: keep(cpu, "leader_cpu", "follower1_cpu", "fleet_cpu"), Command: Command("placement"),
+		Note: "cancel request to every execution CANCELED in a follower's state"})
+	e.Log("placement-%d: cancelling a running job of 10000 took %s", n, d.Round(time.Millisecond))
+	return nil
+}
+
+// heartbeatLoad measures the leader's CPU and RSS with every executor idle,
+// then with 10,000 executions running (10,000/n per report). It returns the
+// idle figures.
+func heartbeatLoad(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Leader, poll *cluster.Node, clients []*client.Client, n int, window time.Duration, fleetPid int) (map[string]float64, error) {
+	// Terminal executions are forgotten once a heartbeat acknowledges them.
+	if err := sleep(ctx, 3*time.Second); err != nil {
+		return nil, err
+	}
+	w := masterWatch(c, l, fleetPid)
+	if err := sleep(ctx, window); err != nil {
+		return nil, err
+	}
+	idle := w.stop()
+	addHeartbeatFigure(e, n, "idle executors", idle, window, n >= 1000)
+
+	ids := []string{fmt.Sprintf("place-%d-hb", n)}
+	run := window + 10*time.Second
+	if _, err := placeShape(ctx, poll, clients, ids, 10_000, run, l, fleetPid); err != nil {
+		return nil, fmt.Errorf("heartbeat load with %d executors: %w", n, err)
+	}
+	if err := sleep(ctx, 2*time.Second); err != nil {
+		return nil, err
+	}
+	busy := masterWatch(c, l, fleetPid)
+	if err := sleep(ctx, window); err != nil {
+		return nil, err
+	}
+	addHeartbeatFigure(e, n, fmt.Sprintf("10000 executions running (%d per report)", 10_000/n), busy.stop(), window, n >= 1000)
+	return idle, waitEnded(ctx, poll, ids, run+time.Minute)
+}
+
+// addHeartbeatFigure records the leader's CPU over a window; target says
+// whether the half-core target for 1,000 executors applies.
+func addHeartbeatFigure(e *Env, n int, what string, cpu map[string]float64, window time.Duration, target bool) {
+	f := e.Run.Add(results.Figure{Group: "heartbeat load", Name: fmt.Sprintf("leader CPU, %d executors at 1 s, %s", n, what),
+		Value: cpu["leader_cpu_cores"], Unit: "cores", Extra: keep(cpu, "leader_", "follower1_cpu", "follower2_cpu", "fleet_"), Command: Command("placement"),
+		Note: fmt.Sprintf("/proc/<pid>/stat over %s; fleet_* is the process hosting the %d sim executors", window, n)})
+	if target {
+		f.AtMost(0.5, "< 0.5 cores")
+	}
+	e.Log("heartbeat load, %d executors, %s: leader %.3f cores, RSS %.0f MiB; followers %.3f + %.3f cores; sim executors %.2f cores, %.0f MiB",
+		n, what, cpu["leader_cpu_cores"], cpu["leader_rss_mib"], cpu["follower1_cpu_cores"], cpu["follower2_cpu_cores"], cpu["fleet_cpu_cores"], cpu["fleet_rss_mib"])
+}
+
+type placeResult struct {
+	submitted, placed, running time.Duration
+	cpu                        map[string]float64
+}
+
+// placeShape submits the jobs (64 at a time) with sim subtasks that run for
+// d, and waits until every subtask has started.
+func placeShape(ctx context.Context, poll *cluster.Node, clients []*client.Client, ids []string, width int, d time.Duration, l cluster.Leader, fleetPid int) (placeResult, error) {
+	spec := []byte(fmt.Sprintf(`{"name":"place","vertices":[{"id":"v","parallelism":%d,"command":["sim"],"env":{"SIM_DURATION":%q}}]}`, width, d.String()))
+	var res placeResult
+	watch := watchCPU([]string{"leader", "bench", "fleet"}, []int{l.Node.Pid(), pid(), fleetPid})
+	t0 := time.Now()
+	if err := forEach(ctx, ids, 64, func(i int, id string) error {
+		_, err := clients[i%len(clients)].SubmitJob(ctx, id, spec)
+		return err
+	}); err != nil {
+		return res, err
+	}
+	res.submitted = time.Since(t0)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var last progress
+	err := waitUntil(wctx, "every subtask started", 50*time.Millisecond, func() (bool, error) {
+		st, at, err := snapshot(wctx, poll)
+		if err != nil {
+			return false, err
+		}
+		last = countJobs(st, ids)
+		if last.total == len(ids)*width && last.running+last.finished == last.total {
+			res.running = at.Sub(t0)
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("%w (placed %d, running %d of %d)", err, last.placed, last.running, len(ids)*width)
+	}
+	res.cpu = watch.stop()
+	res.placed = time.UnixMilli(last.lastDeploy).Sub(t0)
+	return res, nil
+}
+
+// waitEnded waits until every execution of the jobs has ended, so their
+// slots are free again.
+func waitEnded(ctx context.Context, poll *cluster.Node, ids []string, timeout time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return waitUntil(wctx, "the jobs' executions to end", 200*time.Millisecond, func() (bool, error) {
+		st, _, err := snapshot(wctx, poll)
+		if err != nil {
+			return false, err
+		}
+		p := countJobs(st, ids)
+		return p.total > 0 && p.terminal == p.total, nil
+	})
+}
+
+func jobIDs(prefix string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%04d", prefix, i)
+	}
+	return ids
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// forEach calls f for every id, conc at a time, and returns the first error.
+func forEach(ctx context.Context, ids []string, conc int, f func(i int, id string) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	next := make(chan int)
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i, ids[i]); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}

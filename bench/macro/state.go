@@ -1,0 +1,75 @@
+package macro
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"jobmaster/bench/cluster"
+	"jobmaster/fsm"
+)
+
+// snapshot reads a master's replicated state without forwarding (GET
+// /v1/operator/snapshot?stale) and restores it here. at is when the answer
+// began to arrive: the master captured the state just before. Reading a
+// follower's state keeps the poll off the leader; the follower lags the
+// leader by one commit round.
+func snapshot(ctx context.Context, n *cluster.Node) (st *fsm.State, at time.Time, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTPAddr+"/v1/operator/snapshot?stale", nil)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	resp, err := cluster.HTTP.Do(req)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	at = time.Now()
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, at, fmt.Errorf("snapshot of %s: %s", n.ID, resp.Status)
+	}
+	st, err = fsm.Restore(resp.Body)
+	return st, at, err
+}
+
+// progress counts the current attempts of the given jobs' subtasks.
+type progress struct {
+	total, placed, running, finished, terminal int
+	// lastDeploy and lastEnd are the latest placement and end times (unix
+	// ms, the leader's clock) over those executions.
+	lastDeploy, lastEnd int64
+}
+
+func countJobs(st *fsm.State, jobs []string) progress {
+	var p progress
+	for _, id := range jobs {
+		v, ok := st.Job(id)
+		if !ok {
+			continue
+		}
+		for _, vx := range v.Vertices {
+			p.total += vx.Parallelism
+			for _, e := range vx.Subtasks {
+				if e.State != fsm.ExecScheduled {
+					p.placed++
+					p.lastDeploy = max(p.lastDeploy, e.DeployTime)
+				}
+				switch {
+				case e.State == fsm.ExecRunning:
+					p.running++
+				case e.State == fsm.ExecFinished:
+					p.finished++
+				}
+				if e.State.Terminal() {
+					p.terminal++
+					p.lastEnd = max(p.lastEnd, e.EndTime)
+				}
+			}
+		}
+	}
+	return p
+}
+
+// unixMs converts a time to unix milliseconds, the FSM's unit.
+func unixMs(t time.Time) int64 { return t.UnixMilli() }

@@ -1,0 +1,188 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"jobmaster/jobspec"
+)
+
+// Apply benchmarks: the cost of applying commands on a follower or the
+// leader, decode included, through FSM.ApplyBatch as Raft calls it. Each
+// benchmark prepares b.N commands of one kind, packs them into entries of
+// perEntry commands (the proposer's batching), and times applying them;
+// ns/op is per command.
+//
+//	go test -run '^$' -bench BenchmarkApply ./fsm/
+
+// applyBatchSizes are the commands per entry: one (no batching), and two
+// batch sizes the proposer reaches under load.
+var applyBatchSizes = []int{1, 32, 512}
+
+// benchEntries packs encoded commands into Raft log entries of perEntry
+// commands, numbered from first.
+func benchEntries(frames [][]byte, perEntry int, first uint64) []*raft.Log {
+	var logs []*raft.Log
+	for i := 0; i < len(frames); i += perEntry {
+		var data []byte
+		for _, f := range frames[i:min(i+perEntry, len(frames))] {
+			data = append(data, f...)
+		}
+		logs = append(logs, &raft.Log{Index: first + uint64(len(logs)), Type: raft.LogCommand, Data: data})
+	}
+	return logs
+}
+
+// applyTimed applies the entries to f, in calls of up to 64 entries (Raft
+// hands the FSM what has committed, a few entries at a time), and fails the
+// benchmark on a rejected command.
+func applyTimed(b *testing.B, f *FSM, logs []*raft.Log) {
+	b.Helper()
+	for i := 0; i < len(logs); i += 64 {
+		out := f.ApplyBatch(logs[i:min(i+64, len(logs))])
+		for _, o := range out {
+			for _, r := range o.([]Result) {
+				if r.Err != nil {
+					b.Fatal(r.Err)
+				}
+			}
+		}
+	}
+}
+
+func encodeFrame(b *testing.B, c Command) []byte {
+	b.Helper()
+	buf, err := Encode(nil, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return buf
+}
+
+// newBenchFSM returns an FSM with an established leader, and the token.
+func newBenchFSM(b *testing.B) (*FSM, uint64) {
+	f := New()
+	f.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: MustEncode(&EstablishLeadership{Node: "m1"})}})
+	var tok uint64
+	f.Read(func(s *State) { tok = s.Epoch() })
+	return f, tok
+}
+
+const benchJob10 = `{"vertices":[{"id":"v","parallelism":10,"command":["/bin/true"]}]}`
+
+// BenchmarkApply/submit: submit-job of a one-vertex job of 10 subtasks.
+// BenchmarkApply/place: place-region of such a job onto 10 slots.
+// BenchmarkApply/report: report-executions of those 10 executions RUNNING
+// (the acknowledgment a deploy answer carries).
+func BenchmarkApply(b *testing.B) {
+	spec := parseSpec(b, benchJob10)
+	for _, per := range applyBatchSizes {
+		b.Run(fmt.Sprintf("submit/cmds-per-entry=%d", per), func(b *testing.B) {
+			f, tok := newBenchFSM(b)
+			frames := make([][]byte, b.N)
+			for i := range frames {
+				frames[i] = encodeFrame(b, &SubmitJob{Fenced: Fenced{Token: tok, Time: 1}, ID: fmt.Sprintf("job-%08d", i), Spec: spec})
+			}
+			logs := benchEntries(frames, per, 2)
+			b.ResetTimer()
+			applyTimed(b, f, logs)
+		})
+		b.Run(fmt.Sprintf("place/cmds-per-entry=%d", per), func(b *testing.B) {
+			f, frames := placedJobs(b, spec, b.N, false)
+			var next uint64
+			f.Read(func(s *State) { next = s.Index() + 1 })
+			logs := benchEntries(frames, per, next)
+			b.ResetTimer()
+			applyTimed(b, f, logs)
+		})
+		b.Run(fmt.Sprintf("report/cmds-per-entry=%d", per), func(b *testing.B) {
+			f, frames := placedJobs(b, spec, b.N, true)
+			var next uint64
+			f.Read(func(s *State) { next = s.Index() + 1 })
+			logs := benchEntries(frames, per, next)
+			b.ResetTimer()
+			applyTimed(b, f, logs)
+		})
+	}
+}
+
+// placedJobs submits n jobs of 10 subtasks. It returns the encoded
+// place-region commands for them (one per job, each on its own executor of
+// 10 slots) or, if report, applies those and returns the report-executions
+// commands that mark each job's executions RUNNING.
+func placedJobs(b *testing.B, spec *jobspec.Spec, n int, report bool) (*FSM, [][]byte) {
+	b.Helper()
+	f, tok := newBenchFSM(b)
+	fenced := Fenced{Token: tok, Time: 1}
+	var submits, places, reports [][]byte
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("job-%08d", i)
+		ex := fmt.Sprintf("e%06d", i)
+		submits = append(submits, encodeFrame(b, &SubmitJob{Fenced: fenced, ID: id, Spec: spec}))
+		slots := make([]SlotAssign, 10)
+		ups := make([]ReportUpdate, 10)
+		for k := range slots {
+			slots[k] = SlotAssign{Group: "default", Index: k, Executor: ex, Slot: k}
+			ups[k] = ReportUpdate{ID: ExecutionID(id, "v", k, 0), State: ExecRunning}
+		}
+		places = append(places, encodeFrame(b, &PlaceRegion{Fenced: fenced, Job: id, Region: 0, Slots: slots}))
+		if report {
+			reports = append(reports, encodeFrame(b, &ReportExecutions{Fenced: fenced, Executor: ex, Updates: ups}))
+		}
+	}
+	applyTimed(b, f, benchEntries(submits, 512, 2))
+	if !report {
+		return f, places
+	}
+	var next uint64
+	f.Read(func(s *State) { next = s.Index() + 1 })
+	applyTimed(b, f, benchEntries(places, 512, next))
+	return f, reports
+}
+
+// BenchmarkEndWideJob cancels a running job of width subtasks and applies
+// its executions' CANCELED reports, 100 per command (one executor's push):
+// the work every master does when a wide job is cancelled or fails. One op
+// is one job; us/exec is per ended execution.
+//
+//	go test -run '^$' -bench BenchmarkEndWideJob -benchtime 1x ./fsm/
+func BenchmarkEndWideJob(b *testing.B) {
+	const perExecutor = 100
+	for _, width := range []int{1000, 4000} {
+		b.Run(fmt.Sprintf("width=%d", width), func(b *testing.B) {
+			spec := parseSpec(b, fmt.Sprintf(`{"vertices":[{"id":"v","parallelism":%d,"command":["/bin/true"]}]}`, width))
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				s := NewState()
+				s.ApplyEntry(1, MustEncode(&EstablishLeadership{Node: "m1"}))
+				f := Fenced{Token: s.Epoch(), Time: 1}
+				slots := make([]SlotAssign, width)
+				for k := range slots {
+					slots[k] = SlotAssign{Group: "default", Index: k, Executor: fmt.Sprintf("e%03d", k/perExecutor), Slot: k % perExecutor}
+				}
+				s.ApplyEntry(2, MustEncode(&SubmitJob{Fenced: f, ID: "wide", Spec: spec}))
+				s.ApplyEntry(3, MustEncode(&PlaceRegion{Fenced: f, Job: "wide", Region: 0, Slots: slots}))
+				var entries [][]byte
+				for ex := 0; ex < width/perExecutor; ex++ {
+					ups := make([]ReportUpdate, perExecutor)
+					for k := range ups {
+						ups[k] = ReportUpdate{ID: ExecutionID("wide", "v", ex*perExecutor+k, 0), State: ExecCanceled}
+					}
+					entries = append(entries, MustEncode(&ReportExecutions{Fenced: f, Executor: fmt.Sprintf("e%03d", ex), Updates: ups}))
+				}
+				b.StartTimer()
+				s.ApplyEntry(4, MustEncode(&CancelJob{Fenced: f, ID: "wide"}))
+				for k, data := range entries {
+					s.ApplyEntry(uint64(5+k), data)
+				}
+				b.StopTimer()
+				if v, _ := s.Job("wide"); v.Status != JobCanceled {
+					b.Fatalf("job is %s", v.Status)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(width), "us/exec")
+		})
+	}
+}
