@@ -229,13 +229,7 @@ func (s *State) restartDue(j *Job, ri int, now int64) bool {
 		if j.Regions[rj].Status != RegionRestarting {
 			continue
 		}
-		done := true
-		s.forEachInRegion(j, rj, func(e *Execution) {
-			if !e.State.Terminal() {
-				done = false
-			}
-		})
-		if !done {
+		if s.regionLive(j, rj) {
 			return false
 		}
 	}

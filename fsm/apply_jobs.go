@@ -59,7 +59,11 @@ func (s *State) newAttempts(j *Job, ri int, next bool) {
 		vid := j.Spec.Vertices[vi].ID
 		for i := range v.Attempts {
 			if next {
-				delete(s.execs, ExecutionID(j.ID, vid, i, v.Attempts[i]))
+				old := ExecutionID(j.ID, vid, i, v.Attempts[i])
+				if e := s.execs[old]; e != nil && !e.State.Terminal() {
+					s.ended(regionRef{j.ID, ri})
+				}
+				delete(s.execs, old)
 				v.Attempts[i]++
 			}
 			e := &Execution{
@@ -72,6 +76,7 @@ func (s *State) newAttempts(j *Job, ri int, next bool) {
 				State:       ExecScheduled,
 			}
 			s.execs[e.ID] = e
+			s.live[regionRef{j.ID, ri}]++
 		}
 		v.Finished = 0
 	}
@@ -148,6 +153,9 @@ func (s *State) cancelExecution(e *Execution, now int64) {
 	case e.State == ExecScheduled:
 		e.State = ExecCanceled
 		e.EndTime = now
+		if j := s.jobs[e.Job]; j != nil {
+			s.ended(regionOf(j, e))
+		}
 	default:
 		e.State = ExecCanceling
 		m := s.canceling[e.Executor]
@@ -164,14 +172,10 @@ func (s *State) maybeEnd(j *Job, now int64) {
 	if !j.Status.ending() {
 		return
 	}
-	live := false
-	s.forEachCurrent(j, func(e *Execution) {
-		if !e.State.Terminal() {
-			live = true
+	for ri := range j.Regions {
+		if s.regionLive(j, ri) {
+			return
 		}
-	})
-	if live {
-		return
 	}
 	if j.Status == JobCancelling {
 		j.Status = JobCanceled
@@ -215,6 +219,9 @@ func (s *State) applyForget(c *ForgetJobs) Result {
 			next = max(next, e.Attempt+1)
 			delete(s.execs, e.ID)
 		})
+		for ri := range j.Regions {
+			delete(s.live, regionRef{id, ri})
+		}
 		delete(s.jobs, id)
 		s.forgotten[id] = Tombstone{ID: id, Next: next, At: c.Time}
 	}

@@ -138,6 +138,7 @@ func checkInvariants(t tb, s *State) {
 	require.Equal(t, r.ready, s.ready, "ready")
 	require.Equal(t, r.restarting, s.restarting, "restarting")
 	require.Equal(t, r.canceling, s.canceling, "canceling")
+	require.Equal(t, r.live, s.live, "live executions per region")
 	for ex, m := range r.slots {
 		for n, u := range m {
 			require.Equal(t, *u, *s.slots[ex][n], "slot %s/%d", ex, n)

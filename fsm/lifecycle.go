@@ -5,6 +5,7 @@ import "fmt"
 // endExecution records a terminal state and lets the job react to it.
 func (s *State) endExecution(e *Execution, st ExecState, now int64, msg string) {
 	wasCanceling := e.State == ExecCanceling
+	wasLive := !e.State.Terminal()
 	e.State = st
 	e.EndTime = now
 	if msg != "" {
@@ -14,6 +15,9 @@ func (s *State) endExecution(e *Execution, st ExecState, now int64, msg string) 
 	j := s.jobs[e.Job]
 	if j == nil {
 		return
+	}
+	if wasLive && st.Terminal() {
+		s.ended(regionOf(j, e))
 	}
 	vi := e.VertexIndex
 	if st == ExecFinished {

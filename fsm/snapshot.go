@@ -210,6 +210,16 @@ func (s *State) rebuildDerived() error {
 			s.canceling[e.Executor][e.ID] = struct{}{}
 		}
 	}
+	for _, e := range s.execs {
+		if e.State.Terminal() {
+			continue
+		}
+		j := s.jobs[e.Job]
+		if j == nil || e.VertexIndex < 0 || e.VertexIndex >= len(j.Vertices) {
+			return fmt.Errorf("snapshot: execution %s has no job vertex", e.ID)
+		}
+		s.live[regionOf(j, e)]++
+	}
 	for _, j := range s.jobs {
 		for ri, r := range j.Regions {
 			switch r.Status {

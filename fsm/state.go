@@ -81,6 +81,11 @@ type State struct {
 	ready      map[regionRef]struct{}
 	restarting map[regionRef]struct{}
 	canceling  map[string]map[string]struct{} // executor -> CANCELING ids
+	// live counts the current executions of each region that have not
+	// ended, so that a job or a region learns it has nothing left running
+	// without scanning its executions on every end (which made the end of
+	// a job of n subtasks cost n squared).
+	live map[regionRef]int
 }
 
 // NewState returns an empty state.
@@ -101,6 +106,25 @@ func (s *State) resetDerived() {
 	s.ready = make(map[regionRef]struct{})
 	s.restarting = make(map[regionRef]struct{})
 	s.canceling = make(map[string]map[string]struct{})
+	s.live = make(map[regionRef]int)
+}
+
+// regionOf is the region an execution of job j belongs to.
+func regionOf(j *Job, e *Execution) regionRef {
+	return regionRef{j.ID, j.Vertices[e.VertexIndex].Region}
+}
+
+// ended records that a current execution of region ref has ended.
+func (s *State) ended(ref regionRef) {
+	if s.live[ref]--; s.live[ref] <= 0 {
+		delete(s.live, ref)
+	}
+}
+
+// regionLive reports whether region ri of job j has an execution that has
+// not ended.
+func (s *State) regionLive(j *Job, ri int) bool {
+	return s.live[regionRef{j.ID, ri}] > 0
 }
 
 // Index is the last applied log index.

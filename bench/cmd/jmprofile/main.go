@@ -7,6 +7,7 @@
 //
 //	go run ./bench/cmd/jmprofile -load submit -clients 64 -cpuprofile /tmp/submit.cpu
 //	go run ./bench/cmd/jmprofile -load place -executors 100 -slots 100 -width 10000 -cpuprofile /tmp/place.cpu
+//	go run ./bench/cmd/jmprofile -load cancel -executors 100 -slots 100 -width 10000 -cpuprofile /tmp/cancel.cpu
 //	go run ./bench/cmd/jmprofile -load heartbeat -executors 300 -slots 10 -cpuprofile /tmp/hb.cpu
 //
 // Loads:
@@ -18,6 +19,8 @@
 //     is ignored).
 //   - heartbeat: -executors sim executors idle for -duration (the leader's
 //     heartbeat and reconcile path).
+//   - cancel: as place (outside the profiles), then cancels the jobs; the
+//     profiles cover the cancellation until every job is CANCELED.
 package main
 
 import (
@@ -139,7 +142,7 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 	ctx := context.Background()
 
 	var fl *fleet.Fleet
-	if load == "place" || load == "heartbeat" {
+	if load == "place" || load == "heartbeat" || load == "cancel" {
 		fl, err = fleet.Start(ctx, executors, slots, "sim", filepath.Join(dir, "fleet"), gossip, 100)
 		if err != nil {
 			return err
@@ -152,11 +155,18 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 		fmt.Fprintf(os.Stderr, "%d sim executors heartbeated\n", executors)
 	}
 
+	var done atomic.Int64
+	if load == "cancel" {
+		// The jobs run first, outside the profiles.
+		if err := placeLoad(ctx, cl, leader, jobs, width, &done); err != nil {
+			return err
+		}
+		done.Store(0)
+	}
 	stop, err := startProfiles(p)
 	if err != nil {
 		return err
 	}
-	var done atomic.Int64
 	switch load {
 	case "submit":
 		err = submitLoad(ctx, addrs, conc, d, &done)
@@ -166,6 +176,10 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 		d = time.Since(t0)
 	case "heartbeat":
 		time.Sleep(d)
+	case "cancel":
+		t0 := time.Now()
+		err = cancelLoad(ctx, cl, leader, jobs, width, &done)
+		d = time.Since(t0)
 	default:
 		err = fmt.Errorf("unknown load %q", load)
 	}
@@ -231,6 +245,31 @@ func placeLoad(ctx context.Context, cl *client.Client, leader *master.Master, jo
 			}
 		})
 		if running == jobs*width {
+			done.Add(int64(jobs * width))
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// cancelLoad cancels the jobs placeLoad started and waits until every one
+// is CANCELED.
+func cancelLoad(ctx context.Context, cl *client.Client, leader *master.Master, jobs, width int, done *atomic.Int64) error {
+	for j := 0; j < jobs; j++ {
+		if err := cl.CancelJob(ctx, fmt.Sprintf("pl-%d", j)); err != nil {
+			return err
+		}
+	}
+	for {
+		ended := 0
+		leader.FSM().Read(func(st *fsm.State) {
+			for j := 0; j < jobs; j++ {
+				if v, ok := st.Job(fmt.Sprintf("pl-%d", j)); ok && v.Status == fsm.JobCanceled {
+					ended++
+				}
+			}
+		})
+		if ended == jobs {
 			done.Add(int64(jobs * width))
 			return nil
 		}
