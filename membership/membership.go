@@ -82,6 +82,20 @@ type Config struct {
 	// ReapAfter is how long a dead or departed member stays listed (default
 	// 30m); until then the node also tries to rejoin it.
 	ReapAfter time.Duration
+	// Slow, when set, replaces the failure detector's timings: many
+	// members sharing one machine (the benchmarks' fleet of simulated
+	// executors) cannot answer probes within the LAN timings, and their
+	// false suspicions flood gossip. Nothing in the product sets it.
+	Slow *Timings
+}
+
+// Timings are memberlist's failure-detector and dissemination intervals.
+type Timings struct {
+	ProbeInterval, ProbeTimeout, GossipInterval, PushPullInterval time.Duration
+	SuspicionMult, RetransmitMult                                 int
+	// UDPBufferSize is the largest gossip packet sent (every member reads
+	// up to 64 KiB): bigger packets carry more broadcasts each.
+	UDPBufferSize int
 }
 
 // Node is a running gossip member.
@@ -149,6 +163,17 @@ func Start(cfg Config) (*Node, error) {
 	// Loopback and LAN clusters: detect failures in a few seconds.
 	mc.ProbeInterval = 500 * time.Millisecond
 	mc.PushPullInterval = 5 * time.Second
+	// Gossip messages here are a few hundred bytes: compressing each one
+	// (memberlist builds an LZW table per packet) cost more CPU than any
+	// other part of gossip with hundreds of members, and saved nothing
+	// worth having on a LAN. Compressed messages from others still decode.
+	mc.EnableCompression = false
+	if t := cfg.Slow; t != nil {
+		mc.ProbeInterval, mc.ProbeTimeout = t.ProbeInterval, t.ProbeTimeout
+		mc.GossipInterval, mc.PushPullInterval = t.GossipInterval, t.PushPullInterval
+		mc.SuspicionMult, mc.RetransmitMult = t.SuspicionMult, t.RetransmitMult
+		mc.UDPBufferSize = t.UDPBufferSize
+	}
 	list, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("gossip on %s: %w", cfg.BindAddr, err)
@@ -168,22 +193,17 @@ func (n *Node) rejoin() {
 	for {
 		// Our own table, not memberlist's nodes: those are rewritten under
 		// memberlist's lock, which Members() does not hold for its callers.
-		var want []string
-		alive := make(map[string]bool)
-		n.mu.Lock()
-		for _, m := range n.members {
-			if m.Status == StatusAlive {
-				alive[m.GossipAddr] = true
-			}
-		}
-		n.mu.Unlock()
+		// Join addresses and dead members are retried (after a partition
+		// heals they answer) unless an alive member now has the address.
+		// Members gone for longer than ReapAfter are forgotten. Only those
+		// few addresses are looked up: with a thousand members, a table of
+		// every address per round was the node's largest cost.
+		retry := make(map[string]bool, len(n.cfg.Join)) // address -> alive
 		for _, a := range n.cfg.Join {
-			if !alive[a] && a != n.cfg.BindAddr {
-				want = append(want, a)
+			if a != n.cfg.BindAddr {
+				retry[a] = false
 			}
 		}
-		// Dead members are retried too: after a partition heals they answer.
-		// Members gone for longer than ReapAfter are forgotten.
 		n.mu.Lock()
 		reaped := false
 		for id, m := range n.members {
@@ -191,14 +211,26 @@ func (n *Node) rejoin() {
 			case m.Status != StatusAlive && time.Since(m.Since) > n.cfg.ReapAfter:
 				delete(n.members, id)
 				reaped = true
-			case m.Status == StatusDead && !alive[m.GossipAddr]:
-				want = append(want, m.GossipAddr)
+			case m.Status == StatusDead:
+				retry[m.GossipAddr] = false
+			}
+		}
+		for _, m := range n.members {
+			if _, ok := retry[m.GossipAddr]; ok && m.Status == StatusAlive {
+				retry[m.GossipAddr] = true
 			}
 		}
 		if reaped {
 			n.notifyLocked()
 		}
 		n.mu.Unlock()
+		var want []string
+		for a, alive := range retry {
+			if !alive {
+				want = append(want, a)
+			}
+		}
+		sort.Strings(want)
 		if len(want) > 0 {
 			if _, err := n.list.Join(want); err != nil {
 				n.cfg.Logger.Debug("gossip join", "addrs", want, "err", err)
