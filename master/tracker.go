@@ -29,6 +29,12 @@ type tracker struct {
 	// started: run has begun, so new executors get a heartbeat loop at
 	// once (before, newTracker only fills the table).
 	started bool
+	// wave is closed, and replaced, every heartbeat interval: every
+	// executor's loop sends its heartbeat on it. Heartbeats sent together
+	// keep the runtime awake for one burst a second instead of waking it
+	// (timers, threads, network poller) for each executor at its own
+	// moment, which cost the leader several times the heartbeat's own work.
+	wave chan struct{}
 }
 
 // trackedExecutor is what the leader knows of one executor.
@@ -61,7 +67,7 @@ type trackedExecutor struct {
 // FSM, so that the session's first /v1/cluster answer already lists every
 // executor.
 func newTracker(s *session) *tracker {
-	t := &tracker{s: s, m: s.m, execs: make(map[string]*trackedExecutor)}
+	t := &tracker{s: s, m: s.m, execs: make(map[string]*trackedExecutor), wave: make(chan struct{})}
 	t.refresh(s.m.cfg.Now())
 	return t
 }
@@ -82,6 +88,8 @@ func (t *tracker) run() {
 	}
 	t.mu.Unlock()
 	t.refresh(cfg.Now())
+	t.wg.Add(1)
+	go t.waves()
 	tick := time.NewTicker(cfg.ExecutorHeartbeat / 4)
 	defer tick.Stop()
 	last := cfg.Now()
@@ -116,6 +124,24 @@ func (t *tracker) run() {
 }
 
 func (t *tracker) wait() { t.wg.Wait() }
+
+// waves starts a heartbeat wave every heartbeat interval.
+func (t *tracker) waves() {
+	defer t.wg.Done()
+	tick := time.NewTicker(t.m.cfg.ExecutorHeartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.s.ctx.Done():
+			return
+		case <-tick.C:
+			t.mu.Lock()
+			close(t.wave)
+			t.wave = make(chan struct{})
+			t.mu.Unlock()
+		}
+	}
+}
 
 func (t *tracker) graceAll(now time.Time) {
 	t.mu.Lock()
@@ -235,16 +261,17 @@ func (t *tracker) checkLiveness(now time.Time) {
 
 func (t *tracker) heartbeatLoop(x *trackedExecutor) {
 	defer t.wg.Done()
-	tick := time.NewTicker(t.m.cfg.ExecutorHeartbeat)
-	defer tick.Stop()
 	t.heartbeat(x)
 	for {
+		t.mu.Lock()
+		wave := t.wave
+		t.mu.Unlock()
 		select {
 		case <-t.s.ctx.Done():
 			return
 		case <-x.stop:
 			return
-		case <-tick.C:
+		case <-wave:
 		case <-x.kick:
 		}
 		t.heartbeat(x)
