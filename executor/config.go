@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"jobmaster/membership"
 )
 
 // Runtimes.
@@ -42,6 +44,9 @@ type Config struct {
 	GossipAddr string
 	// Join lists master gossip addresses.
 	Join []string
+	// SlowGossip, when set, slows the gossip failure detector (see
+	// membership.Config.Slow): for many executors in one process only.
+	SlowGossip *membership.Timings
 	// Slots is the number of slots offered (default 4).
 	Slots int
 	// Runtime is RuntimeExec (default) or RuntimeSim.

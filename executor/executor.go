@@ -123,6 +123,7 @@ func (e *Executor) Start() error {
 			BindAddr: e.cfg.GossipAddr,
 			Join:     e.cfg.Join,
 			Logger:   e.cfg.Logger,
+			Slow:     e.cfg.SlowGossip,
 			Meta: membership.Meta{
 				Role:     membership.RoleExecutor,
 				HTTPAddr: advertiseAddr(ln.Addr().String(), e.cfg.GossipAddr),

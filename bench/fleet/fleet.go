@@ -17,8 +17,31 @@ import (
 
 	"jobmaster/bench/cluster"
 	"jobmaster/executor"
+	"jobmaster/membership"
 	"jobmaster/wire"
 )
+
+// fleetGossip are the gossip timings of a fleet's executors. Hundreds of
+// gossip members in one process on a small machine miss the LAN timings'
+// 200 ms probe timeout whenever the process is busy; every miss becomes a
+// suspicion broadcast to all, which makes the process busier. And every
+// join is an alive broadcast that each member retransmits several times,
+// a few per 1,400-byte packet: work that a real fleet spreads over its
+// hosts, but that kept one process at two cores for minutes after 1,000
+// executors joined. Here fewer retransmissions (each executor joins
+// through every master, which tell the others) go out in bigger packets
+// (loopback carries 64 KiB datagrams). Executors on their own hosts keep
+// the defaults; so do the masters here, so the leader's gossip cost is the
+// product's.
+var fleetGossip = membership.Timings{
+	ProbeInterval:    5 * time.Second,
+	ProbeTimeout:     3 * time.Second,
+	GossipInterval:   200 * time.Millisecond,
+	PushPullInterval: time.Minute,
+	SuspicionMult:    6,
+	RetransmitMult:   1,
+	UDPBufferSize:    32 << 10,
+}
 
 // Fleet is a set of running sim executors.
 type Fleet struct {
@@ -66,6 +89,7 @@ func start(ctx context.Context, n, slots int, prefix, dir string, join []string,
 				Join:       join,
 				Slots:      slots,
 				Runtime:    executor.RuntimeSim,
+				SlowGossip: &fleetGossip,
 			})
 			if err == nil {
 				err = e.Start()
