@@ -126,7 +126,7 @@ func checkInvariants(t tb, s *State) {
 	t.Helper()
 	// The derived indexes equal a rebuild from scratch.
 	r := &State{jobs: s.jobs, execs: s.execs}
-	require.NoError(t, r.rebuildDerived())
+	require.NoError(t, r.rebuildDerived(nil))
 	require.Equal(t, len(r.byExecutor), len(s.byExecutor), "byExecutor")
 	for ex, m := range r.byExecutor {
 		require.Len(t, s.byExecutor[ex], len(m), "byExecutor[%s]", ex)

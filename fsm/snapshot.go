@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"iter"
+	"maps"
 	"sort"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -169,38 +171,64 @@ func Restore(r io.Reader) (*State, error) {
 		}
 		s.forgotten[t.ID] = t
 	}
-	if err := s.rebuildDerived(); err != nil {
+	if err := s.rebuildDerived(pointers(execs)); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// rebuildDerived recomputes the indexes from jobs and executions. The maps
-// are sized first: with a million executions, growing them dominates a
-// restore.
-func (s *State) rebuildDerived() error {
-	s.resetDerived()
-	perExecutor := make(map[string]int)
-	live := 0
-	for _, e := range s.execs {
-		if e.Executor != "" && !e.State.Terminal() && e.State != ExecScheduled {
-			perExecutor[e.Executor]++
-			live++
+// pointers yields a pointer to each element of xs.
+func pointers(xs []Execution) iter.Seq[*Execution] {
+	return func(yield func(*Execution) bool) {
+		for i := range xs {
+			if !yield(&xs[i]) {
+				return
+			}
 		}
 	}
-	s.slotOf = make(map[slotKey]slotRef, live)
+}
+
+// rebuildDerived recomputes the indexes from jobs and the executions execs
+// yields (nil: every execution of the state). The maps are sized first:
+// with a million executions, growing them dominates a restore. Restore
+// passes its decoded array, which iterates far faster than the map, and
+// executions stored together mostly share a job, which is looked up once.
+func (s *State) rebuildDerived(execs iter.Seq[*Execution]) error {
+	if execs == nil {
+		execs = maps.Values(s.execs)
+	}
+	s.resetDerived()
+	perExecutor := make(map[string]int)
+	placed := 0
+	var j *Job
+	for e := range execs {
+		if e.State.Terminal() {
+			continue
+		}
+		if j == nil || j.ID != e.Job {
+			j = s.jobs[e.Job]
+		}
+		if j == nil || e.VertexIndex < 0 || e.VertexIndex >= len(j.Vertices) || e.VertexIndex >= len(j.Spec.Vertices) {
+			return fmt.Errorf("snapshot: execution %s has no job vertex", e.ID)
+		}
+		s.live[regionOf(j, e)]++
+		if e.Executor != "" && e.State != ExecScheduled {
+			perExecutor[e.Executor]++
+			placed++
+		}
+	}
+	s.slotOf = make(map[slotKey]slotRef, placed)
 	for ex, n := range perExecutor {
 		s.byExecutor[ex] = make(map[string]*Execution, n)
 		s.slots[ex] = make(map[int]*slotUse, n)
 	}
 	// Index order does not matter here: the indexes are sets and counts.
-	for _, e := range s.execs {
+	for e := range execs {
 		if e.Executor == "" || e.State.Terminal() || e.State == ExecScheduled {
 			continue
 		}
-		j := s.jobs[e.Job]
-		if j == nil || e.VertexIndex < 0 || e.VertexIndex >= len(j.Spec.Vertices) {
-			return fmt.Errorf("snapshot: execution %s has no job vertex", e.ID)
+		if j == nil || j.ID != e.Job {
+			j = s.jobs[e.Job]
 		}
 		s.track(e, s.keyOf(j, e))
 		if e.State == ExecCanceling {
@@ -209,16 +237,6 @@ func (s *State) rebuildDerived() error {
 			}
 			s.canceling[e.Executor][e.ID] = struct{}{}
 		}
-	}
-	for _, e := range s.execs {
-		if e.State.Terminal() {
-			continue
-		}
-		j := s.jobs[e.Job]
-		if j == nil || e.VertexIndex < 0 || e.VertexIndex >= len(j.Vertices) {
-			return fmt.Errorf("snapshot: execution %s has no job vertex", e.ID)
-		}
-		s.live[regionOf(j, e)]++
 	}
 	for _, j := range s.jobs {
 		for ri, r := range j.Regions {
