@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 
 	"jobmaster/jobspec"
@@ -176,23 +178,29 @@ type SlotNeed struct {
 
 // ReadyRegions lists the regions waiting for placement, oldest job first.
 func (s *State) ReadyRegions() []ReadyRegion {
-	refs := make([]regionRef, 0, len(s.ready))
-	for r := range s.ready {
-		refs = append(refs, r)
+	type keyed struct {
+		ref    regionRef
+		submit uint64
 	}
-	sort.Slice(refs, func(a, b int) bool {
-		ja, jb := s.jobs[refs[a].job], s.jobs[refs[b].job]
-		if ja.SubmitIndex != jb.SubmitIndex {
-			return ja.SubmitIndex < jb.SubmitIndex
+	refs := make([]keyed, 0, len(s.ready))
+	for r := range s.ready {
+		refs = append(refs, keyed{r, s.jobs[r.job].SubmitIndex})
+	}
+	slices.SortFunc(refs, func(a, b keyed) int {
+		if c := cmp.Compare(a.submit, b.submit); c != 0 {
+			return c
 		}
-		return refs[a].region < refs[b].region
+		return cmp.Compare(a.ref.region, b.ref.region)
 	})
 	out := make([]ReadyRegion, 0, len(refs))
 	for _, r := range refs {
-		out = append(out, s.readyRegion(r))
+		out = append(out, s.readyRegion(r.ref))
 	}
 	return out
 }
+
+// HasReady reports whether any region waits to be placed.
+func (s *State) HasReady() bool { return len(s.ready) > 0 }
 
 func (s *State) readyRegion(r regionRef) ReadyRegion {
 	j := s.jobs[r.job]

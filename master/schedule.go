@@ -38,18 +38,34 @@ func (s *session) schedule() {
 // schedulePass plans from the current state, commits the placements in one
 // entry, and deploys what the FSM accepted.
 func (s *session) schedulePass() {
-	var ready []fsm.ReadyRegion
 	var used map[string][]int
 	s.m.fsm.Read(func(st *fsm.State) {
-		ready = st.ReadyRegions()
-		if len(ready) > 0 {
+		if st.HasReady() {
 			used = st.UsedSlots()
 		}
 	})
+	if used == nil {
+		return
+	}
+	// Nothing to plan without a free slot: jobs queued for slots cost no
+	// pass (with thousands queued, listing and ordering them on every
+	// submission took half the leader's CPU).
+	executors := s.tracker.schedulable(used)
+	free := 0
+	for _, x := range executors {
+		free += max(0, x.Slots-len(x.Used))
+	}
+	if free == 0 {
+		return
+	}
+	// The FSM rejects a placement that a change since the first read made
+	// stale, so the two reads need not be one.
+	var ready []fsm.ReadyRegion
+	s.m.fsm.Read(func(st *fsm.State) { ready = st.ReadyRegions() })
 	if len(ready) == 0 {
 		return
 	}
-	plan := placement.Plan(ready, s.tracker.schedulable(used))
+	plan := placement.Plan(ready, executors)
 	if len(plan) == 0 {
 		return
 	}
