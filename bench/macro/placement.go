@@ -183,7 +183,7 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 	est := baseCPU["leader_cpu_cores"] + 1000*per
 	e.Run.Add(results.Figure{Group: "heartbeat load", Name: fmt.Sprintf("leader CPU, 1000 idle executors, EXTRAPOLATED from 0 and %d", n),
 		Value: est, Unit: "cores", Extra: map[string]float64{"per_executor_millicores": per * 1000}, Command: Command("placement"),
-		Note: "not a measurement: base + 1000 x (idle - base) / n"}).AtMost(0.5, "< 0.5 cores")
+		Note: "not a measurement: base + 1000 x (idle - base) / n; the 1,000-executor fleet measures it"})
 	e.Log("heartbeat load extrapolated to 1000 idle executors: %.3f cores (%.3f millicores per executor)", est, per*1000)
 	return nil
 }
