@@ -53,6 +53,7 @@ func (s *State) applySubmit(index uint64, c *SubmitJob) Result {
 // previous attempts have all ended and are dropped. The region becomes ready
 // or waiting.
 func (s *State) newAttempts(j *Job, ri int, next bool) {
+	cur := s.currentOf(j)
 	r := &j.Regions[ri]
 	for _, vi := range r.Vertices {
 		v := &j.Vertices[vi]
@@ -76,6 +77,7 @@ func (s *State) newAttempts(j *Job, ri int, next bool) {
 				State:       ExecScheduled,
 			}
 			s.execs[e.ID] = e
+			cur[vi][i] = e
 			s.live[regionRef{j.ID, ri}]++
 		}
 		v.Finished = 0
@@ -194,9 +196,8 @@ func (s *State) forEachCurrent(j *Job, f func(*Execution)) {
 }
 
 func (s *State) forEachInVertex(j *Job, vi int, f func(*Execution)) {
-	vid := j.Spec.Vertices[vi].ID
-	for i, a := range j.Vertices[vi].Attempts {
-		if e := s.execs[ExecutionID(j.ID, vid, i, a)]; e != nil {
+	for _, e := range s.current[j.ID][vi] {
+		if e != nil {
 			f(e)
 		}
 	}
@@ -222,6 +223,7 @@ func (s *State) applyForget(c *ForgetJobs) Result {
 		for ri := range j.Regions {
 			delete(s.live, regionRef{id, ri})
 		}
+		delete(s.current, id)
 		delete(s.jobs, id)
 		s.forgotten[id] = Tombstone{ID: id, Next: next, At: c.Time}
 	}

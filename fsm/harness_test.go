@@ -139,6 +139,14 @@ func checkInvariants(t tb, s *State) {
 	require.Equal(t, r.restarting, s.restarting, "restarting")
 	require.Equal(t, r.canceling, s.canceling, "canceling")
 	require.Equal(t, r.live, s.live, "live executions per region")
+	require.Equal(t, len(r.current), len(s.current), "current executions: jobs")
+	for id, c := range r.current {
+		for vi := range c {
+			for i := range c[vi] {
+				require.Same(t, c[vi][i], s.current[id][vi][i], "current execution of %s vertex %d subtask %d", id, vi, i)
+			}
+		}
+	}
 	for ex, m := range r.slots {
 		for n, u := range m {
 			require.Equal(t, *u, *s.slots[ex][n], "slot %s/%d", ex, n)

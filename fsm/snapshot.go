@@ -201,15 +201,21 @@ func (s *State) rebuildDerived(execs iter.Seq[*Execution]) error {
 	perExecutor := make(map[string]int)
 	placed := 0
 	var j *Job
+	var cur [][]*Execution
 	for e := range execs {
-		if e.State.Terminal() {
-			continue
-		}
 		if j == nil || j.ID != e.Job {
-			j = s.jobs[e.Job]
+			if j = s.jobs[e.Job]; j != nil {
+				cur = s.currentOf(j)
+			}
 		}
 		if j == nil || e.VertexIndex < 0 || e.VertexIndex >= len(j.Vertices) || e.VertexIndex >= len(j.Spec.Vertices) {
 			return fmt.Errorf("snapshot: execution %s has no job vertex", e.ID)
+		}
+		if att := j.Vertices[e.VertexIndex].Attempts; e.Subtask >= 0 && e.Subtask < len(att) && att[e.Subtask] == e.Attempt {
+			cur[e.VertexIndex][e.Subtask] = e
+		}
+		if e.State.Terminal() {
+			continue
 		}
 		s.live[regionOf(j, e)]++
 		if e.Executor != "" && e.State != ExecScheduled {

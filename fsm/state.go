@@ -86,6 +86,10 @@ type State struct {
 	// without scanning its executions on every end (which made the end of
 	// a job of n subtasks cost n squared).
 	live map[regionRef]int
+	// current holds, per job, vertex and subtask, the current attempt's
+	// execution: walking a job's executions then builds no ids and looks
+	// nothing up.
+	current map[string][][]*Execution
 }
 
 // NewState returns an empty state.
@@ -107,6 +111,20 @@ func (s *State) resetDerived() {
 	s.restarting = make(map[regionRef]struct{})
 	s.canceling = make(map[string]map[string]struct{})
 	s.live = make(map[regionRef]int)
+	s.current = make(map[string][][]*Execution)
+}
+
+// currentOf returns job j's table of current executions, creating it.
+func (s *State) currentOf(j *Job) [][]*Execution {
+	c := s.current[j.ID]
+	if c == nil {
+		c = make([][]*Execution, len(j.Vertices))
+		for vi := range j.Vertices {
+			c[vi] = make([]*Execution, len(j.Vertices[vi].Attempts))
+		}
+		s.current[j.ID] = c
+	}
+	return c
 }
 
 // regionOf is the region an execution of job j belongs to.
