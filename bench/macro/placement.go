@@ -27,7 +27,8 @@ import (
 // run for 5 s; the next case waits until they have finished.
 //
 // Each fleet also measures the heartbeat load: the CPU and RSS of the
-// leader over a window before the fleet starts, with every executor idle,
+// leader over a window before the fleet starts, with every executor idle
+// (once the fleet's process has settled, before any job),
 // and with 10,000 executions running. The 100-executor fleet also measures
 // the cancellation of a running job of 10,000 subtasks, and extrapolates
 // the idle heartbeat load to 1,000 executors.
@@ -134,12 +135,23 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 		Extra: map[string]float64{"started_s": started.Seconds()}, Command: Command("placement"),
 		Note: fmt.Sprintf("sim executors in one child process, each with its own gossip node, %d started per second", joinRate)})
 
+	// A fleet that has just converged is still working through the join
+	// gossip of its members; measure once its process has calmed down.
+	settled, fleetCPU := settle(ctx, fl.Pid(), 0.5, 90*time.Second)
+	e.Log("%s: the fleet's process settled after %s (%.2f cores over the last 2 s)", name, settled.Round(time.Second), fleetCPU)
+
 	clients, tr, err := Clients(c, 64)
 	if err != nil {
 		return err
 	}
 	defer tr.CloseIdleConnections()
 	poll := c.Followers(l)[0]
+
+	idle, err := idleLoad(ctx, e, c, l, n, window, fl.Pid())
+	if err != nil {
+		return err
+	}
+	var errs []error
 
 	shapes := []struct {
 		name        string
@@ -149,7 +161,17 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 		ids := jobIDs(fmt.Sprintf("place-%d-%d", n, si), sh.jobs)
 		pr, err := placeShape(ctx, poll, clients, ids, sh.width, simDuration, l, fl.Pid())
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", name, sh.name, err)
+			// Later figures still say something; the jobs are cancelled
+			// so that their slots come free.
+			e.Log("%s %s: %v", name, sh.name, err)
+			errs = append(errs, fmt.Errorf("%s %s: %w", name, sh.name, err))
+			for _, id := range ids {
+				_ = clients[0].CancelJob(ctx, id)
+			}
+			if err := waitEnded(ctx, poll, ids, 2*time.Minute); err != nil {
+				return errors.Join(append(errs, err)...)
+			}
+			continue
 		}
 		total := float64(sh.jobs * sh.width)
 		extra := map[string]float64{
@@ -170,12 +192,14 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 	}
 	if n == 100 {
 		if err := cancelWide(ctx, e, c, poll, clients, l, n, fl.Pid()); err != nil {
-			return err
+			return errors.Join(append(errs, err)...)
 		}
 	}
-	idle, err := heartbeatLoad(ctx, e, c, l, poll, clients, n, window, fl.Pid())
-	if err != nil || n >= 1000 {
-		return err
+	if err := busyLoad(ctx, e, c, l, poll, clients, n, window, fl.Pid()); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 || n >= 1000 {
+		return errors.Join(errs...)
 	}
 	// Extrapolation to 1,000 executors: the leader's cost without executors
 	// plus 1,000 times its cost per idle executor measured here.
@@ -238,35 +262,54 @@ func cancelWide(ctx context.Context, e *Env, c *cluster.Cluster, poll *cluster.N
 	return nil
 }
 
-// heartbeatLoad measures the leader's CPU and RSS with every executor idle,
-// then with 10,000 executions running (10,000/n per report). It returns the
-// idle figures.
-func heartbeatLoad(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Leader, poll *cluster.Node, clients []*client.Client, n int, window time.Duration, fleetPid int) (map[string]float64, error) {
-	// Terminal executions are forgotten once a heartbeat acknowledges them.
-	if err := sleep(ctx, 3*time.Second); err != nil {
-		return nil, err
-	}
+// idleLoad measures the leader's CPU and RSS with every executor idle and
+// returns the figures.
+func idleLoad(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Leader, n int, window time.Duration, fleetPid int) (map[string]float64, error) {
 	w := masterWatch(c, l, fleetPid)
 	if err := sleep(ctx, window); err != nil {
 		return nil, err
 	}
 	idle := w.stop()
 	addHeartbeatFigure(e, n, "idle executors", idle, window, n >= 1000)
+	return idle, nil
+}
 
+// busyLoad measures the leader's CPU and RSS with 10,000 executions running
+// (10,000/n per report).
+func busyLoad(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Leader, poll *cluster.Node, clients []*client.Client, n int, window time.Duration, fleetPid int) error {
 	ids := []string{fmt.Sprintf("place-%d-hb", n)}
 	run := window + 10*time.Second
 	if _, err := placeShape(ctx, poll, clients, ids, 10_000, run, l, fleetPid); err != nil {
-		return nil, fmt.Errorf("heartbeat load with %d executors: %w", n, err)
+		_ = clients[0].CancelJob(ctx, ids[0])
+		return fmt.Errorf("heartbeat load with %d executors: %w", n, err)
 	}
 	if err := sleep(ctx, 2*time.Second); err != nil {
-		return nil, err
+		return err
 	}
 	busy := masterWatch(c, l, fleetPid)
 	if err := sleep(ctx, window); err != nil {
-		return nil, err
+		return err
 	}
 	addHeartbeatFigure(e, n, fmt.Sprintf("10000 executions running (%d per report)", 10_000/n), busy.stop(), window, n >= 1000)
-	return idle, waitEnded(ctx, poll, ids, run+time.Minute)
+	return waitEnded(ctx, poll, ids, run+time.Minute)
+}
+
+// settle waits until the process pid uses less than cores over 2 s, or
+// until limit has passed; it returns how long it waited and the last
+// reading.
+func settle(ctx context.Context, pid int, cores float64, limit time.Duration) (time.Duration, float64) {
+	t0 := time.Now()
+	last := 0.0
+	for time.Since(t0) < limit {
+		w := watchCPU([]string{"p"}, []int{pid})
+		if sleep(ctx, 2*time.Second) != nil {
+			break
+		}
+		if last = w.stop()["p_cpu_cores"]; last < cores {
+			break
+		}
+	}
+	return time.Since(t0), last
 }
 
 // addHeartbeatFigure records the leader's CPU over a window; target says
