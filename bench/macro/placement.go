@@ -30,8 +30,7 @@ import (
 // leader over a window before the fleet starts, with every executor idle
 // (once the fleet's process has settled, before any job),
 // and with 10,000 executions running. The 100-executor fleet also measures
-// the cancellation of a running job of 10,000 subtasks, and extrapolates
-// the idle heartbeat load to 1,000 executors.
+// the cancellation of a running job of 10,000 subtasks.
 func Placement(ctx context.Context, e *Env) error {
 	fleets := e.Fleets
 	if len(fleets) == 0 {
@@ -147,8 +146,7 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 	defer tr.CloseIdleConnections()
 	poll := c.Followers(l)[0]
 
-	idle, err := idleLoad(ctx, e, c, l, n, window, fl.Pid())
-	if err != nil {
+	if err := idleLoad(ctx, e, c, l, n, window, fl.Pid()); err != nil {
 		return err
 	}
 	var errs []error
@@ -198,18 +196,7 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 	if err := busyLoad(ctx, e, c, l, poll, clients, n, window, fl.Pid()); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 || n >= 1000 {
-		return errors.Join(errs...)
-	}
-	// Extrapolation to 1,000 executors: the leader's cost without executors
-	// plus 1,000 times its cost per idle executor measured here.
-	per := (idle["leader_cpu_cores"] - baseCPU["leader_cpu_cores"]) / float64(n)
-	est := baseCPU["leader_cpu_cores"] + 1000*per
-	e.Run.Add(results.Figure{Group: "heartbeat load", Name: fmt.Sprintf("leader CPU, 1000 idle executors, EXTRAPOLATED from 0 and %d", n),
-		Value: est, Unit: "cores", Extra: map[string]float64{"per_executor_millicores": per * 1000}, Command: Command("placement"),
-		Note: "not a measurement: base + 1000 x (idle - base) / n; the 1,000-executor fleet measures it"})
-	e.Log("heartbeat load extrapolated to 1000 idle executors: %.3f cores (%.3f millicores per executor)", est, per*1000)
-	return nil
+	return errors.Join(errs...)
 }
 
 // fleetDiverged records a fleet that did not converge: how many executors
@@ -262,16 +249,14 @@ func cancelWide(ctx context.Context, e *Env, c *cluster.Cluster, poll *cluster.N
 	return nil
 }
 
-// idleLoad measures the leader's CPU and RSS with every executor idle and
-// returns the figures.
-func idleLoad(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Leader, n int, window time.Duration, fleetPid int) (map[string]float64, error) {
+// idleLoad measures the leader's CPU and RSS with every executor idle.
+func idleLoad(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Leader, n int, window time.Duration, fleetPid int) error {
 	w := masterWatch(c, l, fleetPid)
 	if err := sleep(ctx, window); err != nil {
-		return nil, err
+		return err
 	}
-	idle := w.stop()
-	addHeartbeatFigure(e, n, "idle executors", idle, window, n >= 1000)
-	return idle, nil
+	addHeartbeatFigure(e, n, "idle executors", w.stop(), window, n >= 1000)
+	return nil
 }
 
 // busyLoad measures the leader's CPU and RSS with 10,000 executions running
