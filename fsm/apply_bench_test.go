@@ -89,23 +89,23 @@ func BenchmarkApply(b *testing.B) {
 			b.ResetTimer()
 			applyTimed(b, f, logs)
 		})
-		b.Run(fmt.Sprintf("place/cmds-per-entry=%d", per), func(b *testing.B) {
-			f, frames := placedJobs(b, spec, b.N, false)
-			var next uint64
-			f.Read(func(s *State) { next = s.Index() + 1 })
-			logs := benchEntries(frames, per, next)
-			b.ResetTimer()
-			applyTimed(b, f, logs)
-		})
-		b.Run(fmt.Sprintf("report/cmds-per-entry=%d", per), func(b *testing.B) {
-			f, frames := placedJobs(b, spec, b.N, true)
-			var next uint64
-			f.Read(func(s *State) { next = s.Index() + 1 })
-			logs := benchEntries(frames, per, next)
-			b.ResetTimer()
-			applyTimed(b, f, logs)
-		})
+		for _, report := range []bool{false, true} {
+			name := map[bool]string{false: "place", true: "report"}[report]
+			b.Run(fmt.Sprintf("%s/cmds-per-entry=%d", name, per), func(b *testing.B) {
+				f, frames := placedJobs(b, spec, b.N, report)
+				logs := benchEntries(frames, per, nextIndex(f))
+				b.ResetTimer()
+				applyTimed(b, f, logs)
+			})
+		}
 	}
+}
+
+// nextIndex is the log index of the next entry f applies.
+func nextIndex(f *FSM) uint64 {
+	var next uint64
+	f.Read(func(s *State) { next = s.Index() + 1 })
+	return next
 }
 
 // placedJobs submits n jobs of 10 subtasks. It returns the encoded
@@ -136,9 +136,7 @@ func placedJobs(b *testing.B, spec *jobspec.Spec, n int, report bool) (*FSM, [][
 	if !report {
 		return f, places
 	}
-	var next uint64
-	f.Read(func(s *State) { next = s.Index() + 1 })
-	applyTimed(b, f, benchEntries(places, 512, next))
+	applyTimed(b, f, benchEntries(places, 512, nextIndex(f)))
 	return f, reports
 }
 

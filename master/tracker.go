@@ -59,7 +59,6 @@ type trackedExecutor struct {
 	// cancelSent remembers cancels sent on an FSM change; heartbeats repeat
 	// them while needed.
 	cancelSent map[string]bool
-	kick       chan struct{}
 	stop       chan struct{}
 }
 
@@ -197,7 +196,7 @@ func (t *tracker) ensure(id string, now time.Time) *trackedExecutor {
 		return x
 	}
 	x := &trackedExecutor{id: id, lastAnswer: now, status: reconcile.Alive, cancelSent: make(map[string]bool),
-		kick: make(chan struct{}, 1), stop: make(chan struct{})}
+		stop: make(chan struct{})}
 	t.execs[id] = x
 	if t.started {
 		t.startLoop(x)
@@ -272,7 +271,6 @@ func (t *tracker) heartbeatLoop(x *trackedExecutor) {
 		case <-x.stop:
 			return
 		case <-wave:
-		case <-x.kick:
 		}
 		t.heartbeat(x)
 	}

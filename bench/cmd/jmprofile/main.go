@@ -47,12 +47,12 @@ import (
 )
 
 func main() {
-	load := flag.String("load", "submit", "submit, place or heartbeat")
+	load := flag.String("load", "submit", "submit, place, cancel or heartbeat")
 	clients := flag.Int("clients", 64, "submit: concurrent clients")
-	executors := flag.Int("executors", 100, "place, heartbeat: sim executors")
-	slots := flag.Int("slots", 100, "place, heartbeat: slots per executor")
-	jobs := flag.Int("jobs", 1, "place: jobs per round")
-	width := flag.Int("width", 10000, "place: subtasks per job")
+	executors := flag.Int("executors", 100, "place, cancel, heartbeat: sim executors")
+	slots := flag.Int("slots", 100, "place, cancel, heartbeat: slots per executor")
+	jobs := flag.Int("jobs", 1, "place, cancel: jobs per round")
+	width := flag.Int("width", 10000, "place, cancel: subtasks per job")
 	duration := flag.Duration("duration", 10*time.Second, "how long to profile")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here")
 	blockProfile := flag.String("blockprofile", "", "write a blocking profile here")
