@@ -34,7 +34,9 @@ func (m *Master) snapshotSave(w http.ResponseWriter, _ *http.Request, _ []byte, 
 func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	if s := m.currentSession(); s == nil {
 		addr := m.leaderHTTPAddr()
-		if addr == "" {
+		// One hop only: a master that was forwarded this and does not lead
+		// either has a stale view; the caller retries.
+		if addr == "" || r.Header.Get(hopsHeader) != "" {
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "no leader available; retry shortly")
 			return
@@ -92,12 +94,11 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: st.Index(), Term: 1,
 		Configuration: cfg.Configuration(), ConfigurationIndex: cfg.Index(), Size: size}
-	if err := m.raft.Restore(meta, renamed, time.Minute); err != nil {
+	if err := m.replaceState(func() error { return m.raft.Restore(meta, renamed, time.Minute) }); err != nil {
 		writeError(w, http.StatusInternalServerError, "restore: "+err.Error())
 		return
 	}
 	m.log.Warn("state restored from a snapshot", "jobs", st.NumJobs(), "executions", st.NumExecutions(), "cluster", st.Cluster())
-	m.reestablish()
 	writeJSON(w, http.StatusOK, map[string]any{"restored": true, "jobs": st.NumJobs(), "executions": st.NumExecutions()})
 }
 

@@ -27,12 +27,19 @@ func (m *Master) monitorLeadership() {
 		select {
 		case <-m.stop:
 			return
-		case <-m.reestablishCh:
-			// The state was replaced (a snapshot restore): a new epoch.
-			if cur != nil {
-				stopCur()
+		case req := <-m.replaceCh:
+			// The state is being replaced (a snapshot restore). The
+			// session stops first, so that nothing it decided from the old
+			// state is proposed on top of the new one (the restored epoch
+			// may be no newer than its token); a new session, a new epoch,
+			// starts after.
+			leading := cur != nil
+			stopCur()
+			err := req.replace()
+			if leading {
 				cur = m.startSession()
 			}
+			req.done <- err
 		case leader := <-m.raft.LeaderCh():
 			stopCur()
 			if leader {
@@ -42,12 +49,27 @@ func (m *Master) monitorLeadership() {
 	}
 }
 
-// reestablish asks the leadership monitor to end the current session and
-// start a new one with a new epoch.
-func (m *Master) reestablish() {
+// replaceRequest asks the leadership monitor to run replace (which swaps
+// the replicated state) with no session running.
+type replaceRequest struct {
+	replace func() error
+	done    chan error
+}
+
+// replaceState runs replace between the end of the current session and the
+// start of a new one with a new epoch, and returns its error.
+func (m *Master) replaceState(replace func() error) error {
+	req := replaceRequest{replace: replace, done: make(chan error, 1)}
 	select {
-	case m.reestablishCh <- struct{}{}:
-	default:
+	case m.replaceCh <- req:
+	case <-m.stop:
+		return errShutdown
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-m.stop:
+		return errShutdown
 	}
 }
 

@@ -57,7 +57,7 @@ type Master struct {
 	// sessionChanged is closed and replaced whenever session changes.
 	sessionChanged chan struct{}
 	inCluster      bool
-	reestablishCh  chan struct{}
+	replaceCh      chan replaceRequest
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -78,7 +78,7 @@ func New(cfg Config) (*Master, error) {
 		fsm:            fsm.New(),
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),
-		reestablishCh:  make(chan struct{}, 1),
+		replaceCh:      make(chan replaceRequest),
 		client: &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     30 * time.Second,
