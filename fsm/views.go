@@ -154,6 +154,15 @@ func (s *State) UsedSlots() map[string][]int {
 	return out
 }
 
+// SlotsInUse returns, per executor, how many of its slots are in use.
+func (s *State) SlotsInUse() map[string]int {
+	out := make(map[string]int, len(s.slots))
+	for ex, m := range s.slots {
+		out[ex] = len(m)
+	}
+	return out
+}
+
 // ReadyRegion is a region waiting to be placed.
 type ReadyRegion struct {
 	Job         string

@@ -38,34 +38,28 @@ func (s *session) schedule() {
 // schedulePass plans from the current state, commits the placements in one
 // entry, and deploys what the FSM accepted.
 func (s *session) schedulePass() {
-	var used map[string][]int
+	// Nothing to plan without a free slot: jobs queued for slots cost a
+	// count per executor, not a pass (with thousands queued, listing and
+	// ordering them on every submission took half the leader's CPU).
+	var inUse map[string]int
 	s.m.fsm.Read(func(st *fsm.State) {
 		if st.HasReady() {
-			used = st.UsedSlots()
+			inUse = st.SlotsInUse()
 		}
 	})
-	if used == nil {
+	if inUse == nil || s.tracker.freeSlots(inUse) == 0 {
 		return
 	}
-	// Nothing to plan without a free slot: jobs queued for slots cost no
-	// pass (with thousands queued, listing and ordering them on every
-	// submission took half the leader's CPU).
-	executors := s.tracker.schedulable(used)
-	free := 0
-	for _, x := range executors {
-		free += max(0, x.Slots-len(x.Used))
-	}
-	if free == 0 {
-		return
-	}
-	// The FSM rejects a placement that a change since the first read made
-	// stale, so the two reads need not be one.
 	var ready []fsm.ReadyRegion
-	s.m.fsm.Read(func(st *fsm.State) { ready = st.ReadyRegions() })
+	var used map[string][]int
+	s.m.fsm.Read(func(st *fsm.State) {
+		ready = st.ReadyRegions()
+		used = st.UsedSlots()
+	})
 	if len(ready) == 0 {
 		return
 	}
-	plan := placement.Plan(ready, executors)
+	plan := placement.Plan(ready, s.tracker.schedulable(used))
 	if len(plan) == 0 {
 		return
 	}
@@ -155,7 +149,8 @@ func (s *session) collectGarbage() {
 		var tombs bool
 		s.m.fsm.Read(func(st *fsm.State) {
 			ids = st.EndedBefore(cutoff, 1000)
-			tombs = st.OldestTombstone() != 0 && st.OldestTombstone() < cutoff
+			oldest := st.OldestTombstone()
+			tombs = oldest != 0 && oldest < cutoff
 		})
 		if len(ids) == 0 && !tombs {
 			continue

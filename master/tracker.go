@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"jobmaster/api"
@@ -23,18 +24,18 @@ type tracker struct {
 	s  *session
 	m  *Master
 	wg sync.WaitGroup // heartbeat loops and RPCs in flight
+	// wave is closed, and replaced, every heartbeat interval: every
+	// executor's loop sends its heartbeat on it. Heartbeats sent together
+	// keep the runtime awake for one burst a second instead of waking it
+	// (timers, threads, network poller) for each executor at its own
+	// moment, which cost the leader several times the heartbeat's own work.
+	wave atomic.Pointer[chan struct{}]
 
 	mu    sync.Mutex
 	execs map[string]*trackedExecutor
 	// started: run has begun, so new executors get a heartbeat loop at
 	// once (before, newTracker only fills the table).
 	started bool
-	// wave is closed, and replaced, every heartbeat interval: every
-	// executor's loop sends its heartbeat on it. Heartbeats sent together
-	// keep the runtime awake for one burst a second instead of waking it
-	// (timers, threads, network poller) for each executor at its own
-	// moment, which cost the leader several times the heartbeat's own work.
-	wave chan struct{}
 }
 
 // trackedExecutor is what the leader knows of one executor.
@@ -66,7 +67,9 @@ type trackedExecutor struct {
 // FSM, so that the session's first /v1/cluster answer already lists every
 // executor.
 func newTracker(s *session) *tracker {
-	t := &tracker{s: s, m: s.m, execs: make(map[string]*trackedExecutor), wave: make(chan struct{})}
+	t := &tracker{s: s, m: s.m, execs: make(map[string]*trackedExecutor)}
+	first := make(chan struct{})
+	t.wave.Store(&first)
 	t.refresh(s.m.cfg.Now())
 	return t
 }
@@ -134,10 +137,8 @@ func (t *tracker) waves() {
 		case <-t.s.ctx.Done():
 			return
 		case <-tick.C:
-			t.mu.Lock()
-			close(t.wave)
-			t.wave = make(chan struct{})
-			t.mu.Unlock()
+			next := make(chan struct{})
+			close(*t.wave.Swap(&next))
 		}
 	}
 }
@@ -262,9 +263,7 @@ func (t *tracker) heartbeatLoop(x *trackedExecutor) {
 	defer t.wg.Done()
 	t.heartbeat(x)
 	for {
-		t.mu.Lock()
-		wave := t.wave
-		t.mu.Unlock()
+		wave := *t.wave.Load()
 		select {
 		case <-t.s.ctx.Done():
 			return
@@ -494,13 +493,31 @@ func (t *tracker) schedulable(used map[string][]int) []placement.Executor {
 	defer t.mu.Unlock()
 	out := make([]placement.Executor, 0, len(t.execs))
 	for _, x := range t.execs {
-		if !x.answered || x.status != reconcile.Alive || x.slots <= 0 || x.gossip == membership.StatusLeft || x.gossip == membership.StatusDead {
-			continue
+		if x.takesWork() {
+			out = append(out, placement.Executor{ID: x.id, Slots: x.slots, Used: used[x.id]})
 		}
-		out = append(out, placement.Executor{ID: x.id, Slots: x.slots, Used: used[x.id]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// freeSlots counts the free slots of the executors that may take new work,
+// given the number of slots in use on each.
+func (t *tracker) freeSlots(inUse map[string]int) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	free := 0
+	for _, x := range t.execs {
+		if x.takesWork() {
+			free += max(0, x.slots-inUse[x.id])
+		}
+	}
+	return free
+}
+
+// takesWork: answering heartbeats, with slots, not leaving gossip.
+func (x *trackedExecutor) takesWork() bool {
+	return x.answered && x.status == reconcile.Alive && x.slots > 0 && x.gossip != membership.StatusLeft && x.gossip != membership.StatusDead
 }
 
 // view lists executors for /v1/cluster.
