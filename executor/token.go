@@ -49,7 +49,7 @@ func admitFence(cur fence, cluster string, token uint64) (next fence, stale bool
 			retired = retired[len(retired)-maxRetired:]
 		}
 		return fence{Cluster: cluster, Token: token, Retired: retired}, false, ""
-	case checkToken(cur.Token, cur.Token, token) == tokenStale:
+	case token < cur.Token:
 		return cur, true, fmt.Sprintf("stale fencing token %d: the newest seen is %d", token, cur.Token)
 	}
 	next = cur
@@ -58,31 +58,6 @@ func admitFence(cur fence, cluster string, token uint64) (next fence, stale bool
 		next.Cluster = cluster
 	}
 	return next, false, ""
-}
-
-// tokenVerdict is what to do with a leader request's fencing token.
-type tokenVerdict int
-
-const (
-	// tokenStale: older than the newest seen; answer 409, act on nothing.
-	tokenStale tokenVerdict = iota
-	// tokenCurrent: the newest seen, already on disk; act.
-	tokenCurrent
-	// tokenPersist: newer than what is on disk; store it durably, then act.
-	tokenPersist
-)
-
-// checkToken decides about token got, given the newest token seen and the
-// newest one stored on disk (persisted <= newest).
-func checkToken(newest, persisted, got uint64) tokenVerdict {
-	switch {
-	case got < newest:
-		return tokenStale
-	case got > persisted:
-		return tokenPersist
-	default:
-		return tokenCurrent
-	}
 }
 
 // loadFence reads the persisted fencing state; a missing file means none.

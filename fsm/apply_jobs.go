@@ -60,11 +60,7 @@ func (s *State) newAttempts(j *Job, ri int, next bool) {
 		vid := j.Spec.Vertices[vi].ID
 		for i := range v.Attempts {
 			if next {
-				old := ExecutionID(j.ID, vid, i, v.Attempts[i])
-				if e := s.execs[old]; e != nil && !e.State.Terminal() {
-					s.ended(regionRef{j.ID, ri})
-				}
-				delete(s.execs, old)
+				delete(s.execs, ExecutionID(j.ID, vid, i, v.Attempts[i]))
 				v.Attempts[i]++
 			}
 			e := &Execution{
@@ -220,10 +216,7 @@ func (s *State) applyForget(c *ForgetJobs) Result {
 			next = max(next, e.Attempt+1)
 			delete(s.execs, e.ID)
 		})
-		for ri := range j.Regions {
-			delete(s.live, regionRef{id, ri})
-		}
-		delete(s.current, id)
+		delete(s.current, id) // nothing of a terminal job is live
 		delete(s.jobs, id)
 		s.forgotten[id] = Tombstone{ID: id, Next: next, At: c.Time}
 	}
