@@ -29,19 +29,15 @@ type Config struct {
 	Bin string
 	// Dir receives the nodes' data directories and logs.
 	Dir string
-	// Masters is the number of masters (default 3).
-	Masters int
-	// MasterArgs are appended to every master's command line (flags of
-	// `jobmaster server`); empty keeps every default.
-	MasterArgs []string
-	// LogLevel of every node (default "info", the binary's default).
-	LogLevel string
 }
+
+// masters is the number of masters; every node runs with the binary's
+// default flags (log level info included) but for its addresses.
+const masters = 3
 
 // Node is one jobmaster process.
 type Node struct {
 	ID         string
-	Role       string // "master" or "executor"
 	DataDir    string
 	HTTPAddr   string
 	RaftAddr   string
@@ -81,18 +77,12 @@ func FreeAddr() (string, error) {
 // Start starts the masters and waits until they have elected a leader that
 // holds a fencing token.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
-	if cfg.Masters == 0 {
-		cfg.Masters = 3
-	}
-	if cfg.LogLevel == "" {
-		cfg.LogLevel = "info"
-	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	c := &Cluster{cfg: cfg}
-	for i := 0; i < cfg.Masters; i++ {
-		n := &Node{ID: fmt.Sprintf("m%d", i+1), Role: "master"}
+	for i := 0; i < masters; i++ {
+		n := &Node{ID: fmt.Sprintf("m%d", i+1)}
 		for _, a := range []*string{&n.HTTPAddr, &n.RaftAddr, &n.GossipAddr} {
 			addr, err := FreeAddr()
 			if err != nil {
@@ -106,10 +96,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	join := strings.Join(c.GossipAddrs(), ",")
 	for _, n := range c.Masters {
-		n.args = append([]string{"server", "--node-id", n.ID, "--data-dir", n.DataDir,
+		n.args = []string{"server", "--node-id", n.ID, "--data-dir", n.DataDir,
 			"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr,
-			"--join", join, "--bootstrap-expect", fmt.Sprint(cfg.Masters), "--log-level", cfg.LogLevel},
-			cfg.MasterArgs...)
+			"--join", join, "--bootstrap-expect", fmt.Sprint(masters), "--log-level", "info"}
 		if err := c.start(n); err != nil {
 			c.Close()
 			return nil, err
@@ -126,8 +115,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 
 // AddExecutor starts an executor process (`jobmaster executor`) with the
 // given slots and runtime, joined to the masters' gossip.
-func (c *Cluster) AddExecutor(id string, slots int, runtime string, extra ...string) (*Node, error) {
-	n := &Node{ID: id, Role: "executor"}
+func (c *Cluster) AddExecutor(id string, slots int, runtime string) (*Node, error) {
+	n := &Node{ID: id}
 	for _, a := range []*string{&n.HTTPAddr, &n.GossipAddr} {
 		addr, err := FreeAddr()
 		if err != nil {
@@ -137,9 +126,9 @@ func (c *Cluster) AddExecutor(id string, slots int, runtime string, extra ...str
 	}
 	n.DataDir = filepath.Join(c.cfg.Dir, n.ID)
 	n.LogPath = filepath.Join(c.cfg.Dir, n.ID+".log")
-	n.args = append([]string{"executor", "--node-id", n.ID, "--data-dir", n.DataDir,
+	n.args = []string{"executor", "--node-id", n.ID, "--data-dir", n.DataDir,
 		"--http-addr", n.HTTPAddr, "--gossip-addr", n.GossipAddr, "--join", strings.Join(c.GossipAddrs(), ","),
-		"--slots", fmt.Sprint(slots), "--runtime", runtime, "--log-level", c.cfg.LogLevel}, extra...)
+		"--slots", fmt.Sprint(slots), "--runtime", runtime, "--log-level", "info"}
 	if err := c.start(n); err != nil {
 		return nil, err
 	}
@@ -217,8 +206,22 @@ func (n *Node) Pid() int {
 	return n.cmd.Process.Pid
 }
 
-// Running reports whether the node's process runs.
-func (n *Node) Running() bool { return n.Pid() != 0 }
+// Running reports whether the node's process runs: started, and neither
+// killed nor exited by itself.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil {
+		return false
+	}
+	select {
+	case <-exited:
+		return false
+	default:
+		return true
+	}
+}
 
 // Kill sends SIGKILL and waits for the process to be gone. It returns the
 // time the signal was sent.
@@ -296,8 +299,13 @@ func (c *Cluster) Agreed(ctx context.Context) (Leader, bool) {
 }
 
 // WaitLeader waits until every running master agrees on a leader holding a
-// fencing token.
+// fencing token, for at most a minute when ctx has no deadline.
 func (c *Cluster) WaitLeader(ctx context.Context) (Leader, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+	}
 	for {
 		if l, ok := c.Agreed(ctx); ok {
 			return l, nil

@@ -3,11 +3,14 @@ package macro
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
 	"time"
 
+	"jobmaster/api"
 	"jobmaster/bench/cluster"
+	"jobmaster/bench/fleet"
 	"jobmaster/bench/results"
-	"jobmaster/wire"
 )
 
 // EndToEnd runs one job of 1,000 `/bin/true` subtasks on two executor
@@ -40,18 +43,16 @@ func EndToEnd(ctx context.Context, e *Env) error {
 		return err
 	}
 	// Every executor has answered the leader's heartbeats.
-	if err := waitUntil(wctx, "executors heartbeated", 50*time.Millisecond, func() (bool, error) {
-		for _, x := range exs {
-			var ex wire.Executions
-			if err := cluster.GetJSON(wctx, "http://"+x.HTTPAddr+wire.PathExecutions, &ex); err != nil || ex.FencingToken < l.Token {
-				return false, err
-			}
-		}
-		return true, nil
-	}); err != nil {
+	var addrs []string
+	for _, x := range exs {
+		addrs = append(addrs, x.HTTPAddr)
+	}
+	if err := fleet.WaitHeard(wctx, addrs, l.Token); err != nil {
 		return err
 	}
-	time.Sleep(1500 * time.Millisecond) // the leader has processed their answers
+	if err := sleep(ctx, 1500*time.Millisecond); err != nil { // the leader has processed their answers
+		return err
+	}
 	clients, tr, err := Clients(c, 4)
 	if err != nil {
 		return err
@@ -59,7 +60,7 @@ func EndToEnd(ctx context.Context, e *Env) error {
 	defer tr.CloseIdleConnections()
 	poll := c.Followers(l)[0]
 	names := []string{"leader", "bench"}
-	pids := []int{l.Node.Pid(), pid()}
+	pids := []int{l.Node.Pid(), os.Getpid()}
 	for _, x := range exs {
 		names = append(names, x.ID)
 		pids = append(pids, x.Pid())
@@ -74,25 +75,28 @@ func EndToEnd(ctx context.Context, e *Env) error {
 	}
 	var done time.Time
 	var last progress
+	var ended string // a terminal status other than FINISHED
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer rcancel()
 	err = waitUntil(rctx, "the job to finish", 20*time.Millisecond, func() (bool, error) {
-		var j struct {
-			Status string `json:"status"`
-		}
+		var j api.Job
 		if err := cluster.GetJSON(rctx, "http://"+poll.HTTPAddr+"/v1/jobs/"+id+"?stale", &j); err != nil {
 			return false, err
 		}
-		if j.Status == "FINISHED" {
+		switch j.Status {
+		case "FINISHED":
 			done = time.Now()
 			return true, nil
-		}
-		if j.Status == "FAILED" || j.Status == "CANCELED" {
-			return false, fmt.Errorf("job %s", j.Status)
+		case "FAILED", "CANCELED":
+			ended = j.Status
+			return true, nil
 		}
 		return false, nil
 	})
 	cpu := watch.stop()
+	if err == nil && ended != "" {
+		err = fmt.Errorf("e2e: job %s ended %s", id, ended)
+	}
 	if err != nil {
 		return err
 	}
@@ -105,7 +109,7 @@ func EndToEnd(ctx context.Context, e *Env) error {
 		"last_task_end_s": time.UnixMilli(last.lastEnd).Sub(t0).Seconds(),
 		"tasks_per_s":     tasks / total.Seconds(),
 	}
-	extra = merge(extra, keep(cpu, "leader_cpu", "bench_cpu", "x1_", "x2_"))
+	maps.Copy(extra, keep(cpu, "leader_cpu", "bench_cpu", "x1_", "x2_"))
 	e.Run.Add(results.Figure{Group: "end to end", Name: "1 job of 1000 /bin/true on 2 exec executors", Value: total.Seconds(), Unit: "s",
 		Extra: extra, Command: Command("e2e"), Note: "PUT to FINISHED; real processes under the shim"}).AtMost(10, "<= 10 s")
 	e.Log("e2e: FINISHED in %s (placed at %.2fs, last task ended at %.2fs); executors used %.2f + %.2f cores",

@@ -54,13 +54,13 @@ func Command(name string) string {
 
 // StartCluster starts three masters in a fresh directory named after the
 // benchmark.
-func (e *Env) StartCluster(ctx context.Context, name string, masterArgs ...string) (*cluster.Cluster, error) {
+func (e *Env) StartCluster(ctx context.Context, name string) (*cluster.Cluster, error) {
 	e.mu.Lock()
 	e.clusters++
 	dir := filepath.Join(e.Dir, fmt.Sprintf("%02d-%s", e.clusters, name))
 	e.mu.Unlock()
 	start := time.Now()
-	c, err := cluster.Start(ctx, cluster.Config{Bin: e.Bin, Dir: dir, MasterArgs: masterArgs})
+	c, err := cluster.Start(ctx, cluster.Config{Bin: e.Bin, Dir: dir})
 	if err != nil {
 		return nil, fmt.Errorf("%s: start cluster: %w", name, err)
 	}
@@ -134,17 +134,6 @@ func masterWatch(c *cluster.Cluster, l cluster.Leader, fleetPid int) *cpuWatch {
 	return watchCPU(names, pids)
 }
 
-// merge copies src's entries into dst.
-func merge(dst, src map[string]float64) map[string]float64 {
-	if dst == nil {
-		dst = make(map[string]float64)
-	}
-	for k, v := range src {
-		dst[k] = v
-	}
-	return dst
-}
-
 // keep drops from m the entries whose key has none of the prefixes.
 func keep(m map[string]float64, prefixes ...string) map[string]float64 {
 	out := make(map[string]float64)
@@ -183,6 +172,3 @@ func waitUntil(ctx context.Context, what string, interval time.Duration, cond fu
 
 // ms converts a duration to milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// pid is this process's id.
-func pid() int { return os.Getpid() }

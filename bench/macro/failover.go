@@ -46,7 +46,9 @@ func Failover(ctx context.Context, e *Env) error {
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", trial, err)
 		}
-		time.Sleep(time.Second)
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
 		survivors := c.Followers(l)
 		// Warm a connection to each survivor, as a client in use would have.
 		for _, s := range survivors {

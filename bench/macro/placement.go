@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -99,8 +101,7 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 	if err := sleep(ctx, window/2); err != nil {
 		return err
 	}
-	baseCPU := base.stop()
-	addHeartbeatFigure(e, n, "before the fleet starts (no executor)", baseCPU, window/2, false)
+	addHeartbeatFigure(e, n, "before the fleet starts (no executor)", base.stop(), window/2, false)
 
 	t0 := time.Now()
 	fl, err := fleet.Spawn(e.Exe, fleet.HostConfig{N: n, Slots: slots, Prefix: "sim",
@@ -149,7 +150,6 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 	if err := idleLoad(ctx, e, c, l, n, window, fl.Pid()); err != nil {
 		return err
 	}
-	var errs []error
 
 	shapes := []struct {
 		name        string
@@ -161,13 +161,10 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 		if err != nil {
 			// The fleet cannot keep up: what was measured stays (the idle
 			// heartbeat load came first), the rest of this fleet is
-			// skipped so that the run stays within its time.
+			// skipped (its cluster is killed) so that the run stays
+			// within its time.
 			e.Log("%s %s: %v; skipping the rest of this fleet", name, sh.name, err)
-			errs = append(errs, fmt.Errorf("%s %s: %w", name, sh.name, err))
-			for _, id := range ids {
-				_ = clients[0].CancelJob(ctx, id)
-			}
-			return errors.Join(errs...)
+			return fmt.Errorf("%s %s: %w", name, sh.name, err)
 		}
 		total := float64(sh.jobs * sh.width)
 		extra := map[string]float64{
@@ -176,7 +173,7 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 			"placed_per_s": total / pr.placed.Seconds(),
 			"submit_s":     pr.submitted.Seconds(),
 		}
-		extra = merge(extra, keep(pr.cpu, "leader_cpu", "bench_cpu", "fleet_cpu"))
+		maps.Copy(extra, keep(pr.cpu, "leader_cpu", "bench_cpu", "fleet_cpu"))
 		e.Run.Add(results.Figure{Group: "placement", Name: fmt.Sprintf("%d sim executors, %s", n, sh.name),
 			Value: total / pr.running.Seconds(), Unit: "subtasks/s", Extra: extra, Command: Command("placement"),
 			Note: "PUT to every subtask started in the replicated state"}).AtLeast(50_000, ">= 50000 subtasks/s")
@@ -188,20 +185,17 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 	}
 	if n == 100 {
 		if err := cancelWide(ctx, e, c, poll, clients, l, n, fl.Pid()); err != nil {
-			return errors.Join(append(errs, err)...)
+			return err
 		}
 	}
-	if err := busyLoad(ctx, e, c, l, poll, clients, n, window, fl.Pid()); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return busyLoad(ctx, e, c, l, poll, clients, n, window, fl.Pid())
 }
 
 // fleetDiverged records a fleet that did not converge: how many executors
 // the leader sees alive and what the fleet costs this process.
 func fleetDiverged(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Leader, fl *fleet.Process, n int, after time.Duration, cause error) error {
 	w := masterWatch(c, l, fl.Pid())
-	time.Sleep(5 * time.Second)
+	_ = sleep(ctx, 5*time.Second)
 	cpu := w.stop()
 	alive := 0
 	var v api.Cluster
@@ -263,7 +257,6 @@ func busyLoad(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Leader,
 	ids := []string{fmt.Sprintf("place-%d-hb", n)}
 	run := window + 10*time.Second
 	if _, err := placeShape(ctx, poll, clients, ids, 10_000, run, l, fleetPid); err != nil {
-		_ = clients[0].CancelJob(ctx, ids[0])
 		return fmt.Errorf("heartbeat load with %d executors: %w", n, err)
 	}
 	if err := sleep(ctx, 2*time.Second); err != nil {
@@ -318,7 +311,7 @@ type placeResult struct {
 func placeShape(ctx context.Context, poll *cluster.Node, clients []*client.Client, ids []string, width int, d time.Duration, l cluster.Leader, fleetPid int) (placeResult, error) {
 	spec := []byte(fmt.Sprintf(`{"name":"place","vertices":[{"id":"v","parallelism":%d,"command":["sim"],"env":{"SIM_DURATION":%q}}]}`, width, d.String()))
 	var res placeResult
-	watch := watchCPU([]string{"leader", "bench", "fleet"}, []int{l.Node.Pid(), pid(), fleetPid})
+	watch := watchCPU([]string{"leader", "bench", "fleet"}, []int{l.Node.Pid(), os.Getpid(), fleetPid})
 	t0 := time.Now()
 	if err := forEach(ctx, ids, 64, func(i int, id string) error {
 		_, err := clients[i%len(clients)].SubmitJob(ctx, id, spec)
@@ -383,7 +376,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// forEach calls f for every id, conc at a time, and returns the first error.
+// forEach calls f for every id, conc at a time, and returns the first error;
+// after an error no further id is started.
 func forEach(ctx context.Context, ids []string, conc int, f func(i int, id string) error) error {
 	var (
 		wg    sync.WaitGroup
@@ -406,8 +400,13 @@ func forEach(ctx context.Context, ids []string, conc int, f func(i int, id strin
 			}
 		}()
 	}
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return first != nil
+	}
 	for i := range ids {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || failed() {
 			break
 		}
 		next <- i

@@ -70,6 +70,3 @@ func countJobs(st *fsm.State, jobs []string) progress {
 	}
 	return p
 }
-
-// unixMs converts a time to unix milliseconds, the FSM's unit.
-func unixMs(t time.Time) int64 { return t.UnixMilli() }

@@ -3,6 +3,7 @@ package macro
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -68,7 +69,7 @@ func submitLevel(ctx context.Context, e *Env, conc int, warm, window time.Durati
 			cl := clients[i%len(clients)]
 			for seq := 0; ; seq++ {
 				t0 := time.Now()
-				if t0.After(to) {
+				if t0.After(to) || ctx.Err() != nil {
 					return
 				}
 				_, err := cl.SubmitJob(ctx, fmt.Sprintf("sub-%d-%d-%d", conc, i, seq), spec)
@@ -85,9 +86,9 @@ func submitLevel(ctx context.Context, e *Env, conc int, warm, window time.Durati
 			}
 		}()
 	}
-	time.Sleep(time.Until(from))
+	_ = sleep(ctx, time.Until(from))
 	watch := masterWatch(c, l, 0)
-	time.Sleep(time.Until(to))
+	_ = sleep(ctx, time.Until(to))
 	cpu := watch.stop()
 	wg.Wait()
 	var lat []time.Duration
@@ -108,7 +109,7 @@ func submitLevel(ctx context.Context, e *Env, conc int, warm, window time.Durati
 		"jobs":   float64(len(lat)),
 		"errors": float64(errs),
 	}
-	extra = merge(extra, keep(cpu, "leader_cpu", "bench_cpu", "follower1_cpu", "follower2_cpu"))
+	maps.Copy(extra, keep(cpu, "leader_cpu", "bench_cpu", "follower1_cpu", "follower2_cpu"))
 	f := e.Run.Add(results.Figure{
 		Group: "submission", Name: fmt.Sprintf("%d clients", conc), Value: rate, Unit: "jobs/s", Extra: extra,
 		Command: Command("submission"),

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 
 	"jobmaster/bench/results"
 )
@@ -68,6 +69,9 @@ func Run(ctx context.Context, dir string, out io.Writer, run *results.Run) {
 func runSuite(ctx context.Context, dir string, s Suite, out io.Writer, run *results.Run) error {
 	cmd := exec.CommandContext(ctx, "go", s.Args()...)
 	cmd.Dir = dir
+	// Cancelling kills go, not the test binary it started, which holds the
+	// output pipe: stop waiting for it soon after.
+	cmd.WaitDelay = 5 * time.Second
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

@@ -142,6 +142,9 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 	ctx := context.Background()
 
 	var fl *fleet.Fleet
+	if (load == "place" || load == "cancel") && jobs*width > executors*slots {
+		return fmt.Errorf("-jobs %d x -width %d subtasks need more than -executors %d x -slots %d slots: they would never all run", jobs, width, executors, slots)
+	}
 	if load == "place" || load == "heartbeat" || load == "cancel" {
 		fl, err = fleet.Start(ctx, executors, slots, "sim", filepath.Join(dir, "fleet"), gossip, 100)
 		if err != nil {
