@@ -2,7 +2,6 @@ package client
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"jobmaster/internal/freeport"
 )
 
 func TestMain(m *testing.M) {
@@ -39,14 +40,8 @@ func newServer(t *testing.T, h http.HandlerFunc) *server {
 func (s *server) addr() string { return s.Listener.Addr().String() }
 
 // deadAddr returns a host:port where nothing listens.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
+// It comes from freeport, so no other test is handed the same port.
+func deadAddr(t *testing.T) string { return freeport.Must(t) }
 
 // writeJSON answers with status and v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"jobmaster/internal/freeport"
 	"jobmaster/wire"
 )
 
@@ -355,10 +355,7 @@ func TestPushReachesLeaderAndItsAckForgets(t *testing.T) {
 
 func TestFailedPushLosesNothing(t *testing.T) {
 	t.Parallel()
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	deadAddr := dead.Addr().String()
-	require.NoError(t, dead.Close())
+	deadAddr := freeport.Must(t)
 
 	e := startExecutor(t, Config{})
 	l := newLeader(t, e, 1)

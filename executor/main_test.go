@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"jobmaster/internal/freeport"
 	"jobmaster/wire"
 )
 
@@ -276,12 +276,7 @@ func simTask(job string, sub int, d time.Duration, code int) wire.Task {
 
 // freePort returns a free 127.0.0.1 port (for gossip, which needs a real
 // port number up front).
-func freePort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
+func freePort(t testing.TB) string { return freeport.Must(t) }
 
 // syncBuffer is a bytes.Buffer safe to read while a process writes to it.
 type syncBuffer struct {

@@ -19,6 +19,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/client"
+	"jobmaster/internal/freeport"
 	"jobmaster/wire"
 )
 
@@ -134,15 +135,7 @@ func binary(t testing.TB) string {
 	return binPath
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freeAddr(t testing.TB) string { return freeport.Must(t) }
 
 // NewCluster starts the masters and executors and waits for a leader and
 // for every executor to be alive.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/internal/freeport"
 )
 
 // testCluster runs masters in this process on loopback, with real Raft
@@ -29,13 +29,7 @@ type testCluster struct {
 	masters []*Master
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
+func freeAddr(t *testing.T) string { return freeport.Must(t) }
 
 type testLogWriter struct {
 	t  *testing.T

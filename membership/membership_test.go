@@ -2,24 +2,20 @@ package membership
 
 import (
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"jobmaster/internal/freeport"
 )
 
 // ignoreProbe: memberlist's Shutdown does not wait for a probe in flight,
 // which ends by itself within the probe interval.
 var ignoreProbe = goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode")
 
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
+func freePort(t *testing.T) string { return freeport.Must(t) }
 
 // waitFor polls a condition until it holds; it fails the test after a
 // generous bound that only a broken implementation reaches.

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"jobmaster/api"
+	"jobmaster/internal/freeport"
 )
 
 // Config describes a cluster.
@@ -64,15 +64,8 @@ var HTTP = &http.Client{
 	Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second},
 }
 
-// FreeAddr returns a loopback host:port that was free a moment ago.
-func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+// FreeAddr returns a loopback host:port nobody else is handed; see freeport.
+func FreeAddr() (string, error) { return freeport.Get() }
 
 // Start starts the masters and waits until they have elected a leader that
 // holds a fencing token.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/internal/freeport"
 	"jobmaster/wire"
 )
 
@@ -232,14 +232,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // deadAddr returns a host:port where nothing listens.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
+// It comes from freeport, so no other test is handed the same port.
+func deadAddr(t *testing.T) string { return freeport.Must(t) }
 
 // result is what one CLI run printed and returned.
 type result struct {
