@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"math/rand/v2"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"jobmaster/internal/freeport"
 )
 
 // TestDevFailoverDemo runs `jobmaster dev --failover-demo --exit-after-demo`
@@ -46,23 +46,10 @@ func TestDevFailoverDemo(t *testing.T) {
 	require.Contains(t, s, "export JOBMASTER_ADDR=")
 }
 
-// freeBasePort finds a base port whose +1..+49 range is free.
+// freeBasePort finds a base port whose +1..+49 range is free and is handed
+// to no other test.
 func freeBasePort(t *testing.T) int {
-	for try := 0; try < 50; try++ {
-		base := 20000 + rand.IntN(400)*100
-		ok := true
-		for off := 1; off < 50 && ok; off++ {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free port range")
-	return 0
+	first, err := freeport.Run(49)
+	require.NoError(t, err)
+	return first - 1
 }

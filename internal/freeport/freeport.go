@@ -64,6 +64,41 @@ func Get() (string, error) {
 	}
 }
 
+// Run returns the first of n consecutive ports, each free for TCP and UDP,
+// that no other caller receives; n may be at most the block size less one.
+// It is for programs that derive their ports from a base.
+func Run(n int) (int, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if n < 1 || n >= blockSize {
+		return 0, fmt.Errorf("freeport: a run of %d ports does not fit a block of %d", n, blockSize)
+	}
+	if span == [2]int{} {
+		span = usableRange()
+	}
+	if span[1]-span[0] < blockSize {
+		return 0, errors.New("freeport: the ephemeral range leaves no room for a run of ports")
+	}
+	for {
+		for next+n <= limit {
+			first, ok := next, true
+			for p := first; p < first+n && ok; p++ {
+				if !free(p) {
+					ok = false
+					next = p + 1
+				}
+			}
+			if ok {
+				next = first + n
+				return first, nil
+			}
+		}
+		if err := takeBlock(); err != nil {
+			return 0, err
+		}
+	}
+}
+
 // Must is Get for tests: it fails the test instead of returning an error.
 func Must(t interface {
 	Helper()

@@ -102,3 +102,19 @@ func TestAPortInUseIsSkipped(t *testing.T) {
 	defer l.Close()
 	require.NotEqual(t, taken, port(t, Must(t)))
 }
+
+func TestRunIsConsecutiveFreeAndNotSharedWithGet(t *testing.T) {
+	a := port(t, Must(t))
+	first, err := Run(49)
+	require.NoError(t, err)
+	for p := first; p < first+49; p++ {
+		require.NotEqual(t, a, p)
+		l, err := net.Listen("tcp", addr(p))
+		require.NoError(t, err)
+		l.Close()
+	}
+	b := port(t, Must(t))
+	require.False(t, b >= first && b < first+49, "port %d is inside the run", b)
+	_, err = Run(blockSize)
+	require.Error(t, err)
+}
