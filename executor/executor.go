@@ -45,7 +45,11 @@ type Executor struct {
 	leaderAddr string // the newest leader's HTTP address: the push target
 	lease      lease
 	pending    map[string]struct{} // executions changed since the last push
-	settled    chan struct{}       // closed and replaced when an execution ends
+	// answering counts, per execution, the deploy requests being handled
+	// that will answer its state: a change it makes meanwhile is in that
+	// answer and needs no push.
+	answering map[string]int
+	settled   chan struct{} // closed and replaced when an execution ends
 
 	rt         runtime
 	kick       chan struct{}  // wakes the pusher
@@ -89,6 +93,7 @@ func New(cfg Config) (*Executor, error) {
 		persisted: fc,
 		lease:     lease{dur: cfg.fenceAfter()},
 		pending:   make(map[string]struct{}),
+		answering: make(map[string]int),
 		settled:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),

@@ -317,14 +317,25 @@ func TestPushReachesLeaderAndItsAckForgets(t *testing.T) {
 	l := newLeader(t, e, 3)
 	l.push = strings.TrimPrefix(srv.URL, "http://") // host:port, as masters gossip it
 
-	ok, bad, long := simTask("j", 0, 0, 0), simTask("j", 1, 0, 2), simTask("j", 2, time.Hour, 0)
-	l.deploy(ok, bad, long)
-	for _, tk := range []wire.Task{ok, bad} {
-		waitFor(t, "push of "+tk.ExecutionID, func() bool {
-			st, _, found := rec.latest(tk.ExecutionID)
-			return found && wire.TerminalState(st.State)
-		})
+	// bad fails a second after it starts, well after the deploy answer.
+	ok, bad, long := simTask("j", 0, 0, 0), simTask("j", 1, time.Second, 2), simTask("j", 2, time.Hour, 0)
+	answer := l.deploy(ok, bad, long)
+	for _, tk := range []wire.Task{bad, long} {
+		st, found := status(answer.Executions, tk.ExecutionID)
+		require.True(t, found)
+		require.Equal(t, wire.StateRunning, st.State, "the answer carries the state the request reached")
 	}
+	waitFor(t, "the end of "+ok.ExecutionID+" to be answered or pushed", func() bool {
+		if st, _ := status(answer.Executions, ok.ExecutionID); wire.TerminalState(st.State) {
+			return true
+		}
+		st, _, found := rec.latest(ok.ExecutionID)
+		return found && wire.TerminalState(st.State)
+	})
+	waitFor(t, "push of "+bad.ExecutionID, func() bool {
+		st, _, found := rec.latest(bad.ExecutionID)
+		return found && wire.TerminalState(st.State)
+	})
 	st, rep, _ := rec.latest(bad.ExecutionID)
 	require.Equal(t, wire.StateFailed, st.State)
 	require.Equal(t, "exit status 2", st.Message)
@@ -333,10 +344,10 @@ func TestPushReachesLeaderAndItsAckForgets(t *testing.T) {
 	require.Equal(t, e.Instance(), rep.Instance)
 	require.EqualValues(t, 3, rep.Token)
 	require.Equal(t, wire.Version, rep.Version)
-	waitFor(t, "RUNNING of the long task to be pushed", func() bool {
-		st, _, found := rec.latest(long.ExecutionID)
-		return found && st.State == wire.StateRunning
-	})
+	// What the deploy answer carried is not pushed again: the long task
+	// never changed after it.
+	_, _, pushed := rec.latest(long.ExecutionID)
+	require.False(t, pushed, "RUNNING of the long task was answered and pushed as well")
 
 	// The push's ack removed the ended executions.
 	waitFor(t, "acked executions to be forgotten", func() bool { return len(l.executions().Executions) == 1 })

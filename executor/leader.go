@@ -104,14 +104,17 @@ func (e *Executor) stopTasks(ids []string) {
 }
 
 // noteLocked records that id may have changed from state before: a change
-// is logged, queued for the pusher, and an end wakes Shutdown.
+// is logged, queued for the pusher (unless a deploy answer being prepared
+// carries it), and an end wakes Shutdown.
 func (e *Executor) noteLocked(id, before string) {
 	st, ok := e.held.get(id)
 	if !ok || st.State == before {
 		return
 	}
-	e.pending[id] = struct{}{}
-	e.kickLocked()
+	if e.answering[id] == 0 {
+		e.pending[id] = struct{}{}
+		e.kickLocked()
+	}
 	if wire.TerminalState(st.State) {
 		e.log.Info("execution ended", "execution", id, "state", st.State, "message", st.Message)
 		close(e.settled)
@@ -154,7 +157,10 @@ func (e *Executor) leaseLoop() {
 }
 
 // deploy handles a deploy request: it registers every new task before
-// starting any, starts them, and answers every task's state.
+// starting any, starts them, and answers every task's state. Changes made
+// while the request is handled travel in the answer, not in a push: a
+// deploy of many tasks costs the leader one report, not two. Should the
+// answer be lost, the next heartbeat's report carries the same states.
 func (e *Executor) deploy(now time.Time, req wire.DeployRequest) ([]wire.ExecutionStatus, *requestError) {
 	for _, t := range req.Tasks {
 		if err := validateTask(t); err != nil {
@@ -168,6 +174,9 @@ func (e *Executor) deploy(now time.Time, req wire.DeployRequest) ([]wire.Executi
 	stop, rerr := e.admitRenewLocked(now, req.Leader, false)
 	var fresh []wire.Task
 	if rerr == nil {
+		for _, t := range req.Tasks {
+			e.answering[t.ExecutionID]++
+		}
 		for _, t := range req.Tasks {
 			if e.held.deploy(t) {
 				fresh = append(fresh, t)
@@ -189,6 +198,11 @@ func (e *Executor) deploy(now time.Time, req wire.DeployRequest) ([]wire.Executi
 	}
 	e.mu.Lock()
 	e.statusesLocked(req.Tasks, out)
+	for _, t := range req.Tasks {
+		if e.answering[t.ExecutionID]--; e.answering[t.ExecutionID] <= 0 {
+			delete(e.answering, t.ExecutionID)
+		}
+	}
 	e.mu.Unlock()
 	return out, nil
 }
