@@ -58,7 +58,11 @@ type Subtask struct {
 	State       string `json:"state"`
 	Executor    string `json:"executor"`
 	ExecutionID string `json:"execution_id"`
-	Message     string `json:"message,omitempty"`
+	// StartTime is when the leader recorded it RUNNING and EndTime when it
+	// ended (unix ms, the leader's clock); each is omitted until then.
+	StartTime int64  `json:"start_time_ms,omitempty"`
+	EndTime   int64  `json:"end_time_ms,omitempty"`
+	Message   string `json:"message,omitempty"`
 }
 
 // Cluster answers GET /v1/cluster.

@@ -156,6 +156,7 @@ func (s *State) applyReport(index uint64, c *ReportExecutions) Result {
 			s.endExecution(e, u.State, c.Time, u.Message)
 		case u.State == ExecRunning && e.State == ExecDeploying:
 			e.State = ExecRunning
+			e.StartTime = c.Time
 		}
 		if u.State.Terminal() && e.State.Terminal() {
 			terminal = append(terminal, u.ID)

@@ -106,10 +106,16 @@ func TestJobRunsToFinished(t *testing.T) {
 	require.Equal(t, JobRunning, h.job("a").Status)
 	require.Equal(t, []int{0, 1}, h.s.UsedSlots()["e1"])
 
+	h.now += 250
+	started := h.now
 	h.reportAll("e1", ExecRunning)
 	e := h.exec("a/source/0/0")
 	require.True(t, e.Deployed)
 	require.Equal(t, ExecRunning, e.State)
+	require.Equal(t, started, e.StartTime, "the start is the recording command's time")
+	h.now += 250
+	h.reportAll("e1", ExecRunning)
+	require.Equal(t, started, h.exec("a/source/0/0").StartTime, "a later RUNNING report is no new start")
 
 	r := h.report("e1", ReportUpdate{ID: "a/source/0/0", State: ExecFinished})
 	require.Equal(t, []string{"a/source/0/0"}, r.Terminal)

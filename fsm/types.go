@@ -176,6 +176,11 @@ type Execution struct {
 	DeployTime  int64  `codec:"dt"`           // unix ms of the placement
 	EndTime     int64  `codec:"et,omitempty"` // unix ms of the terminal state
 	Message     string `codec:"m,omitempty"`
+	// StartTime is when the leader recorded the execution RUNNING (unix
+	// ms; 0 if it never was, or in a snapshot older than the field). It
+	// comes last: the layout is an array, and an older, shorter one still
+	// decodes.
+	StartTime int64 `codec:"rt" json:",omitempty"`
 }
 
 // ExecutionID formats the id of an execution.

@@ -93,6 +93,16 @@ func TestPipelineJobRunsToFinishedWithSlotSharing(t *testing.T) {
 	j := c.WaitJob("pipe", 60*time.Second, "FINISHED", "FAILED", "CANCELED")
 	require.Equal(t, "FINISHED", j.Status, j.Message)
 	subs := subtasks(j)
+	started := 0
+	for name, st := range subs {
+		require.GreaterOrEqual(t, st.EndTime, j.SubmitTime, "%s has an end time", name)
+		if st.StartTime != 0 { // 0 only if it ended before RUNNING was recorded
+			started++
+			require.GreaterOrEqual(t, st.StartTime, j.SubmitTime, name)
+			require.LessOrEqual(t, st.StartTime, st.EndTime, name)
+		}
+	}
+	require.NotZero(t, started, "subtasks carry the time they were recorded RUNNING")
 	for i := 0; i < 3; i++ {
 		require.Equal(t, subs[fmt.Sprintf("src/%d", i)].Executor, subs[fmt.Sprintf("map/%d", i)].Executor,
 			"subtask %d of the pipelined vertices shares a slot, so an executor", i)

@@ -23,10 +23,12 @@ import (
 // subtasks (one pipelined region: all or nothing) and then 1,000 jobs of 10.
 //
 // From when the first PUT is sent: "placed" is the latest placement time
-// the FSM recorded (exact, the leader's clock); "running" is when a
-// follower's state first shows every subtask started (RUNNING, or FINISHED
-// after it), polled every 50 ms from a follower's snapshot. Sim subtasks
-// run for 5 s; the next case waits until they have finished.
+// the FSM recorded, and "running" the latest time it recorded a subtask
+// RUNNING (both exact to the millisecond, the leader's clock, on the same
+// machine as this one). The wait ends when a follower's state, polled every
+// 50 ms, shows every subtask started; that moment is kept as "observed"
+// (it adds the poll's interval and the follower's lag). Sim subtasks run
+// for 5 s; the next case waits until they have finished.
 //
 // Each fleet also measures the heartbeat load: the CPU and RSS of the
 // leader over a window before the fleet starts, with every executor idle
@@ -170,13 +172,14 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 		extra := map[string]float64{
 			"placed_s":     pr.placed.Seconds(),
 			"running_s":    pr.running.Seconds(),
+			"observed_s":   pr.observed.Seconds(),
 			"placed_per_s": total / pr.placed.Seconds(),
 			"submit_s":     pr.submitted.Seconds(),
 		}
 		maps.Copy(extra, keep(pr.cpu, "leader_cpu", "bench_cpu", "fleet_cpu"))
 		e.Run.Add(results.Figure{Group: "placement", Name: fmt.Sprintf("%d sim executors, %s", n, sh.name),
 			Value: total / pr.running.Seconds(), Unit: "subtasks/s", Extra: extra, Command: Command("placement"),
-			Note: "PUT to every subtask started in the replicated state"}).AtLeast(50_000, ">= 50000 subtasks/s")
+			Note: "PUT to the last subtask recorded RUNNING in the replicated state (leader's clock)"}).AtLeast(50_000, ">= 50000 subtasks/s")
 		e.Log("%s %s: placed in %s (%.0f/s), running in %s (%.0f/s)", name, sh.name,
 			pr.placed.Round(time.Millisecond), total/pr.placed.Seconds(), pr.running.Round(time.Millisecond), total/pr.running.Seconds())
 		if err := waitEnded(ctx, poll, ids, simDuration+time.Minute); err != nil {
@@ -302,8 +305,8 @@ func addHeartbeatFigure(e *Env, n int, what string, cpu map[string]float64, wind
 }
 
 type placeResult struct {
-	submitted, placed, running time.Duration
-	cpu                        map[string]float64
+	submitted, placed, running, observed time.Duration
+	cpu                                  map[string]float64
 }
 
 // placeShape submits the jobs (64 at a time) with sim subtasks that run for
@@ -330,7 +333,7 @@ func placeShape(ctx context.Context, poll *cluster.Node, clients []*client.Clien
 		}
 		last = countJobs(st, ids)
 		if last.total == len(ids)*width && last.running+last.finished == last.total {
-			res.running = at.Sub(t0)
+			res.observed = at.Sub(t0)
 			return true, nil
 		}
 		return false, nil
@@ -340,6 +343,10 @@ func placeShape(ctx context.Context, poll *cluster.Node, clients []*client.Clien
 	}
 	res.cpu = watch.stop()
 	res.placed = time.UnixMilli(last.lastDeploy).Sub(t0)
+	res.running = time.UnixMilli(last.lastStart).Sub(t0)
+	if last.unstarted > 0 || res.running <= 0 {
+		res.running = res.observed // some start went unrecorded: the poll is all there is
+	}
 	return res, nil
 }
 

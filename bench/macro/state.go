@@ -36,9 +36,12 @@ func snapshot(ctx context.Context, n *cluster.Node) (st *fsm.State, at time.Time
 // progress counts the current attempts of the given jobs' subtasks.
 type progress struct {
 	total, placed, running, finished, terminal int
-	// lastDeploy and lastEnd are the latest placement and end times (unix
-	// ms, the leader's clock) over those executions.
-	lastDeploy, lastEnd int64
+	// lastDeploy, lastStart and lastEnd are the latest placement, RUNNING
+	// and end times (unix ms, the leader's clock) over those executions;
+	// unstarted counts executions that started without a recorded start
+	// (they ended before RUNNING was recorded).
+	lastDeploy, lastStart, lastEnd int64
+	unstarted                      int
 }
 
 func countJobs(st *fsm.State, jobs []string) progress {
@@ -60,6 +63,11 @@ func countJobs(st *fsm.State, jobs []string) progress {
 					p.running++
 				case e.State == fsm.ExecFinished:
 					p.finished++
+				}
+				if e.StartTime != 0 {
+					p.lastStart = max(p.lastStart, e.StartTime)
+				} else if e.State == fsm.ExecFinished {
+					p.unstarted++
 				}
 				if e.State.Terminal() {
 					p.terminal++
