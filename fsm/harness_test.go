@@ -134,6 +134,17 @@ func checkInvariants(t tb, s *State) {
 			require.Contains(t, s.byExecutor[ex], id)
 		}
 	}
+	// A partial report's view of the expected set is the full view
+	// narrowed to the ids it names, whatever they are.
+	ids := append(sortedKeys(s.execs), "zz/v/0/0")
+	for ex := range r.byExecutor {
+		want, got := s.Expected(ex), s.ExpectedAmong(ex, ids)
+		if len(want) == 0 {
+			require.Empty(t, got)
+		} else {
+			require.Equal(t, want, got, "ExpectedAmong(%s)", ex)
+		}
+	}
 	require.Equal(t, r.slotOf, s.slotOf, "slotOf")
 	require.Equal(t, r.ready, s.ready, "ready")
 	require.Equal(t, r.restarting, s.restarting, "restarting")

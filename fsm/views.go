@@ -120,6 +120,20 @@ func (s *State) Expected(executor string) []Execution {
 	return out
 }
 
+// ExpectedAmong returns those of ids that are live executions placed on
+// the executor, in the order of ids: the part of the expected set a partial
+// report (which lists only what changed) is reconciled against.
+func (s *State) ExpectedAmong(executor string, ids []string) []Execution {
+	m := s.byExecutor[executor]
+	out := make([]Execution, 0, len(ids))
+	for _, id := range ids {
+		if e, ok := m[id]; ok {
+			out = append(out, *e)
+		}
+	}
+	return out
+}
+
 // ExpectedEach calls f with every live execution placed on the executor,
 // without copying; f must not keep the pointer.
 func (s *State) ExpectedEach(executor string, f func(*Execution)) {

@@ -347,7 +347,17 @@ func mustProbe(now, lastAnswer time.Time, lease time.Duration, cfg *Config) bool
 func (t *tracker) handleReport(executor string, reported []wire.ExecutionStatus, base uint64, asOf time.Time, partial bool) []string {
 	cfg := &t.m.cfg
 	var expected []fsm.Execution
-	t.m.fsm.Read(func(st *fsm.State) { expected = st.Expected(executor) })
+	if partial {
+		// Nothing can be missing from a partial report: only the
+		// executions it names need comparing, not all the executor's.
+		ids := make([]string, len(reported))
+		for i := range reported {
+			ids[i] = reported[i].ExecutionID
+		}
+		t.m.fsm.Read(func(st *fsm.State) { expected = st.ExpectedAmong(executor, ids) })
+	} else {
+		t.m.fsm.Read(func(st *fsm.State) { expected = st.Expected(executor) })
+	}
 	now := cfg.Now().UnixMilli()
 	res := reconcile.Reconcile(reconcile.Input{
 		Executor: executor, Expected: expected, Reported: reported, Partial: partial,
