@@ -44,7 +44,12 @@ func (e *Executor) serveDeploy(w http.ResponseWriter, r *http.Request) {
 	if !decodeLeaderRequest(w, r, &req, &req.Leader) {
 		return
 	}
-	execs, rerr := e.deploy(e.cfg.Now(), req)
+	tasks, err := req.Tasks()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	execs, rerr := e.deploy(e.cfg.Now(), req.Leader, tasks)
 	if rerr != nil {
 		writeJSON(w, rerr.code, rerr.body)
 		return

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -167,7 +168,7 @@ func TestStaleTokenIsFencedAndTokenSurvivesRestart(t *testing.T) {
 			body any
 		}{
 			{wire.PathHeartbeat, wire.HeartbeatRequest{Leader: l.hdr(), Ack: []string{tk.ExecutionID}}},
-			{wire.PathDeploy, wire.DeployRequest{Leader: l.hdr(), Tasks: []wire.Task{simTask("j", 1, 0, 0)}}},
+			{wire.PathDeploy, wire.NewDeployRequest(l.hdr(), []wire.Task{simTask("j", 1, 0, 0)})},
 			{wire.PathCancel, wire.CancelRequest{Leader: l.hdr(), IDs: []string{tk.ExecutionID}}},
 		} {
 			code, b := l.post(c.path, c.body)
@@ -209,24 +210,28 @@ func TestBadInputGets4xx(t *testing.T) {
 	t.Parallel()
 	e := startExecutor(t, Config{})
 	l := newLeader(t, e, 1)
-	okHdr := `"version":1,"token":1,"node":"m1","addr":""`
-	huge := `{` + okHdr + `,"tasks":[{"execution_id":"` + strings.Repeat("x", 2<<20) + `"}]}`
+	okHdr := `"version":2,"token":1,"node":"m1","addr":""`
+	huge := `{` + okHdr + `,"groups":[{"job_id":"` + strings.Repeat("x", 2<<20) + `"}]}`
+	group := func(job string, parallelism int, subtasks string) string {
+		return fmt.Sprintf(`{%s,"groups":[{"job_id":%q,"vertex":"x","parallelism":%d,"command":["true"],"subtasks":%s}]}`, okHdr, job, parallelism, subtasks)
+	}
 	tests := []struct {
 		name, method, path, body string
 		code                     int
 		want                     string
 	}{
-		{"malformed JSON", "POST", wire.PathDeploy, `{"version":1,`, 400, "malformed"},
+		{"malformed JSON", "POST", wire.PathDeploy, `{"version":2,`, 400, "malformed"},
 		{"not an object", "POST", wire.PathHeartbeat, `[1,2]`, 400, "malformed"},
 		{"empty body", "POST", wire.PathHeartbeat, ``, 400, "empty"},
 		{"wrong type", "POST", wire.PathCancel, `{` + okHdr + `,"ids":"x"}`, 400, "malformed"},
 		{"trailing data", "POST", wire.PathHeartbeat, `{` + okHdr + `} {}`, 400, "after the JSON body"},
-		{"old version", "POST", wire.PathHeartbeat, `{"version":0,"token":1}`, 400, "version 0: this executor speaks version 1"},
-		{"new version", "POST", wire.PathDeploy, `{"version":2,"token":1,"tasks":[]}`, 400, "version 2: this executor speaks version 1"},
+		{"old version", "POST", wire.PathHeartbeat, `{"version":1,"token":1}`, 400, "version 1: this executor speaks version 2"},
+		{"new version", "POST", wire.PathDeploy, `{"version":3,"token":1,"groups":[]}`, 400, "version 3: this executor speaks version 2"},
 		{"body over 1 MiB", "POST", wire.PathDeploy, huge, 413, "larger than 1048576"},
-		{"path traversal id", "POST", wire.PathDeploy, `{` + okHdr + `,"tasks":[{"execution_id":"../../x/0/0","job_id":"..","vertex":"x","subtask":0,"parallelism":1,"attempt":0,"command":["true"]}]}`, 400, "execution id"},
-		{"dot-dot component", "POST", wire.PathDeploy, `{` + okHdr + `,"tasks":[{"execution_id":"../x/0/0","job_id":"..","vertex":"x","subtask":0,"parallelism":1,"attempt":0,"command":["true"]}]}`, 400, "not allowed"},
-		{"inconsistent id", "POST", wire.PathDeploy, `{` + okHdr + `,"tasks":[{"execution_id":"j/v/0/0","job_id":"k","vertex":"v","subtask":0,"parallelism":1,"attempt":0,"command":["true"]}]}`, 400, "does not match"},
+		{"path traversal id", "POST", wire.PathDeploy, group("../..", 1, "[0,0,0]"), 400, "execution id"},
+		{"dot-dot component", "POST", wire.PathDeploy, group("..", 1, "[0,0,0]"), 400, "not allowed"},
+		{"subtask out of range", "POST", wire.PathDeploy, group("j", 2, "[0,0,0, 2,0,1]"), 400, "out of range"},
+		{"subtasks not in triples", "POST", wire.PathDeploy, group("j", 2, "[0,0,0, 1,0]"), 400, "not three per task"},
 		{"wrong method", "GET", wire.PathDeploy, ``, 405, "use POST"},
 		{"wrong method on executions", "POST", wire.PathExecutions, `{}`, 405, "use GET"},
 		{"unknown path", "GET", "/v1/nope", ``, 404, "no such endpoint"},
@@ -253,8 +258,8 @@ func TestArbitraryBodiesNeverCrash(t *testing.T) {
 	t.Parallel()
 	e := startExecutor(t, Config{})
 	l := newLeader(t, e, 1)
-	fragments := []string{`{`, `}`, `[`, `]`, `"version":1`, `"token":1`, `"tasks":[`, `"ids":[`, `"ack":[`, `"execution_id":"j/v/0/0"`,
-		`"command":["true"]`, `"parallelism":1`, `null`, `,`, `:`, `"x"`, `-1`, `1e999`, `"\u0000"`, `"../.."`, `{"env":{"SIM_DURATION":"1h"}}`}
+	fragments := []string{`{`, `}`, `[`, `]`, `"version":2`, `"token":1`, `"groups":[`, `"subtasks":[`, `"ids":[`, `"ack":[`, `"job_id":"j"`,
+		`"vertex":"v"`, `"command":["true"]`, `"parallelism":1`, `0,0,0`, `null`, `,`, `:`, `"x"`, `-1`, `1e999`, `"\u0000"`, `"../.."`, `{"env":{"SIM_DURATION":"1h"}}`}
 	rapid.Check(t, func(rt *rapid.T) {
 		parts := rapid.SliceOfN(rapid.SampledFrom(fragments), 0, 20).Draw(rt, "body")
 		path := rapid.SampledFrom([]string{wire.PathDeploy, wire.PathCancel, wire.PathHeartbeat}).Draw(rt, "path")
@@ -441,7 +446,7 @@ func TestLeaderRequestsDuringShutdownAre503(t *testing.T) {
 	e.mu.Lock()
 	e.phase = phaseClosing
 	e.mu.Unlock()
-	code, b := l.post(wire.PathDeploy, wire.DeployRequest{Leader: l.hdr(), Tasks: []wire.Task{simTask("j", 0, 0, 0)}})
+	code, b := l.post(wire.PathDeploy, wire.NewDeployRequest(l.hdr(), []wire.Task{simTask("j", 0, 0, 0)}))
 	require.Equal(t, http.StatusServiceUnavailable, code, "%s", b)
 	require.Contains(t, string(b), "shutting down")
 	e.mu.Lock()
@@ -546,7 +551,7 @@ func TestLeaderRequestsMayCarryFieldsThisVersionDoesNotKnow(t *testing.T) {
 	t.Parallel()
 	e := startExecutor(t, Config{})
 	l := newLeader(t, e, 1)
-	body := `{"version":1,"token":1,"node":"m1","from_a_newer_leader":true,"tasks":[]}`
+	body := `{"version":2,"token":1,"node":"m1","from_a_newer_leader":true,"groups":[]}`
 	code, b := l.do(http.MethodPost, wire.PathDeploy, []byte(body))
 	require.Equal(t, http.StatusOK, code, "%s", b)
 }

@@ -161,29 +161,29 @@ func (e *Executor) leaseLoop() {
 // while the request is handled travel in the answer, not in a push: a
 // deploy of many tasks costs the leader one report, not two. Should the
 // answer be lost, the next heartbeat's report carries the same states.
-func (e *Executor) deploy(now time.Time, req wire.DeployRequest) ([]wire.ExecutionStatus, *requestError) {
-	for _, t := range req.Tasks {
+func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wire.ExecutionStatus, *requestError) {
+	for _, t := range tasks {
 		if err := validateTask(t); err != nil {
 			return nil, refuse(http.StatusBadRequest, "%v", err)
 		}
 	}
-	out := make([]wire.ExecutionStatus, len(req.Tasks))
+	out := make([]wire.ExecutionStatus, len(tasks))
 	e.mu.Lock()
 	// Only heartbeats renew the lease (a deploy or cancel may be a late
 	// message the leader no longer counts on).
-	stop, rerr := e.admitRenewLocked(now, req.Leader, false)
+	stop, rerr := e.admitRenewLocked(now, l, false)
 	var fresh []wire.Task
 	if rerr == nil {
-		for _, t := range req.Tasks {
+		for _, t := range tasks {
 			e.answering[t.ExecutionID]++
 		}
-		for _, t := range req.Tasks {
+		for _, t := range tasks {
 			if e.held.deploy(t) {
 				fresh = append(fresh, t)
 				e.noteLocked(t.ExecutionID, "")
 			}
 		}
-		e.statusesLocked(req.Tasks, out)
+		e.statusesLocked(tasks, out)
 	}
 	e.mu.Unlock()
 	e.stopTasks(stop)
@@ -191,14 +191,14 @@ func (e *Executor) deploy(now time.Time, req wire.DeployRequest) ([]wire.Executi
 		return nil, rerr
 	}
 	if len(fresh) > 0 {
-		e.log.Info("deploying", "leader", req.Node, "token", req.Token, "tasks", len(fresh))
+		e.log.Info("deploying", "leader", l.Node, "token", l.Token, "tasks", len(fresh))
 	}
 	for _, t := range fresh {
 		e.startTask(t)
 	}
 	e.mu.Lock()
-	e.statusesLocked(req.Tasks, out)
-	for _, t := range req.Tasks {
+	e.statusesLocked(tasks, out)
+	for _, t := range tasks {
 		if e.answering[t.ExecutionID]--; e.answering[t.ExecutionID] <= 0 {
 			delete(e.answering, t.ExecutionID)
 		}

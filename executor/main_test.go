@@ -192,7 +192,7 @@ func (l *leader) post(path string, v any) (int, []byte) {
 
 func (l *leader) deploy(tasks ...wire.Task) wire.DeployResponse {
 	l.t.Helper()
-	code, b := l.post(wire.PathDeploy, wire.DeployRequest{Leader: l.hdr(), Tasks: tasks})
+	code, b := l.post(wire.PathDeploy, wire.NewDeployRequest(l.hdr(), tasks))
 	require.Equal(l.t, http.StatusOK, code, "deploy: %s", b)
 	var resp wire.DeployResponse
 	require.NoError(l.t, json.Unmarshal(b, &resp))

@@ -443,12 +443,13 @@ func (t *tracker) sendDeploy(executor string, tasks []fsm.TaskSpec) []string {
 	if addr == "" || len(tasks) == 0 {
 		return nil
 	}
-	req := wire.DeployRequest{Leader: t.leader(), Tasks: make([]wire.Task, len(tasks))}
+	wt := make([]wire.Task, len(tasks))
 	for i, ts := range tasks {
 		e := &ts.Execution
-		req.Tasks[i] = wire.Task{ExecutionID: e.ID, JobID: e.Job, Vertex: e.Vertex, Subtask: e.Subtask,
+		wt[i] = wire.Task{ExecutionID: e.ID, JobID: e.Job, Vertex: e.Vertex, Subtask: e.Subtask,
 			Parallelism: ts.Parallelism, Attempt: e.Attempt, Slot: e.Slot, Command: ts.Command, Env: ts.Env}
 	}
+	req := wire.NewDeployRequest(t.leader(), wt)
 	var resp wire.DeployResponse
 	if err := postJSON(t.s.ctx, t.m.client, addr, wire.PathDeploy, req, &resp, 10*time.Second); err != nil {
 		t.m.log.Warn("deploy failed; the reconciler retries it", "executor", executor, "tasks", len(tasks), "err", err)

@@ -185,14 +185,19 @@ func (s *Scripted) serveDeploy(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
+	tasks, err := req.Tasks()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	now := time.Now()
 	s.mu.Lock()
 	if !s.admit(w, req.Leader) {
 		s.mu.Unlock()
 		return
 	}
-	resp := wire.DeployResponse{Executions: make([]wire.ExecutionStatus, 0, len(req.Tasks))}
-	for _, t := range req.Tasks {
+	resp := wire.DeployResponse{Executions: make([]wire.ExecutionStatus, 0, len(tasks))}
+	for _, t := range tasks {
 		st, ok := s.held[t.ExecutionID]
 		if !ok {
 			st = wire.ExecutionStatus{ExecutionID: t.ExecutionID, JobID: t.JobID, Vertex: t.Vertex, Subtask: t.Subtask,
