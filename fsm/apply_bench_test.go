@@ -184,3 +184,34 @@ func BenchmarkEndWideJob(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlaceWide applies the placement of one region of 10,000
+// subtasks on 100 executors (the entry bytes as they arrive from the log):
+// every master does this work, and the leader does it before it can
+// deploy. us/exec is per placed execution.
+//
+//	go test -run '^$' -bench BenchmarkPlaceWide -benchmem ./fsm/
+func BenchmarkPlaceWide(b *testing.B) {
+	const width, perExecutor = 10_000, 100
+	spec := parseSpec(b, fmt.Sprintf(`{"vertices":[{"id":"v","parallelism":%d,"command":["sim"]}]}`, width))
+	slots := make([]SlotAssign, width)
+	for k := range slots {
+		slots[k] = SlotAssign{Group: "default", Index: k, Executor: fmt.Sprintf("sim%04d", k/perExecutor), Slot: k % perExecutor}
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s := NewState()
+		s.ApplyEntry(1, MustEncode(&EstablishLeadership{Node: "m1"}))
+		f := Fenced{Token: s.Epoch(), Time: 1}
+		s.ApplyEntry(2, MustEncode(&SubmitJob{Fenced: f, ID: "wide", Spec: spec}))
+		place := MustEncode(&PlaceRegion{Fenced: f, Job: "wide", Region: 0, Slots: slots})
+		b.StartTimer()
+		rs := s.ApplyEntry(3, place)
+		b.StopTimer()
+		if len(rs) != 1 || rs[0].Err != nil || len(rs[0].Placed) != width {
+			b.Fatalf("placement: %+v", rs[0].Err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/width, "us/exec")
+}

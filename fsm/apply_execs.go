@@ -12,9 +12,10 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 	if c.Region < 0 || c.Region >= len(j.Regions) || j.Regions[c.Region].Status != RegionReady {
 		return Result{Err: fmt.Errorf("%w: region %d of %q is not ready", ErrRejected, c.Region, c.Job)}
 	}
-	assign := make(map[slotKey]slotRef, len(c.Slots))
+	// assign maps a slot key to its assignment's index in c.Slots.
+	assign := make(map[slotKey]int, len(c.Slots))
 	taken := make(map[slotRef]bool, len(c.Slots))
-	for _, a := range c.Slots {
+	for i, a := range c.Slots {
 		k := slotKey{j.ID, a.Group, a.Index}
 		ref := slotRef{a.Executor, a.Slot}
 		if a.Executor == "" || a.Slot < 0 {
@@ -33,40 +34,52 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 		if held, ok := s.slotOf[k]; ok && held != ref {
 			return Result{Err: fmt.Errorf("%w: %s/%d is already in slot %s/%d", ErrRejected, a.Group, a.Index, held.executor, held.slot)}
 		}
-		assign[k] = ref
+		assign[k] = i
 	}
 	// Every execution of the region needs its key assigned, and every
-	// assignment must be used.
-	used := make(map[slotKey]bool, len(assign))
+	// assignment must be used. The first pass only checks (a rejected
+	// placement changes nothing) and notes each execution's assignment in
+	// iteration order for the second.
+	used := make([]bool, len(c.Slots))
+	nused := 0
+	which := make([]int, 0, len(c.Slots))
 	var missing error
 	s.forEachInRegion(j, c.Region, func(e *Execution) {
-		k := s.keyOf(j, e)
-		if _, ok := assign[k]; !ok && missing == nil {
-			missing = fmt.Errorf("%w: no slot for %s", ErrRejected, e.ID)
+		i, ok := assign[s.keyOf(j, e)]
+		if !ok {
+			if missing == nil {
+				missing = fmt.Errorf("%w: no slot for %s", ErrRejected, e.ID)
+			}
+			return
 		}
 		if e.State != ExecScheduled && missing == nil {
 			missing = fmt.Errorf("%w: %s is %s", ErrRejected, e.ID, e.State)
 		}
-		used[k] = true
+		if !used[i] {
+			used[i] = true
+			nused++
+		}
+		which = append(which, i)
 	})
 	if missing != nil {
 		return Result{Err: missing}
 	}
-	if len(used) != len(assign) {
-		return Result{Err: fmt.Errorf("%w: %d slot assignments for %d slot keys", ErrRejected, len(assign), len(used))}
+	if nused != len(assign) {
+		return Result{Err: fmt.Errorf("%w: %d slot assignments for %d slot keys", ErrRejected, len(assign), nused)}
 	}
-	var placed []Execution
+	placed := make([]Execution, 0, len(which))
+	n := 0
 	s.forEachInRegion(j, c.Region, func(e *Execution) {
-		k := s.keyOf(j, e)
-		ref := assign[k]
+		a := &c.Slots[which[n]]
+		n++
 		e.State = ExecDeploying
-		e.Executor = ref.executor
-		e.Slot = ref.slot
+		e.Executor = a.Executor
+		e.Slot = a.Slot
 		e.Epoch = c.Token
 		e.Deployed = false
 		e.DeployIndex = index
 		e.DeployTime = c.Time
-		s.track(e, k)
+		s.track(e, slotKey{j.ID, a.Group, a.Index})
 		placed = append(placed, *e)
 	})
 	s.setRegionStatus(j, c.Region, RegionRunning)

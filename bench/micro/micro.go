@@ -50,6 +50,7 @@ var Suites = []Suite{
 	{Pkg: "./fsm/", Bench: "BenchmarkApply", Benchtime: "20000x"},
 	{Pkg: "./fsm/", Bench: "BenchmarkSnapshotRestore1M", Benchtime: "2x"},
 	{Pkg: "./fsm/", Bench: "BenchmarkEndWideJob", Benchtime: "1x"},
+	{Pkg: "./fsm/", Bench: "BenchmarkPlaceWide", Benchtime: "20x"},
 	{Pkg: "./reconcile/", Bench: "BenchmarkReconcile"},
 	{Pkg: "./placement/", Bench: "BenchmarkPlace"},
 }
@@ -150,6 +151,9 @@ func addFigures(run *results.Run, s Suite, name string, m map[string]float64) {
 		run.Add(results.Figure{Group: "micro fsm apply", Name: "cancel a running job, " + strings.TrimPrefix(name, "EndWideJob/"), Value: ns / 1e9, Unit: "s/job",
 			Extra: map[string]float64{"us/exec": m["us/exec"]}, Command: cmd,
 			Note: "cancel-job and every CANCELED report, on one master"})
+	case name == "PlaceWide":
+		run.Add(results.Figure{Group: "micro fsm apply", Name: "place one region of 10000 subtasks on 100 executors", Value: ns / 1e6, Unit: "ms/cmd",
+			Extra: extra, Command: cmd, Note: "decode and apply, on every master"})
 	case strings.HasPrefix(name, "Reconcile/"):
 		run.Add(results.Figure{Group: "micro reconcile", Name: strings.TrimPrefix(name, "Reconcile/"), Value: ns / 1e3, Unit: "µs/report", Extra: extra, Command: cmd})
 	case strings.HasPrefix(name, "Place/"):
