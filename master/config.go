@@ -105,6 +105,19 @@ func (c *Config) setDefaults() error {
 	if c.BootstrapExpect < 0 {
 		return errors.New("--bootstrap-expect must not be negative")
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"--raft-heartbeat-timeout", c.RaftHeartbeatTimeout}, {"--raft-election-timeout", c.RaftElectionTimeout},
+		{"--executor-heartbeat", c.ExecutorHeartbeat}, {"--executor-lease", c.ExecutorLease},
+		{"--executor-timeout", c.ExecutorTimeout}, {"--deploy-timeout", c.DeployTimeout},
+		{"--job-retention", c.JobRetention}, {"RequestWait", c.RequestWait},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%s must not be negative (it is %s; 0 means the default)", d.name, d.v)
+		}
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v

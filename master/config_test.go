@@ -26,3 +26,18 @@ func TestConfigChecksTheTimingRelation(t *testing.T) {
 	c.ExecutorHeartbeat, c.ExecutorLease, c.ExecutorTimeout = 200*time.Millisecond, 3*time.Second, 3700*time.Millisecond
 	require.Error(t, c.setDefaults())
 }
+
+// A negative duration would reach a ticker and panic once the master leads:
+// it is refused at start, naming the flag.
+func TestConfigRefusesNegativeDurations(t *testing.T) {
+	for name, set := range map[string]func(*Config){
+		"--executor-heartbeat":     func(c *Config) { c.ExecutorHeartbeat = -time.Second },
+		"--job-retention":          func(c *Config) { c.JobRetention = -time.Nanosecond },
+		"--deploy-timeout":         func(c *Config) { c.DeployTimeout = -time.Second },
+		"--raft-heartbeat-timeout": func(c *Config) { c.RaftHeartbeatTimeout = -time.Millisecond },
+	} {
+		c := Config{NodeID: "m1", DataDir: t.TempDir(), HTTPAddr: "a:1", RaftAddr: "a:2", GossipAddr: "a:3"}
+		set(&c)
+		require.ErrorContains(t, c.setDefaults(), name+" must not be negative", name)
+	}
+}

@@ -136,7 +136,9 @@ func (s *session) collectGarbage() {
 	if retention <= 0 {
 		return
 	}
-	tick := time.NewTicker(min(retention/4, time.Minute))
+	// A quarter of the retention, at most a minute, at least 10 ms (a
+	// retention of a few nanoseconds is legal: forget at once).
+	tick := time.NewTicker(max(min(retention/4, time.Minute), 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {

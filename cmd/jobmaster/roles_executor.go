@@ -26,7 +26,8 @@ task is a process in its own process group, in a working directory under
 The executor obeys only the newest leader it has heard from (fencing), and
 has every task dead within --lease of the last heartbeat from a leader
 (self-fencing): it starts stopping them --cancel-grace (+0.5s) before the
-lease runs out. Keep --lease below the masters' --executor-timeout.`,
+lease runs out. Keep --lease equal to the masters' --executor-lease, which
+they check against their --executor-timeout.`,
 		Example: `  jobmaster executor --node-id e1 --data-dir /var/lib/jobmaster/e1 \
     --http-addr 10.0.0.4:7431 --gossip-addr 10.0.0.4:7441 \
     --join 10.0.0.1:7421,10.0.0.2:7421,10.0.0.3:7421 --slots 8`,
