@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"sort"
 	"strings"
 
 	"jobmaster/api"
+	"jobmaster/jobspec"
 )
 
 // routes builds the HTTP API (docs/api.md).
@@ -48,7 +50,28 @@ func (m *Master) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return recoverPanics(m, mux)
+	return recoverPanics(m, canonicalPaths(mux))
+}
+
+// canonicalPaths answers a path with '.' or '..' segments or repeated
+// slashes with a 400, where the mux would redirect with an HTML body: a job
+// id "." or ".." gets the error any bad job id gets.
+func canonicalPaths(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if c := path.Clean(p); c != p && c+"/" != p {
+			if rest, ok := strings.CutPrefix(p, "/v1/jobs/"); ok {
+				id, _, _ := strings.Cut(rest, "/")
+				if err := jobspec.CheckID(id); err != nil {
+					writeError(w, http.StatusBadRequest, "job id: "+err.Error())
+					return
+				}
+			}
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("path %q is not canonical: remove empty, '.' and '..' segments", p))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // methods dispatches on the request method and answers 405 with a JSON
