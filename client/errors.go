@@ -68,6 +68,17 @@ func (e *UnreachableError) Error() string {
 	return "no master answered; tried " + strings.Join(parts, ", ")
 }
 
+// NoLeader reports whether some master answered but had no leader (a 503):
+// the masters are up but have no quorum, rather than unreachable.
+func (e *UnreachableError) NoLeader() bool {
+	for _, a := range e.Attempts {
+		if apiErr, ok := errors.AsType[*APIError](a.Err); ok && apiErr.StatusCode == http.StatusServiceUnavailable {
+			return true
+		}
+	}
+	return false
+}
+
 // Unwrap returns the failure of every master tried.
 func (e *UnreachableError) Unwrap() []error {
 	errs := make([]error, len(e.Attempts))

@@ -70,7 +70,10 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 			}
 			last[i] = err
 			if !req.idempotent && !sentNothing(err) {
-				if _, isAPI := errors.AsType[*APIError](err); isAPI {
+				// A 503, 502 or 504 may come after the leader committed
+				// the request (it died before answering): the outcome
+				// is unknown, as it is for a lost answer.
+				if apiErr, isAPI := errors.AsType[*APIError](err); isAPI && !failoverStatus(apiErr.StatusCode) {
 					return nil, err
 				}
 				return nil, fmt.Errorf("%s %s at %s: %w (%w)", req.method, req.path, displayAddr(c.addrs[i]), ErrOutcomeUnknown, shortError{err})

@@ -77,6 +77,16 @@ func TestRetries503UntilSuccess(t *testing.T) {
 	assert.Equal(t, int64(4), s.hits.Load())
 }
 
+func TestPostFinalErrorIsNotOutcomeUnknown(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusBadRequest, api.Error{Error: "bad spec"})
+	})
+	_, err := newTestClient(t, s.addr()).CreateJob(context.Background(), []byte(`{}`))
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.NotErrorIs(t, err, ErrOutcomeUnknown, "a 400 says the job was not created")
+}
+
 func Test4xxIsFinal(t *testing.T) {
 	for _, code := range []int{http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge} {
 		t.Run(http.StatusText(code), func(t *testing.T) {
@@ -127,6 +137,11 @@ func TestAllUnreachableListsEveryAddress(t *testing.T) {
 	assert.Contains(t, msg, dead+" (connection refused)")
 	assert.Contains(t, msg, unavailable.addr()+" (no leader elected (HTTP 503))")
 	assert.Greater(t, unavailable.hits.Load(), int64(1), "the round must be retried until the deadline")
+	assert.True(t, u.NoLeader(), "a master answered: it has no leader")
+
+	_, err = newTestClient(t, dead, WithTimeout(200*time.Millisecond)).Jobs(context.Background())
+	require.ErrorAs(t, err, &u)
+	assert.False(t, u.NoLeader(), "nothing answered")
 }
 
 func TestCallerCancelIsNotUnreachable(t *testing.T) {
@@ -186,7 +201,7 @@ func TestPostIsNotRetriedOnceSent(t *testing.T) {
 			c := newTestClient(t, first.addr()+","+second.addr())
 
 			_, err := c.CreateJob(context.Background(), []byte(`{}`))
-			require.Error(t, err)
+			require.ErrorIs(t, err, ErrOutcomeUnknown, "a 503 may follow a commit, as a hang-up may")
 			assert.Equal(t, int64(1), first.hits.Load())
 			assert.Equal(t, int64(0), second.hits.Load(), "a POST that may have been received must not be resent")
 		})

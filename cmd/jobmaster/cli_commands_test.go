@@ -257,6 +257,27 @@ func TestUnreachableCluster(t *testing.T) {
 	assert.Empty(t, r.stdout)
 }
 
+// A master that answers 503 is up without a quorum: the hint says so
+// instead of suggesting that no cluster runs; a POST it refused may have
+// been committed, and the hint says that too.
+func TestNoLeaderHints(t *testing.T) {
+	noLeader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "no leader available (an election may be in progress); retry shortly"})
+	}))
+	defer noLeader.Close()
+	addr := noLeader.Listener.Addr().String() + "," + deadAddr(t)
+
+	r := runCLI(addr, "job", "list", "--timeout", "100ms")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "the cluster has no leader: a majority of the masters")
+	assert.NotContains(t, r.stderr, "Is a cluster running?")
+
+	r = runCLI(addr, "job", "run", specFile(t, wcSpec))
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "(HTTP 503)")
+	assert.Contains(t, r.stderr, "The job may have been created: check with 'jobmaster job list'.")
+}
+
 func TestFailoverWhileWaiting(t *testing.T) {
 	f := newFakeMaster(t, "RUNNING") // the job runs until the test finishes it
 	second := httptest.NewServer(f.srv.Config.Handler)

@@ -92,6 +92,9 @@ func message(err error) string {
 func hint(err error) string {
 	var unreachable *client.UnreachableError
 	switch {
+	case errors.As(err, &unreachable) && unreachable.NoLeader():
+		return "A master answered but the cluster has no leader: a majority of the masters\n" +
+			"(2 of 3) must be running and able to reach each other. See docs/operations.md."
 	case errors.As(err, &unreachable):
 		return "Is a cluster running? Start a local one with 'make run' or 'jobmaster dev',\n" +
 			"or point --address or JOBMASTER_ADDR at its masters."
