@@ -93,6 +93,9 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	if o.slots < 1 {
 		return usageErrorf(cmd, "--slots must be positive, got %d", o.slots)
 	}
+	if o.runtime != "exec" && o.runtime != "sim" {
+		return usageErrorf(cmd, "--runtime %q: use exec or sim", o.runtime)
+	}
 	if o.basePort < 1 || o.basePort+50 > 65535 {
 		return usageErrorf(cmd, "--base-port %d out of range", o.basePort)
 	}
@@ -451,8 +454,12 @@ func (c *devCluster) demo(cmd *cobra.Command, env *cliEnv, cl *client.Client, le
 		fmt.Fprintf(out, "\nThe demo job ended %s after %s: %s\n", job.Status, formatElapsed(elapsed), job.Message)
 		return false, nil
 	}
-	fmt.Fprintf(out, "\nThe demo job FINISHED in %s. Its report (jobmaster job logs %s report 0):\n", formatElapsed(elapsed), id)
-	if rc, err := cl.Logs(ctx, id, "report", 0, client.Stdout); err == nil {
+	if o.runtime == "sim" {
+		fmt.Fprintf(out, "\nThe demo job FINISHED in %s (simulated tasks: no processes ran, so there is no report).\n", formatElapsed(elapsed))
+	} else {
+		fmt.Fprintf(out, "\nThe demo job FINISHED in %s. Its report (jobmaster job logs %s report 0):\n", formatElapsed(elapsed), id)
+	}
+	if rc, err := cl.Logs(ctx, id, "report", 0, client.Stdout); err == nil && o.runtime != "sim" {
 		b, _ := io.ReadAll(rc)
 		rc.Close()
 		for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {

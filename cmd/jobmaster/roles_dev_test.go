@@ -53,3 +53,18 @@ func freeBasePort(t *testing.T) int {
 	require.NoError(t, err)
 	return first - 1
 }
+
+// Bad dev flags are usage errors caught before anything starts.
+func TestDevRejectsBadFlagsUpFront(t *testing.T) {
+	for msg, args := range map[string][]string{
+		`--runtime "bogus": use exec or sim`:  {"--runtime", "bogus"},
+		"--executors must be between 1 and 9": {"--executors", "10"},
+		"--slots must be positive":            {"--slots", "0"},
+		"--base-port 70000 out of range":      {"--base-port", "70000"},
+	} {
+		r := runCLI("", append([]string{"dev"}, args...)...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, msg)
+		require.NotContains(t, r.stdout, "Starting", "nothing starts")
+	}
+}
