@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"jobmaster/jobspec"
 )
 
 // newLogger is the servers' structured logger on stderr; a bad level is a
@@ -16,6 +18,15 @@ func newLogger(cmd *cobra.Command, level string) (*slog.Logger, error) {
 		return nil, usageErrorf(cmd, "--log-level %q: use debug, info, warn or error", level)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// checkNodeID: a node id names the node in Raft, gossip, URLs
+// (remove-peer) and execution records, so it follows the rule for job ids.
+func checkNodeID(cmd *cobra.Command, id string) error {
+	if err := jobspec.CheckID(id); err != nil {
+		return usageErrorf(cmd, "--node-id: %v", err)
+	}
+	return nil
 }
 
 // requireFlags is a usage error naming the first of the flags not given.

@@ -68,3 +68,16 @@ func TestDevRejectsBadFlagsUpFront(t *testing.T) {
 		require.NotContains(t, r.stdout, "Starting", "nothing starts")
 	}
 }
+
+// A node id names the node in URLs and records: it follows the job id rule.
+func TestNodeIDsAreChecked(t *testing.T) {
+	for _, args := range [][]string{
+		{"server", "--node-id", "m 9", "--data-dir", t.TempDir()},
+		{"executor", "--node-id", "e/../x", "--data-dir", t.TempDir(), "--join", "127.0.0.1:1"},
+	} {
+		r := runCLI("", args...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, "--node-id: ")
+		require.Contains(t, r.stderr, "use letters, digits")
+	}
+}

@@ -36,6 +36,9 @@ they check against their --executor-timeout.`,
 			if err := requireFlags(cmd, "node-id", "data-dir"); err != nil {
 				return err
 			}
+			if err := checkNodeID(cmd, cfg.NodeID); err != nil {
+				return err
+			}
 			cfg.Join = splitList(join)
 			if len(cfg.Join) == 0 {
 				return usageErrorf(cmd, "--join is required: the gossip addresses of the masters")

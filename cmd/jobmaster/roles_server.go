@@ -32,6 +32,9 @@ on its data dir rejoins its cluster without bootstrapping.`,
 			if err := requireFlags(cmd, "node-id", "data-dir"); err != nil {
 				return err
 			}
+			if err := checkNodeID(cmd, cfg.NodeID); err != nil {
+				return err
+			}
 			switch strings.ToLower(cfg.RaftLogLevel) {
 			case "trace", "debug", "info", "warn", "error", "off":
 			default:
