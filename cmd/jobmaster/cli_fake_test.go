@@ -261,6 +261,7 @@ func (c cli) run(args ...string) result {
 		stderr:       &stderr,
 		getenv:       func(k string) string { return c.env[k] },
 		pollInterval: 2 * time.Millisecond,
+		stuckAfter:   20 * time.Millisecond,
 		terminal:     func(io.Writer) (termSize, bool) { return termSize{}, false },
 	})
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}

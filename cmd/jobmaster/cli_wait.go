@@ -25,8 +25,48 @@ var errStoppedWaiting = errors.New("stopped waiting")
 type progressView interface {
 	// show displays the job as of elapsed time into the wait.
 	show(job *api.Job, elapsed time.Duration)
+	// note shows why the job is not moving ("" clears it).
+	note(msg string)
 	// close ends the view, leaving the cursor at the start of a line.
 	close()
+}
+
+// defaultStuckAfter is how long a job may sit with nothing placed before a
+// waiting command asks the cluster why; it asks again every recheckEvery.
+const (
+	defaultStuckAfter = 2 * time.Second
+	recheckEvery      = 5 * time.Second
+)
+
+// slotNote explains why a job has nothing placed: the free slots of the
+// alive executors against the slots its widest vertex needs at once (its
+// subtasks never share a slot). It is "" when something is placed.
+func slotNote(job *api.Job, cl *api.Cluster) string {
+	need, widest := 0, ""
+	for _, v := range job.Vertices {
+		for _, st := range v.Subtasks {
+			if st.State != "SCHEDULED" {
+				return ""
+			}
+		}
+		if v.Parallelism > need {
+			need, widest = v.Parallelism, v.ID
+		}
+	}
+	total, free := 0, 0
+	for _, x := range cl.Executors {
+		if x.Status == "alive" {
+			total += x.Slots
+			free += x.FreeSlots
+		}
+	}
+	switch {
+	case total == 0:
+		return "Waiting: no executor is alive to run it (see 'jobmaster members')."
+	case need > total:
+		return fmt.Sprintf("Waiting: vertex %s needs %d slots at once and the alive executors have %d in all; it starts when more executors join.", widest, need, total)
+	}
+	return fmt.Sprintf("Waiting for slots: %d of %d are free; the job needs at least %d at once and starts when other jobs free them.", free, total, need)
 }
 
 // waitJob polls job id every interval, showing each answer on view, until
@@ -34,11 +74,15 @@ type progressView interface {
 // long it waited; errStoppedWaiting when ctx ends first. Each poll fails
 // over between masters like any call, so a master failover does not end the
 // wait; a poll that fails for good does.
-func waitJob(ctx context.Context, c *client.Client, id string, view progressView, interval time.Duration) (*api.Job, time.Duration, error) {
+//
+// A job that stays CREATED with nothing placed for stuckAfter gets a note
+// on the view saying why (slotNote).
+func waitJob(ctx context.Context, c *client.Client, id string, view progressView, interval, stuckAfter time.Duration) (*api.Job, time.Duration, error) {
 	start := time.Now()
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	var last *api.Job
+	var unplacedSince, checked time.Time
 	for {
 		job, err := c.Job(ctx, id)
 		if ctx.Err() != nil {
@@ -48,6 +92,21 @@ func waitJob(ctx context.Context, c *client.Client, id string, view progressView
 			return last, time.Since(start), fmt.Errorf("waiting for job %q: %w", id, notFound(err, id))
 		}
 		last = job
+		now := time.Now()
+		switch {
+		case job.Status != "CREATED":
+			if !unplacedSince.IsZero() {
+				view.note("")
+			}
+			unplacedSince = time.Time{}
+		case unplacedSince.IsZero():
+			unplacedSince = now
+		case now.Sub(unplacedSince) >= stuckAfter && (checked.IsZero() || now.Sub(checked) >= recheckEvery):
+			checked = now
+			if cl, err := c.Cluster(ctx); err == nil {
+				view.note(slotNote(job, cl))
+			}
+		}
 		view.show(job, time.Since(start))
 		if terminalStatus(job.Status) {
 			return job, time.Since(start), nil
@@ -66,7 +125,7 @@ func (o *clientOpts) follow(cmd *cobra.Command, c *client.Client, id string) (*a
 	defer func() { o.waiting = false }()
 	view := o.newView(cmd)
 	defer view.close()
-	return waitJob(cmd.Context(), c, id, view, o.env.pollInterval)
+	return waitJob(cmd.Context(), c, id, view, o.env.pollInterval, o.env.stuckAfter)
 }
 
 // newView picks how a waiting command shows progress: nothing with --json,
@@ -99,6 +158,7 @@ func (o *clientOpts) cancelHint(cmd *cobra.Command, id string) string {
 type quietView struct{}
 
 func (quietView) show(*api.Job, time.Duration) {}
+func (quietView) note(string)                  {}
 func (quietView) close()                       {}
 
 // lineView prints one line per change of the job, prefixed with the
@@ -106,6 +166,14 @@ func (quietView) close()                       {}
 type lineView struct {
 	w    io.Writer
 	last string
+	said string // the last note printed
+}
+
+func (v *lineView) note(msg string) {
+	if msg != "" && msg != v.said {
+		fmt.Fprintln(v.w, msg)
+	}
+	v.said = msg
 }
 
 func (v *lineView) show(job *api.Job, elapsed time.Duration) {
@@ -123,8 +191,11 @@ func (v *lineView) close() {}
 type liveView struct {
 	w     io.Writer
 	size  func() termSize
-	drawn int // lines of the last frame
+	drawn int    // lines of the last frame
+	msg   string // the note, drawn under the frame
 }
+
+func (v *liveView) note(msg string) { v.msg = msg }
 
 // ANSI escapes used by liveView.
 const (
@@ -140,7 +211,15 @@ func newLiveView(w io.Writer, size func() termSize) *liveView {
 }
 
 func (v *liveView) show(job *api.Job, elapsed time.Duration) {
-	lines := liveLines(job, elapsed, v.size())
+	size := v.size()
+	lines := liveLines(job, elapsed, size)
+	if v.msg != "" {
+		msg := "  " + v.msg
+		if size.width > 0 {
+			msg = truncate(msg, size.width-1)
+		}
+		lines = append(lines, msg)
+	}
 	var b strings.Builder
 	if v.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", v.drawn) // back to the frame's first line

@@ -131,3 +131,43 @@ func TestLineViewPrintsChangesOnly(t *testing.T) {
 	v.show(&api.Job{Status: "FINISHED", Vertices: []api.Vertex{vertex("a", "FINISHED")}}, 2*time.Second)
 	assert.Equal(t, "0.0s RUNNING a: 1/1 running 0 finished 0 failed\n2.0s FINISHED a: 0/1 running 1 finished 0 failed\n", out.String())
 }
+
+func TestSlotNote(t *testing.T) {
+	job := func(states ...string) *api.Job {
+		v := api.Vertex{ID: "wide", Parallelism: 12}
+		for i, s := range states {
+			v.Subtasks = append(v.Subtasks, api.Subtask{Index: i, State: s})
+		}
+		return &api.Job{ID: "j", Status: "CREATED", Vertices: []api.Vertex{{ID: "small", Parallelism: 1}, v}}
+	}
+	exec := func(slots, free int, status string) api.Executor {
+		return api.Executor{Slots: slots, FreeSlots: free, Status: status}
+	}
+	cluster := func(xs ...api.Executor) *api.Cluster { return &api.Cluster{Executors: xs} }
+
+	assert.Empty(t, slotNote(job("SCHEDULED", "DEPLOYING"), cluster(exec(4, 0, "alive"))), "something is placed")
+	assert.Equal(t, "Waiting: no executor is alive to run it (see 'jobmaster members').",
+		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "dead"))))
+	assert.Equal(t, "Waiting: vertex wide needs 12 slots at once and the alive executors have 8 in all; it starts when more executors join.",
+		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "alive"), exec(4, 4, "alive"), exec(4, 4, "dead"))))
+	assert.Equal(t, "Waiting for slots: 3 of 16 are free; the job needs at least 12 at once and starts when other jobs free them.",
+		slotNote(job("SCHEDULED"), cluster(exec(8, 1, "alive"), exec(8, 2, "alive"))))
+}
+
+// A job that stays CREATED gets one line saying why, once, in the plain
+// view; nothing is said of a job that starts.
+func TestJobRunWaitSaysWhyAJobWaits(t *testing.T) {
+	script := make([]string, 0, 60)
+	for range 50 {
+		script = append(script, "CREATED")
+	}
+	f := newFakeMaster(t, append(script, "RUNNING", "FINISHED")...)
+	r := runCLI(f.addr(), "job", "run", "--wait", "--id", "wc", specFile(t, wcSpec))
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, 1, strings.Count(r.stdout, "Waiting for slots: 2 of 4 are free; the job needs at least 2 at once"), r.stdout)
+
+	f = newFakeMaster(t)
+	r = runCLI(f.addr(), "job", "run", "--wait", "--id", "wc2", specFile(t, wcSpec))
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "Waiting")
+}

@@ -36,6 +36,7 @@ func main() {
 		stderr:       os.Stderr,
 		getenv:       os.Getenv,
 		pollInterval: defaultPollInterval,
+		stuckAfter:   defaultStuckAfter,
 		terminal:     detectTerminal,
 	})
 	stop()
@@ -50,6 +51,9 @@ type cliEnv struct {
 	getenv         func(string) string
 	// pollInterval is how often a waiting command polls the job.
 	pollInterval time.Duration
+	// stuckAfter is how long a waited-for job may have nothing placed
+	// before the command says why.
+	stuckAfter time.Duration
 	// terminal reports whether w is an interactive terminal, and its size.
 	terminal func(w io.Writer) (size termSize, ok bool)
 }

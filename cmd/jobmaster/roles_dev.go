@@ -444,7 +444,7 @@ func (c *devCluster) demo(cmd *cobra.Command, env *cliEnv, cl *client.Client, le
 		}
 	}
 	view := newView()
-	job, _, err := waitJob(ctx, cl, id, view, env.pollInterval)
+	job, _, err := waitJob(ctx, cl, id, view, env.pollInterval, env.stuckAfter)
 	view.close()
 	if err != nil {
 		return false, err
