@@ -73,6 +73,13 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return &Error{Field: prefix, Msg: "malformed JSON: unexpected data after the value"}
 	}
+	// null decodes into nothing without an error: say what was wanted.
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		if prefix == "" {
+			return &Error{Msg: "a job spec is a JSON object, got JSON null"}
+		}
+		return fieldErr(prefix, "want an object, got JSON null")
+	}
 	return nil
 }
 

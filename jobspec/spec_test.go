@@ -69,6 +69,8 @@ func TestParseErrors(t *testing.T) {
 		{"malformed", `{"vertices": [`, "malformed JSON"},
 		{"empty", ``, "empty body"},
 		{"not an object", `[1,2]`, "a job spec is a JSON object, got JSON array"},
+		{"null", ` null `, "a job spec is a JSON object, got JSON null"},
+		{"null vertex", `{"vertices":[null]}`, "vertices[0]: want an object, got JSON null"},
 		{"trailing", v("") + `{}`, "unexpected data after"},
 		{"unknown field", `{"vertices":[],"bogus":1}`, "bogus: unknown field"},
 		{"unknown vertex field", `{"vertices":[{"id":"a","parallelism":1,"command":["x"],"paralelism":2}]}`, "paralelism: unknown field"},

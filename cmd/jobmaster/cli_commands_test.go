@@ -353,3 +353,10 @@ func TestInterruptedCall(t *testing.T) {
 	assert.Equal(t, exitInterrupted, r.code)
 	assert.Equal(t, "Error: interrupted\n", r.stderr)
 }
+
+func TestJobLogsOfAnUnknownJob(t *testing.T) {
+	f := newFakeMaster(t)
+	r := runCLI(f.addr(), "job", "logs", "nope", "split", "0")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "Error: job \"nope\" not found\n", r.stderr, "as 'job status' says it")
+}

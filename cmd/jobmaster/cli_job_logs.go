@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -45,6 +47,9 @@ func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask in
 	}
 	defer c.Close()
 	logs, err := c.Logs(cmd.Context(), job, vertex, subtask, stream)
+	if apiErr, ok := errors.AsType[*client.APIError](err); ok && apiErr.StatusCode == http.StatusNotFound && apiErr.Message != "" {
+		return errors.New(apiErr.Message) // like 'job status': the message says what is missing
+	}
 	if err != nil {
 		return err
 	}
