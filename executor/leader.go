@@ -70,9 +70,9 @@ func (e *Executor) expireLocked(now time.Time) []string {
 		return nil
 	}
 	live := e.held.live()
-	e.log.Error("LEASE EXPIRED: no request from a leader; stopping every task (self-fencing)",
-		"lease", e.cfg.Lease, "since", e.lease.last, "tasks", len(live))
-	return e.cancelLocked(live, leaseMessage(e.cfg.fenceAfter(), e.cfg.Lease))
+	msg := leaseMessage(e.cfg.fenceAfter(), e.cfg.Lease)
+	e.log.Error("SELF-FENCING: "+msg+"; stopping every task", "since", e.lease.last, "tasks", len(live))
+	return e.cancelLocked(live, msg)
 }
 
 // cancelLocked requests that ids stop, ending CANCELED with msg; it returns

@@ -111,7 +111,7 @@ var mechanisms = []struct{ label, msg string }{
 	{"reports with missing or expired executions", `msg="executions failed"`},
 	{"unknown executions cancelled on executors", `msg="cancelling executions"`},
 	{"requests executors refused from a stale leader", `msg="refused a request from a stale leader"`},
-	{"lease expiries (executor self-fencing)", `LEASE EXPIRED`},
+	{"lease expiries (executor self-fencing)", `SELF-FENCING: `},
 	{"paused leaders that noticed the pause", `msg="leader was paused; restarting executor timeouts"`},
 }
 
