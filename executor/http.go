@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"jobmaster/wire"
 )
@@ -22,7 +23,11 @@ func (e *Executor) routes() http.Handler {
 	mux.HandleFunc(wire.PathExecutions, only(http.MethodGet, e.serveExecutions))
 	mux.HandleFunc(wire.PathLogs, only(http.MethodGet, e.serveLogs))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s", r.URL.Path))
+		msg := fmt.Sprintf("no such endpoint: %s", r.URL.Path)
+		if strings.HasPrefix(r.URL.Path, "/v1/jobs") || strings.HasPrefix(r.URL.Path, "/v1/cluster") {
+			msg += fmt.Sprintf(" (this is executor %s: the job API is on the masters)", e.cfg.NodeID)
+		}
+		writeError(w, http.StatusNotFound, msg)
 	})
 	return mux
 }

@@ -235,6 +235,7 @@ func TestBadInputGets4xx(t *testing.T) {
 		{"wrong method", "GET", wire.PathDeploy, ``, 405, "use POST"},
 		{"wrong method on executions", "POST", wire.PathExecutions, `{}`, 405, "use GET"},
 		{"unknown path", "GET", "/v1/nope", ``, 404, "no such endpoint"},
+		{"a master's path", "GET", "/v1/jobs", ``, 404, "no such endpoint: /v1/jobs (this is executor e1: the job API is on the masters)"},
 		{"logs without id", "GET", wire.PathLogs, ``, 400, "missing"},
 		{"logs traversal", "GET", wire.PathLogs + "?id=../../../etc/passwd", ``, 400, "execution id"},
 		{"logs encoded traversal", "GET", wire.PathLogs + "?id=%2e%2e/%2e%2e/0/0", ``, 400, "not allowed"},
