@@ -154,6 +154,14 @@ func (o *clientOpts) cancelHint(cmd *cobra.Command, id string) string {
 	return hint
 }
 
+// sinceView shows elapsed times counted from offset earlier than the wait.
+type sinceView struct {
+	progressView
+	offset time.Duration
+}
+
+func (v sinceView) show(job *api.Job, elapsed time.Duration) { v.progressView.show(job, v.offset+elapsed) }
+
 // quietView shows nothing (--json prints the final job instead).
 type quietView struct{}
 

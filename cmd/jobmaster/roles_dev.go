@@ -444,6 +444,9 @@ func (c *devCluster) demo(cmd *cobra.Command, env *cliEnv, cl *client.Client, le
 		}
 	}
 	view := newView()
+	if o.failoverDemo { // the clock goes on from the submission
+		view = sinceView{view, time.Since(start)}
+	}
 	job, _, err := waitJob(ctx, cl, id, view, env.pollInterval, env.stuckAfter)
 	view.close()
 	if err != nil {
