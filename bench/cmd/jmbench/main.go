@@ -54,7 +54,7 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the clusters' data and logs")
 	quick := flag.Bool("quick", false, "fewer trials and shorter windows (development only)")
 	strict := flag.Bool("strict", false, "exit 1 when a benchmark could not produce its figures")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the load generator and the sim executors) here")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the load generator; sim fleets run in a child process) here")
 	fleets := flag.String("executors", "100,1000", "placement: sizes of the sim executor fleets (10,000 slots in each)")
 	flag.Parse()
 	var sizes []int
