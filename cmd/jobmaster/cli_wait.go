@@ -160,7 +160,9 @@ type sinceView struct {
 	offset time.Duration
 }
 
-func (v sinceView) show(job *api.Job, elapsed time.Duration) { v.progressView.show(job, v.offset+elapsed) }
+func (v sinceView) show(job *api.Job, elapsed time.Duration) {
+	v.progressView.show(job, v.offset+elapsed)
+}
 
 // quietView shows nothing (--json prints the final job instead).
 type quietView struct{}
