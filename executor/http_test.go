@@ -355,7 +355,16 @@ func TestPushReachesLeaderAndItsAckForgets(t *testing.T) {
 	_, _, pushed := rec.latest(long.ExecutionID)
 	require.False(t, pushed, "RUNNING of the long task was answered and pushed as well")
 
-	// The push's ack removed the ended executions.
+	// The push's ack removed the ended executions; an end the deploy
+	// answer carried was never pushed, and the leader acknowledges it with
+	// its next heartbeat, as a real one does.
+	var answeredEnds []string
+	for _, st := range answer.Executions {
+		if wire.TerminalState(st.State) {
+			answeredEnds = append(answeredEnds, st.ExecutionID)
+		}
+	}
+	l.heartbeat(answeredEnds...)
 	waitFor(t, "acked executions to be forgotten", func() bool { return len(l.executions().Executions) == 1 })
 	rep2 := l.heartbeat()
 	require.Len(t, rep2.Executions, 1)
@@ -389,8 +398,15 @@ func TestFailedPushLosesNothing(t *testing.T) {
 	t.Cleanup(srv.Close)
 	l.push = srv.URL
 	l.heartbeat()
-	l.deploy(simTask("j", 1, 0, 0))
+	// The next change (a cancel: not one a deploy answer carries) is
+	// pushed with the one left pending.
+	long := simTask("j", 1, time.Hour, 0)
+	l.deploy(long)
+	l.cancel(long.ExecutionID)
 	waitFor(t, "both to be pushed and acked", func() bool { return len(l.executions().Executions) == 0 })
+	_, rep, ok := rec.latest(tk.ExecutionID)
+	require.True(t, ok, "the pending end was pushed")
+	require.True(t, rep.Partial)
 }
 
 func TestLeaseExpiryStopsTasks(t *testing.T) {
