@@ -14,8 +14,10 @@ import (
 )
 
 // snapshotFormat is the version of the snapshot stream. Restore accepts every
-// version listed in the fixture tests under testdata/.
-const snapshotFormat = 2
+// version listed in the fixture tests under testdata/. Format 3 appended
+// StartTime to each execution's array (older ones decode without it); an
+// older master refuses it by number rather than misreading it.
+const snapshotFormat = 3
 
 // snapshotHeader opens a snapshot stream; Jobs jobs, Execs executions and
 // (from format 2) Tombstones tombstones follow, each a msgpack value, in id
