@@ -183,3 +183,34 @@ func (u *unionFind) union(a, b int) bool {
 	u.parent[rb] = ra
 	return true
 }
+
+// SlotsAtOnce is how many slots region r needs to be placed: one per
+// subtask index of each slot sharing group among its vertices (the widest
+// vertex of each group sets its count).
+func (s *Spec) SlotsAtOnce(r Region) int {
+	widest := make(map[string]int)
+	for _, vi := range r.Vertices {
+		v := &s.Vertices[vi]
+		widest[v.SlotSharingGroup] = max(widest[v.SlotSharingGroup], v.Parallelism)
+	}
+	n := 0
+	for _, w := range widest {
+		n += w
+	}
+	return n
+}
+
+// StartSlots is the fewest free slots that let the job start: the smallest
+// need among its regions that consume no other region's results.
+func (s *Spec) StartSlots() int {
+	least := 0
+	for _, r := range s.Regions() {
+		if len(r.Upstream) > 0 {
+			continue
+		}
+		if n := s.SlotsAtOnce(r); least == 0 || n < least {
+			least = n
+		}
+	}
+	return least
+}

@@ -56,3 +56,23 @@ func TestRegionsBlockingInsideRegion(t *testing.T) {
 		{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"a"},{"from":"b","mode":"blocking"}]}]}`)
 	require.Equal(t, []Region{{Vertices: []int{0, 1, 2}}}, s.Regions())
 }
+
+func TestStartSlots(t *testing.T) {
+	for _, tc := range []struct {
+		name, spec string
+		want       int
+	}{
+		{"one vertex", `{"vertices":[{"id":"a","parallelism":12,"command":["x"]}]}`, 12},
+		{"pipelined, one group: the widest", `{"vertices":[{"id":"a","parallelism":4,"command":["x"]},
+			{"id":"b","parallelism":6,"command":["x"],"inputs":[{"from":"a","mode":"pipelined"}]}]}`, 6},
+		{"pipelined, two groups: the sum", `{"vertices":[{"id":"a","parallelism":4,"command":["x"],"slot_sharing_group":"g1"},
+			{"id":"b","parallelism":4,"command":["x"],"slot_sharing_group":"g2","inputs":[{"from":"a","mode":"pipelined"}]}]}`, 8},
+		{"a wider region behind a blocking edge does not count", `{"vertices":[{"id":"a","parallelism":2,"command":["x"]},
+			{"id":"b","parallelism":50,"command":["x"],"inputs":[{"from":"a","mode":"blocking"}]}]}`, 2},
+		{"independent regions: the smallest", `{"vertices":[{"id":"a","parallelism":5,"command":["x"]},{"id":"b","parallelism":3,"command":["x"]}]}`, 3},
+	} {
+		s, err := Parse([]byte(tc.spec))
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.want, s.StartSlots(), tc.name)
+	}
+}

@@ -82,7 +82,11 @@ func runJob(cmd *cobra.Command, o *clientOpts, file, id string, wait bool) error
 	if !o.json {
 		fmt.Fprintln(out, id)
 	}
-	job, elapsed, err := o.follow(cmd, c, id)
+	need := 0 // the slots it needs to start, for the note if it waits
+	if parsed, err := jobspec.Parse(spec); err == nil {
+		need = parsed.StartSlots()
+	}
+	job, elapsed, err := o.follow(cmd, c, id, need)
 	if errors.Is(err, errStoppedWaiting) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "Stopped waiting; job %s keeps running.\nTo cancel it: %s\n", id, o.cancelHint(cmd, id))
 		return &exitError{code: exitInterrupted}

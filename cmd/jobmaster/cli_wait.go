@@ -39,18 +39,15 @@ const (
 )
 
 // slotNote explains why a job has nothing placed: the free slots of the
-// alive executors against the slots its widest vertex needs at once (its
-// subtasks never share a slot). It is "" when something is placed.
-func slotNote(job *api.Job, cl *api.Cluster) string {
-	need, widest := 0, ""
+// alive executors against need, the slots the job needs to start
+// (jobspec.StartSlots; 0 when the spec is not at hand). It is "" when
+// something is placed.
+func slotNote(job *api.Job, cl *api.Cluster, need int) string {
 	for _, v := range job.Vertices {
 		for _, st := range v.Subtasks {
 			if st.State != "SCHEDULED" {
 				return ""
 			}
-		}
-		if v.Parallelism > need {
-			need, widest = v.Parallelism, v.ID
 		}
 	}
 	total, free := 0, 0
@@ -64,9 +61,19 @@ func slotNote(job *api.Job, cl *api.Cluster) string {
 	case total == 0:
 		return "Waiting: no executor is alive to run it (see 'jobmaster members')."
 	case need > total:
-		return fmt.Sprintf("Waiting: vertex %s needs %d slots at once and the alive executors have %d in all; it starts when more executors join.", widest, need, total)
+		return fmt.Sprintf("Waiting: it needs %d slots at once to start and the alive executors have %d in all; it starts when more executors join.", need, total)
+	case need > 0:
+		return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once to start, and starts when other jobs free them.", free, total, need)
 	}
-	return fmt.Sprintf("Waiting for slots: %d of %d are free; the job needs at least %d at once and starts when other jobs free them.", free, total, need)
+	return fmt.Sprintf("Waiting for slots: %d of %d are free; it starts when enough are free for its first region.", free, total)
+}
+
+// waitOpts is how a waiting command polls: every interval; after
+// stuckAfter with nothing placed it says why, knowing the job needs need
+// slots to start (0: unknown).
+type waitOpts struct {
+	interval, stuckAfter time.Duration
+	need                 int
 }
 
 // waitJob polls job id every interval, showing each answer on view, until
@@ -77,9 +84,9 @@ func slotNote(job *api.Job, cl *api.Cluster) string {
 //
 // A job that stays CREATED with nothing placed for stuckAfter gets a note
 // on the view saying why (slotNote).
-func waitJob(ctx context.Context, c *client.Client, id string, view progressView, interval, stuckAfter time.Duration) (*api.Job, time.Duration, error) {
+func waitJob(ctx context.Context, c *client.Client, id string, view progressView, w waitOpts) (*api.Job, time.Duration, error) {
 	start := time.Now()
-	ticker := time.NewTicker(interval)
+	ticker := time.NewTicker(w.interval)
 	defer ticker.Stop()
 	var last *api.Job
 	var unplacedSince, checked time.Time
@@ -101,10 +108,10 @@ func waitJob(ctx context.Context, c *client.Client, id string, view progressView
 			unplacedSince = time.Time{}
 		case unplacedSince.IsZero():
 			unplacedSince = now
-		case now.Sub(unplacedSince) >= stuckAfter && (checked.IsZero() || now.Sub(checked) >= recheckEvery):
+		case now.Sub(unplacedSince) >= w.stuckAfter && (checked.IsZero() || now.Sub(checked) >= recheckEvery):
 			checked = now
 			if cl, err := c.Cluster(ctx); err == nil {
-				view.note(slotNote(job, cl))
+				view.note(slotNote(job, cl, w.need))
 			}
 		}
 		view.show(job, time.Since(start))
@@ -119,13 +126,14 @@ func waitJob(ctx context.Context, c *client.Client, id string, view progressView
 	}
 }
 
-// follow waits for job id to end, showing its progress as newView picks.
-func (o *clientOpts) follow(cmd *cobra.Command, c *client.Client, id string) (*api.Job, time.Duration, error) {
+// follow waits for job id to end, showing its progress as newView picks;
+// need is the slots the job needs to start (0: unknown).
+func (o *clientOpts) follow(cmd *cobra.Command, c *client.Client, id string, need int) (*api.Job, time.Duration, error) {
 	o.waiting = true
 	defer func() { o.waiting = false }()
 	view := o.newView(cmd)
 	defer view.close()
-	return waitJob(cmd.Context(), c, id, view, o.env.pollInterval, o.env.stuckAfter)
+	return waitJob(cmd.Context(), c, id, view, o.env.waitOpts(need))
 }
 
 // newView picks how a waiting command shows progress: nothing with --json,

@@ -145,13 +145,15 @@ func TestSlotNote(t *testing.T) {
 	}
 	cluster := func(xs ...api.Executor) *api.Cluster { return &api.Cluster{Executors: xs} }
 
-	assert.Empty(t, slotNote(job("SCHEDULED", "DEPLOYING"), cluster(exec(4, 0, "alive"))), "something is placed")
+	assert.Empty(t, slotNote(job("SCHEDULED", "DEPLOYING"), cluster(exec(4, 0, "alive")), 12), "something is placed")
 	assert.Equal(t, "Waiting: no executor is alive to run it (see 'jobmaster members').",
-		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "dead"))))
-	assert.Equal(t, "Waiting: vertex wide needs 12 slots at once and the alive executors have 8 in all; it starts when more executors join.",
-		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "alive"), exec(4, 4, "alive"), exec(4, 4, "dead"))))
-	assert.Equal(t, "Waiting for slots: 3 of 16 are free; the job needs at least 12 at once and starts when other jobs free them.",
-		slotNote(job("SCHEDULED"), cluster(exec(8, 1, "alive"), exec(8, 2, "alive"))))
+		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "dead")), 12))
+	assert.Equal(t, "Waiting: it needs 12 slots at once to start and the alive executors have 8 in all; it starts when more executors join.",
+		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "alive"), exec(4, 4, "alive"), exec(4, 4, "dead")), 12))
+	assert.Equal(t, "Waiting for slots: 3 of 16 are free; it needs 12 at once to start, and starts when other jobs free them.",
+		slotNote(job("SCHEDULED"), cluster(exec(8, 1, "alive"), exec(8, 2, "alive")), 12))
+	assert.Equal(t, "Waiting for slots: 3 of 16 are free; it starts when enough are free for its first region.",
+		slotNote(job("SCHEDULED"), cluster(exec(8, 1, "alive"), exec(8, 2, "alive")), 0), "the spec is not at hand")
 }
 
 // A job that stays CREATED gets one line saying why, once, in the plain
@@ -164,7 +166,7 @@ func TestJobRunWaitSaysWhyAJobWaits(t *testing.T) {
 	f := newFakeMaster(t, append(script, "RUNNING", "FINISHED")...)
 	r := runCLI(f.addr(), "job", "run", "--wait", "--id", "wc", specFile(t, wcSpec))
 	assert.Equal(t, 0, r.code, r.stderr)
-	assert.Equal(t, 1, strings.Count(r.stdout, "Waiting for slots: 2 of 4 are free; the job needs at least 2 at once"), r.stdout)
+	assert.Equal(t, 1, strings.Count(r.stdout, "Waiting for slots: 2 of 4 are free; it needs 1 at once to start"), r.stdout)
 
 	f = newFakeMaster(t)
 	r = runCLI(f.addr(), "job", "run", "--wait", "--id", "wc2", specFile(t, wcSpec))

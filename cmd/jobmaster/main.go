@@ -58,6 +58,12 @@ type cliEnv struct {
 	terminal func(w io.Writer) (size termSize, ok bool)
 }
 
+// waitOpts is how a waiting command polls a job that needs need slots to
+// start (0: unknown).
+func (e *cliEnv) waitOpts(need int) waitOpts {
+	return waitOpts{interval: e.pollInterval, stuckAfter: e.stuckAfter, need: need}
+}
+
 // run executes the command line args and returns the exit code. It never
 // panics: a panic is reported as an internal error.
 func run(ctx context.Context, args []string, env *cliEnv) (code int) {

@@ -20,6 +20,7 @@ import (
 	"jobmaster/api"
 	"jobmaster/client"
 	"jobmaster/examples"
+	"jobmaster/jobspec"
 )
 
 // devOpts are the flags of `jobmaster dev`.
@@ -447,7 +448,11 @@ func (c *devCluster) demo(cmd *cobra.Command, env *cliEnv, cl *client.Client, le
 	if o.failoverDemo { // the clock goes on from the submission
 		view = sinceView{view, time.Since(start)}
 	}
-	job, _, err := waitJob(ctx, cl, id, view, env.pollInterval, env.stuckAfter)
+	need := 0
+	if spec, err := jobspec.Parse(examples.WordCount()); err == nil {
+		need = spec.StartSlots()
+	}
+	job, _, err := waitJob(ctx, cl, id, view, env.waitOpts(need))
 	view.close()
 	if err != nil {
 		return false, err
