@@ -33,7 +33,9 @@ func (c *Client) SubmitJob(ctx context.Context, id string, spec []byte) (created
 // be reached at all; when the request may have been received but no answer
 // came, the error wraps ErrOutcomeUnknown (the job may exist).
 func (c *Client) CreateJob(ctx context.Context, spec []byte) (id string, err error) {
-	req := request{method: http.MethodPost, path: "/v1/jobs", body: spec}
+	// A 502, 503 or 504 may follow a commit (docs/api.md): the job may exist.
+	req := request{method: http.MethodPost, path: "/v1/jobs", body: spec,
+		unknownOn: []int{http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}}
 	res, err := c.do(ctx, req)
 	if err != nil {
 		return "", err

@@ -22,7 +22,10 @@ func (c *Client) SnapshotSave(ctx context.Context) ([]byte, error) {
 // /v1/operator/snapshot). It is not resent once it may have reached a
 // master.
 func (c *Client) SnapshotRestore(ctx context.Context, snapshot []byte) error {
-	_, err := c.do(ctx, request{method: http.MethodPut, path: "/v1/operator/snapshot", body: snapshot})
+	// Its 503s are refusals before anything happened; a 502 or 504 is a
+	// forward whose answer was lost.
+	_, err := c.do(ctx, request{method: http.MethodPut, path: "/v1/operator/snapshot", body: snapshot,
+		unknownOn: []int{http.StatusBadGateway, http.StatusGatewayTimeout}})
 	return err
 }
 

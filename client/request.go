@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,10 @@ type request struct {
 	// idempotent requests may be resent after they may have reached a
 	// master; the others only when the connection was never set up.
 	idempotent bool
+	// unknownOn lists the failover statuses (502, 503, 504) after which a
+	// request that is not idempotent may or may not have been carried out:
+	// its error then wraps ErrOutcomeUnknown. Others are final answers.
+	unknownOn []int
 }
 
 // response is a usable answer from one master.
@@ -70,10 +75,10 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 			}
 			last[i] = err
 			if !req.idempotent && !sentNothing(err) {
-				// A 503, 502 or 504 may come after the leader committed
-				// the request (it died before answering): the outcome
-				// is unknown, as it is for a lost answer.
-				if apiErr, isAPI := errors.AsType[*APIError](err); isAPI && !failoverStatus(apiErr.StatusCode) {
+				// Some failover statuses may come after the leader
+				// carried the request out (it died before answering):
+				// the outcome is then unknown, as for a lost answer.
+				if apiErr, isAPI := errors.AsType[*APIError](err); isAPI && !slices.Contains(req.unknownOn, apiErr.StatusCode) {
 					return nil, err
 				}
 				return nil, fmt.Errorf("%s %s at %s: %w (%w)", req.method, req.path, displayAddr(c.addrs[i]), ErrOutcomeUnknown, shortError{err})

@@ -275,3 +275,18 @@ func TestPostCanceledAfterSendingIsOutcomeUnknown(t *testing.T) {
 	require.ErrorIs(t, err, ErrOutcomeUnknown)
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// A restore's 503 is a refusal before anything happened; its 502 is a
+// forward whose answer was lost.
+func TestRestoreOutcome(t *testing.T) {
+	for code, unknown := range map[int]bool{http.StatusServiceUnavailable: false, http.StatusBadGateway: true} {
+		s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, code, api.Error{Error: "no"})
+		})
+		err := newTestClient(t, s.addr()).SnapshotRestore(context.Background(), []byte("snap"))
+		var apiErr *APIError
+		require.ErrorAs(t, err, &apiErr, "%d", code)
+		assert.Equal(t, unknown, errors.Is(err, ErrOutcomeUnknown), "%d", code)
+		assert.Equal(t, int64(1), s.hits.Load(), "a restore is not resent")
+	}
+}

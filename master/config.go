@@ -115,7 +115,11 @@ func (c *Config) setDefaults() error {
 		{"--job-retention", c.JobRetention}, {"RequestWait", c.RequestWait},
 	} {
 		if d.v < 0 {
-			return fmt.Errorf("%s must not be negative (it is %s; 0 means the default)", d.name, d.v)
+			zero := "0 means the default"
+			if d.name == "--job-retention" {
+				zero = "0 keeps ended jobs forever"
+			}
+			return fmt.Errorf("%s must not be negative (it is %s; %s)", d.name, d.v, zero)
 		}
 	}
 	def := func(d *time.Duration, v time.Duration) {

@@ -40,4 +40,6 @@ func TestConfigRefusesNegativeDurations(t *testing.T) {
 		set(&c)
 		require.ErrorContains(t, c.setDefaults(), name+" must not be negative", name)
 	}
+	c := Config{NodeID: "m1", DataDir: t.TempDir(), HTTPAddr: "a:1", RaftAddr: "a:2", GossipAddr: "a:3", JobRetention: -time.Hour}
+	require.ErrorContains(t, c.setDefaults(), "0 keeps ended jobs forever")
 }

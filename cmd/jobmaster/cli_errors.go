@@ -98,6 +98,9 @@ func hint(err error) string {
 	case errors.As(err, &unreachable):
 		return "Is a cluster running? Start a local one with 'make run' or 'jobmaster dev',\n" +
 			"or point --address or JOBMASTER_ADDR at its masters."
+	case errors.Is(err, client.ErrOutcomeUnknown) && strings.Contains(err.Error(), "/v1/operator/snapshot"):
+		return "The restore may or may not have happened: 'jobmaster members' shows a new\n" +
+			"cluster id if it did."
 	case errors.Is(err, client.ErrOutcomeUnknown):
 		return "The job may have been created: check with 'jobmaster job list'.\n" +
 			"Submit with --id ID to make retries safe."
