@@ -239,6 +239,14 @@ func (e *Executor) Shutdown(ctx context.Context) error {
 	close(e.quit)
 	e.loops.Wait()
 	if ctx.Err() == nil {
+		// The last word is everything still held: a state only a deploy
+		// answer carried (and that answer may be lost) included, since no
+		// heartbeat will ask again.
+		e.mu.Lock()
+		for _, st := range e.held.list() {
+			e.pending[st.ExecutionID] = struct{}{}
+		}
+		e.mu.Unlock()
 		pctx, cancel := context.WithTimeout(ctx, pushTimeout)
 		e.pushOnce(pctx)
 		cancel()

@@ -572,3 +572,30 @@ func TestLeaderRequestsMayCarryFieldsThisVersionDoesNotKnow(t *testing.T) {
 	code, b := l.do(http.MethodPost, wire.PathDeploy, []byte(body))
 	require.Equal(t, http.StatusOK, code, "%s", b)
 }
+
+// A state only a deploy answer carried (the answer may have been lost) is
+// in the final push at shutdown, when no heartbeat will ask again.
+func TestShutdownPushesWhatOnlyAnAnswerCarried(t *testing.T) {
+	t.Parallel()
+	rec := &pushRecorder{} // acknowledges nothing: the executor keeps every end
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 1)
+	l.push = srv.URL
+	bad := simTask("j", 0, 0, 0)
+	bad.Slot = 99 // fails to start, inside the deploy request
+	answer := l.deploy(bad)
+	st, ok := status(answer.Executions, bad.ExecutionID)
+	require.True(t, ok)
+	require.Equal(t, wire.StateFailed, st.State)
+	_, _, pushed := rec.latest(bad.ExecutionID)
+	require.False(t, pushed, "the answer carried it")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, e.Shutdown(ctx))
+	st, _, pushed = rec.latest(bad.ExecutionID)
+	require.True(t, pushed, "the final push carries it")
+	require.Equal(t, wire.StateFailed, st.State)
+}
