@@ -136,3 +136,11 @@ func (c Config) fenceAfter() time.Duration {
 	}
 	return c.Lease - c.CancelGrace - killMargin
 }
+
+// rememberForgotten is how long an acknowledged, forgotten execution is
+// remembered so that a late deploy of it is not run again: longer than any
+// deploy request can be in flight (the leader gives up after 10 s) or held
+// up by a frozen executor that has not yet fenced itself (the lease).
+func (c *Config) rememberForgotten() time.Duration {
+	return max(time.Minute, 3*c.Lease)
+}

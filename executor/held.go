@@ -3,6 +3,7 @@ package executor
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"jobmaster/wire"
 )
@@ -41,20 +42,35 @@ func (x *execution) terminal() bool { return wire.TerminalState(x.status.State) 
 //	exited:  any live state -> FINISHED / FAILED, or CANCELED if cancelled
 //	ack:     terminal -> (forgotten)
 //
-// Terminal states never change and are only removed by ack.
+// Terminal states never change and are only removed by ack. A forgotten
+// execution is remembered, with its last status, until prune drops it: a
+// deploy of it that arrives late (a redeploy that raced the first deploy,
+// delayed past the end and its acknowledgment) must not run it again.
 type heldSet struct {
-	m map[string]*execution
+	m    map[string]*execution
+	gone map[string]wire.ExecutionStatus
+	// goneAt lists forgotten executions in the order of their ack, for
+	// prune.
+	goneAt []goneRef
+}
+
+type goneRef struct {
+	id string
+	at time.Time
 }
 
 func newHeldSet() *heldSet {
-	return &heldSet{m: make(map[string]*execution)}
+	return &heldSet{m: make(map[string]*execution), gone: make(map[string]wire.ExecutionStatus)}
 }
 
-// deploy registers t as DEPLOYING unless its execution is already held.
-// It reports whether t is new (and must be started); a held execution is
-// left exactly as it was.
+// deploy registers t as DEPLOYING unless its execution is already held or
+// was forgotten lately. It reports whether t is new (and must be started);
+// a held execution is left exactly as it was.
 func (h *heldSet) deploy(t wire.Task) (isNew bool) {
 	if _, ok := h.m[t.ExecutionID]; ok {
+		return false
+	}
+	if _, ok := h.gone[t.ExecutionID]; ok {
 		return false
 	}
 	h.m[t.ExecutionID] = &execution{status: wire.ExecutionStatus{
@@ -125,14 +141,39 @@ func (h *heldSet) exited(id string, res exitResult) {
 	}
 }
 
-// ack forgets id if it is terminal, and reports whether it did.
-func (h *heldSet) ack(id string) bool {
+// ack forgets id if it is terminal, remembering its last status as of at,
+// and reports whether it did.
+func (h *heldSet) ack(id string, at time.Time) bool {
 	x, ok := h.m[id]
 	if !ok || !x.terminal() {
 		return false
 	}
 	delete(h.m, id)
+	h.gone[id] = x.status
+	h.goneAt = append(h.goneAt, goneRef{id, at})
 	return true
+}
+
+// prune drops the executions forgotten before cutoff.
+func (h *heldSet) prune(cutoff time.Time) {
+	n := 0
+	for n < len(h.goneAt) && h.goneAt[n].at.Before(cutoff) {
+		delete(h.gone, h.goneAt[n].id)
+		n++
+	}
+	if n > 0 {
+		h.goneAt = append(h.goneAt[:0], h.goneAt[n:]...)
+	}
+}
+
+// last returns id's status: held, or its last one if it was forgotten
+// lately.
+func (h *heldSet) last(id string) (wire.ExecutionStatus, bool) {
+	if st, ok := h.get(id); ok {
+		return st, true
+	}
+	st, ok := h.gone[id]
+	return st, ok
 }
 
 // get returns id's status.

@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -109,7 +110,7 @@ func TestHeldSetTransitions(t *testing.T) {
 				case "crashMsg":
 					h.exited(id, exitResult{Code: 137, Message: "killed"})
 				case "ack":
-					h.ack(id)
+					h.ack(id, time.Unix(0, 0))
 				}
 				require.Equal(t, s.stop, stop, "step %d (%s): stop", i, s.op)
 				st, held := h.get(id)
@@ -157,6 +158,7 @@ func TestHeldSetProperties(t *testing.T) {
 		h := newHeldSet()
 		terminal := map[string]wire.ExecutionStatus{} // model: terminal and not acked
 		canceled := map[string]bool{}                 // model: cancel requested while live
+		everAcked := map[string]bool{}                // model: forgotten (never pruned here)
 		for step := 0; step < 60; step++ {
 			id := rapid.SampledFrom(ids).Draw(t, "id")
 			before := h.list()
@@ -167,6 +169,14 @@ func TestHeldSetProperties(t *testing.T) {
 				tk := tasks[id]
 				tk.Slot = rapid.IntRange(0, 3).Draw(t, "slot")
 				isNew := h.deploy(tk)
+				if everAcked[id] {
+					if isNew {
+						t.Fatalf("deploy of forgotten %s reported new: it would run again", id)
+					}
+					if _, held := h.get(id); held {
+						t.Fatalf("deploy of forgotten %s holds it again", id)
+					}
+				}
 				if wasHeld {
 					if isNew {
 						t.Fatalf("deploy of held %s reported new", id)
@@ -199,12 +209,13 @@ func TestHeldSetProperties(t *testing.T) {
 						a = rapid.SampledFrom(ids).Draw(t, "ack")
 					}
 					st, ok := h.get(a)
-					forgot := h.ack(a)
+					forgot := h.ack(a, time.Unix(int64(step), 0))
 					if forgot != (ok && wire.TerminalState(st.State)) {
 						t.Fatalf("ack %s of state %q: forgot=%v", a, st.State, forgot)
 					}
 					if forgot {
 						acked[a] = true
+						everAcked[a] = true
 					}
 				}
 			}
@@ -259,4 +270,34 @@ func equalStatuses(a, b []wire.ExecutionStatus) bool {
 		}
 	}
 	return true
+}
+
+// A late deploy of an execution forgotten after its end does not run it
+// again, and the answer shows its last status; after prune it is unknown.
+func TestHeldSetRemembersForgottenExecutions(t *testing.T) {
+	h := newHeldSet()
+	tk := task("j", 0, 0, "x")
+	require.True(t, h.deploy(tk))
+	h.started(tk.ExecutionID, nil)
+	h.exited(tk.ExecutionID, exitResult{Code: 0})
+	t0 := time.Unix(100, 0)
+	require.True(t, h.ack(tk.ExecutionID, t0))
+	_, held := h.get(tk.ExecutionID)
+	require.False(t, held)
+
+	require.False(t, h.deploy(tk), "a late redeploy is not new")
+	_, held = h.get(tk.ExecutionID)
+	require.False(t, held, "nor held again")
+	last, ok := h.last(tk.ExecutionID)
+	require.True(t, ok)
+	require.Equal(t, wire.StateFinished, last.State)
+	require.Empty(t, h.list(), "a forgotten execution is in no report")
+
+	h.prune(t0) // forgotten at t0, not before it
+	_, ok = h.last(tk.ExecutionID)
+	require.True(t, ok)
+	h.prune(t0.Add(time.Nanosecond))
+	_, ok = h.last(tk.ExecutionID)
+	require.False(t, ok)
+	require.True(t, h.deploy(tk), "long after, the id is unknown again")
 }

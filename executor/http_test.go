@@ -599,3 +599,22 @@ func TestShutdownPushesWhatOnlyAnAnswerCarried(t *testing.T) {
 	require.True(t, pushed, "the final push carries it")
 	require.Equal(t, wire.StateFailed, st.State)
 }
+
+// A deploy that arrives after its execution ended and was acknowledged (a
+// redeploy that raced the first) does not run it again.
+func TestLateRedeployDoesNotRunAgain(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 1)
+	tk := simTask("j", 0, 0, 0)
+	l.deploy(tk)
+	l.waitState(tk.ExecutionID, wire.StateFinished)
+	l.heartbeat(tk.ExecutionID) // the leader recorded the end: forgotten
+	require.Empty(t, l.executions().Executions)
+
+	answer := l.deploy(tk)
+	st, ok := status(answer.Executions, tk.ExecutionID)
+	require.True(t, ok)
+	require.Equal(t, wire.StateFinished, st.State, "the answer gives its last status")
+	require.Empty(t, l.executions().Executions, "it is not held, so not running, again")
+}

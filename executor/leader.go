@@ -211,7 +211,7 @@ func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wi
 // held (one ended and acknowledged meanwhile keeps its last status).
 func (e *Executor) statusesLocked(tasks []wire.Task, out []wire.ExecutionStatus) {
 	for i, t := range tasks {
-		if st, ok := e.held.get(t.ExecutionID); ok {
+		if st, ok := e.held.last(t.ExecutionID); ok {
 			out[i] = st
 		}
 	}
@@ -274,11 +274,13 @@ func (e *Executor) heartbeat(now time.Time, req wire.HeartbeatRequest) (wire.Rep
 
 // ackLocked forgets acknowledged terminal executions.
 func (e *Executor) ackLocked(ids []string) {
+	now := e.cfg.Now()
 	for _, id := range ids {
-		if e.held.ack(id) {
+		if e.held.ack(id, now) {
 			delete(e.pending, id)
 		}
 	}
+	e.held.prune(now.Add(-e.cfg.rememberForgotten()))
 }
 
 // reportLocked builds a report carrying execs.
