@@ -71,7 +71,7 @@ func validateTask(t wire.Task) error {
 	if err := validateExecutionID(t.ExecutionID); err != nil {
 		return err
 	}
-	want := fmt.Sprintf("%s/%s/%d/%d", t.JobID, t.Vertex, t.Subtask, t.Attempt)
+	want := wire.ExecutionID(t.JobID, t.Vertex, t.Subtask, t.Attempt)
 	if t.ExecutionID != want {
 		return fmt.Errorf("execution id %q does not match job_id, vertex, subtask and attempt (%q)", t.ExecutionID, want)
 	}

@@ -1,9 +1,8 @@
 package fsm
 
 import (
-	"strconv"
-
 	"jobmaster/jobspec"
+	"jobmaster/wire"
 )
 
 // JobStatus is the status of a job.
@@ -183,9 +182,10 @@ type Execution struct {
 	StartTime int64 `codec:"rt" json:",omitempty"`
 }
 
-// ExecutionID formats the id of an execution.
+// ExecutionID formats the id of an execution; the format is the wire
+// protocol's, where executors derive ids from deployed tasks.
 func ExecutionID(job, vertex string, subtask, attempt int) string {
-	return job + "/" + vertex + "/" + strconv.Itoa(subtask) + "/" + strconv.Itoa(attempt)
+	return wire.ExecutionID(job, vertex, subtask, attempt)
 }
 
 // Tombstone is what remains of a forgotten job: a job submitted again under

@@ -278,20 +278,20 @@ func (s *Scripted) WaitHeartbeats(ctx context.Context, n int) error {
 
 // WaitDeploy waits for the deployment of id and returns when it arrived.
 func (s *Scripted) WaitDeploy(ctx context.Context, id string) (time.Time, error) {
-	var at time.Time
-	err := s.wait(ctx, "deploy of "+id, func() bool {
-		t, ok := s.deploys[id]
-		at = t
-		return ok
-	})
-	return at, err
+	return s.waitArrival(ctx, "deploy of "+id, s.deploys, id)
 }
 
 // WaitCancel waits for a cancel of id and returns when it arrived.
 func (s *Scripted) WaitCancel(ctx context.Context, id string) (time.Time, error) {
+	return s.waitArrival(ctx, "cancel of "+id, s.cancels, id)
+}
+
+// waitArrival waits until arrivals (guarded by s.mu) holds id and returns
+// its time.
+func (s *Scripted) waitArrival(ctx context.Context, what string, arrivals map[string]time.Time, id string) (time.Time, error) {
 	var at time.Time
-	err := s.wait(ctx, "cancel of "+id, func() bool {
-		t, ok := s.cancels[id]
+	err := s.wait(ctx, what, func() bool {
+		t, ok := arrivals[id]
 		at = t
 		return ok
 	})
