@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -461,7 +462,26 @@ func (c *Cluster) Close() {
 	}
 }
 
+// leadershipLine matches the master log lines that trace leadership over a
+// whole run: elections, terms, epochs and starts.
+var leadershipLine = regexp.MustCompile(`leadership (established|lost)|entering (leader|follower|candidate) state|election won|starting election|=== start|in cluster|state restored`)
+
 func (c *Cluster) dumpLogs() {
+	// The tails below may start after the trouble began: every master's
+	// leadership history comes first, whole.
+	for _, n := range c.Masters {
+		b, err := os.ReadFile(n.LogPath)
+		if err != nil {
+			continue
+		}
+		var hist []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if leadershipLine.MatchString(l) {
+				hist = append(hist, l)
+			}
+		}
+		c.t.Logf("---- leadership history of %s ----\n%s", n.ID, strings.Join(hist, "\n"))
+	}
 	for _, n := range append(append([]*Node{}, c.Masters...), c.Executors...) {
 		b, err := os.ReadFile(n.LogPath)
 		if err != nil {
