@@ -66,6 +66,9 @@ func (m *Master) leaderRead(h leaderHandler) http.HandlerFunc {
 			if err := m.raft.VerifyLeader().Error(); err != nil {
 				return err
 			}
+			if !s.current() {
+				return fsm.ErrStaleToken // a newer epoch: wait for this term's session
+			}
 			return h(w, r, body, s)
 		})
 	}

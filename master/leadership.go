@@ -118,7 +118,6 @@ func (s *session) run() {
 	s.token, s.cluster = token, cluster
 	s.tracker = newTracker(s)
 	m.setSession(s)
-	defer m.setSession(nil)
 	m.log.Info("leadership established", "fencing_token", token, "cluster", cluster, "took", m.cfg.Now().Sub(start))
 
 	done := make(chan struct{})
@@ -136,11 +135,26 @@ func (s *session) run() {
 	spawn(s.reconcileVoters)
 	spawn(s.collectGarbage)
 	<-s.ctx.Done()
+	// Requests stop using this session now, not when its goroutines have
+	// wound down (a deploy in flight may take seconds): a master that lost
+	// and regained leadership must not serve reads from the old session
+	// before the new one's Barrier.
+	m.setSession(nil)
 	for ; running > 0; running-- {
 		<-done
 	}
 	s.tracker.wait()
 	m.log.Info("leadership lost", "fencing_token", token)
+}
+
+// current reports whether the session's epoch is the state's: after
+// losing and regaining leadership, the old session may still be published
+// for a moment, while the FSM may not yet hold the earlier terms' entries
+// (the new session's Barrier has not run). Only a current session reads.
+func (s *session) current() bool {
+	var epoch uint64
+	s.m.fsm.Read(func(st *fsm.State) { epoch = st.Epoch() })
+	return epoch == s.token
 }
 
 // establish runs a Barrier, so that the FSM holds every entry of earlier
