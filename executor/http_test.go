@@ -386,9 +386,12 @@ func TestFailedPushLosesNothing(t *testing.T) {
 	e := startExecutor(t, Config{})
 	l := newLeader(t, e, 1)
 	l.push = deadAddr
-	tk := simTask("j", 0, 0, 0)
+	// Its end comes from a cancel, so it is pushed (and the push fails),
+	// never carried by a deploy answer.
+	tk := simTask("j", 0, time.Hour, 0)
 	l.deploy(tk)
-	l.waitState(tk.ExecutionID, wire.StateFinished)
+	l.cancel(tk.ExecutionID)
+	l.waitState(tk.ExecutionID, wire.StateCanceled)
 	rep := l.heartbeat()
 	require.Len(t, rep.Executions, 1, "the heartbeat carries what the push could not")
 
