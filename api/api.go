@@ -2,6 +2,8 @@
 // (docs/api.md), shared by the server and the client.
 package api
 
+import "jobmaster/wire"
+
 // DefaultAddress is where the client looks for masters when neither
 // --address nor JOBMASTER_ADDR is set: the masters of `jobmaster dev`.
 const DefaultAddress = "127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403"
@@ -53,11 +55,11 @@ type Vertex struct {
 
 // Subtask is the current attempt of one subtask.
 type Subtask struct {
-	Index       int    `json:"index"`
-	Attempt     int    `json:"attempt"`
-	State       string `json:"state"`
-	Executor    string `json:"executor"`
-	ExecutionID string `json:"execution_id"`
+	Index       int        `json:"index"`
+	Attempt     int        `json:"attempt"`
+	State       wire.State `json:"state"`
+	Executor    string     `json:"executor"`
+	ExecutionID string     `json:"execution_id"`
 	// StartTime is when the leader recorded it RUNNING and EndTime when it
 	// ended (unix ms, the leader's clock); each is omitted until then.
 	StartTime int64  `json:"start_time_ms,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"jobmaster/membership"
+	"jobmaster/wire"
 )
 
 // Runtimes.
@@ -23,7 +24,7 @@ const (
 // Defaults applied by New to zero Config fields.
 const (
 	DefaultSlots       = 4
-	DefaultLease       = 10 * time.Second
+	DefaultLease       = wire.DefaultLease
 	DefaultCancelGrace = 3 * time.Second
 	// killMargin is how long a SIGKILLed process group may take to die.
 	killMargin = 500 * time.Millisecond
@@ -138,9 +139,9 @@ func (c Config) fenceAfter() time.Duration {
 }
 
 // rememberForgotten is how long an acknowledged, forgotten execution is
-// remembered so that a late deploy of it is not run again: longer than any
-// deploy request can be in flight (the leader gives up after 10 s) or held
-// up by a frozen executor that has not yet fenced itself (the lease).
+// remembered so that a late deploy of it is not run again: well past the
+// longest a deploy request can be in flight (wire.MaxRequestTimeout) or be
+// held up by a frozen executor that has not yet fenced itself (the lease).
 func (c *Config) rememberForgotten() time.Duration {
-	return max(time.Minute, 3*c.Lease)
+	return max(6*wire.MaxRequestTimeout, 3*c.Lease)
 }

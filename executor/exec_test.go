@@ -35,8 +35,8 @@ func TestExecExitCodes(t *testing.T) {
 	relative := task("codes", 0, 1, "./not-here")
 	resp := l.deploy(ok, fail, killed, missing, relative)
 	require.Len(t, resp.Executions, 5)
-	for i, want := range []string{wire.StateRunning, wire.StateRunning, wire.StateRunning, wire.StateFailed, wire.StateFailed} {
-		if want == wire.StateRunning && wire.TerminalState(resp.Executions[i].State) {
+	for i, want := range []wire.State{wire.StateRunning, wire.StateRunning, wire.StateRunning, wire.StateFailed, wire.StateFailed} {
+		if want == wire.StateRunning && resp.Executions[i].State.Terminal() {
 			continue // it may already have ended
 		}
 		require.Equal(t, want, resp.Executions[i].State, resp.Executions[i].ExecutionID)
@@ -138,7 +138,7 @@ func TestExecCancelKillsTheProcessGroup(t *testing.T) {
 
 	l.cancel(tk.ExecutionID)
 	rep := l.heartbeat()
-	require.Contains(t, []string{wire.StateCanceling, wire.StateCanceled}, rep.Executions[0].State)
+	require.Contains(t, []wire.State{wire.StateCanceling, wire.StateCanceled}, rep.Executions[0].State)
 	st := l.waitState(tk.ExecutionID, wire.StateCanceled)
 	require.Equal(t, "canceled by the leader", st.Message)
 	waitFor(t, "the process group to be gone", func() bool { return len(groupMembers(pgid)) == 0 })

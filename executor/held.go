@@ -28,7 +28,7 @@ type execution struct {
 	cancelMsg string
 }
 
-func (x *execution) terminal() bool { return wire.TerminalState(x.status.State) }
+func (x *execution) terminal() bool { return x.status.State.Terminal() }
 
 // heldSet is the set of executions an executor holds, with their
 // transitions. It is plain data: no I/O, no clock, no locking (the executor
@@ -186,7 +186,7 @@ func (h *heldSet) get(id string) (wire.ExecutionStatus, bool) {
 }
 
 // state returns id's state, "" if it is not held.
-func (h *heldSet) state(id string) string {
+func (h *heldSet) state(id string) wire.State {
 	if x, ok := h.m[id]; ok {
 		return x.status.State
 	}

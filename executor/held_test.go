@@ -14,9 +14,9 @@ import (
 func TestHeldSetTransitions(t *testing.T) {
 	const id = "j/v/0/0"
 	type step struct {
-		op    string // deploy, started, startFailed, cancel, exit0, exit3, crashMsg, ack
-		stop  bool   // expected "stop now" answer of started/cancel
-		state string // expected state afterwards ("" = not held)
+		op    string     // deploy, started, startFailed, cancel, exit0, exit3, crashMsg, ack
+		stop  bool       // expected "stop now" answer of started/cancel
+		state wire.State // expected state afterwards ("" = not held)
 		msg   string
 	}
 	tests := []struct {
@@ -193,7 +193,7 @@ func TestHeldSetProperties(t *testing.T) {
 				h.started(id, err)
 			case 2:
 				h.cancel(id, "canceled")
-				if wasHeld && !wire.TerminalState(beforeSt.State) {
+				if wasHeld && !beforeSt.State.Terminal() {
 					canceled[id] = true
 				}
 			case 3:
@@ -210,7 +210,7 @@ func TestHeldSetProperties(t *testing.T) {
 					}
 					st, ok := h.get(a)
 					forgot := h.ack(a, time.Unix(int64(step), 0))
-					if forgot != (ok && wire.TerminalState(st.State)) {
+					if forgot != (ok && st.State.Terminal()) {
 						t.Fatalf("ack %s of state %q: forgot=%v", a, st.State, forgot)
 					}
 					if forgot {

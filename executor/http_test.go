@@ -295,7 +295,7 @@ func (p *pushRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	var resp wire.UpdateResponse
 	for _, st := range rep.Executions {
-		if ack && wire.TerminalState(st.State) {
+		if ack && st.State.Terminal() {
 			resp.Ack = append(resp.Ack, st.ExecutionID)
 		}
 	}
@@ -332,15 +332,15 @@ func TestPushReachesLeaderAndItsAckForgets(t *testing.T) {
 		require.Equal(t, wire.StateRunning, st.State, "the answer carries the state the request reached")
 	}
 	waitFor(t, "the end of "+ok.ExecutionID+" to be answered or pushed", func() bool {
-		if st, _ := status(answer.Executions, ok.ExecutionID); wire.TerminalState(st.State) {
+		if st, _ := status(answer.Executions, ok.ExecutionID); st.State.Terminal() {
 			return true
 		}
 		st, _, found := rec.latest(ok.ExecutionID)
-		return found && wire.TerminalState(st.State)
+		return found && st.State.Terminal()
 	})
 	waitFor(t, "push of "+bad.ExecutionID, func() bool {
 		st, _, found := rec.latest(bad.ExecutionID)
-		return found && wire.TerminalState(st.State)
+		return found && st.State.Terminal()
 	})
 	st, rep, _ := rec.latest(bad.ExecutionID)
 	require.Equal(t, wire.StateFailed, st.State)
@@ -360,7 +360,7 @@ func TestPushReachesLeaderAndItsAckForgets(t *testing.T) {
 	// its next heartbeat, as a real one does.
 	var answeredEnds []string
 	for _, st := range answer.Executions {
-		if wire.TerminalState(st.State) {
+		if st.State.Terminal() {
 			answeredEnds = append(answeredEnds, st.ExecutionID)
 		}
 	}

@@ -106,7 +106,7 @@ func (e *Executor) stopTasks(ids []string) {
 // noteLocked records that id may have changed from state before: a change
 // is logged, queued for the pusher (unless a deploy answer being prepared
 // carries it), and an end wakes Shutdown.
-func (e *Executor) noteLocked(id, before string) {
+func (e *Executor) noteLocked(id string, before wire.State) {
 	st, ok := e.held.get(id)
 	if !ok || st.State == before {
 		return
@@ -115,7 +115,7 @@ func (e *Executor) noteLocked(id, before string) {
 		e.pending[id] = struct{}{}
 		e.kickLocked()
 	}
-	if wire.TerminalState(st.State) {
+	if st.State.Terminal() {
 		e.log.Info("execution ended", "execution", id, "state", st.State, "message", st.Message)
 		close(e.settled)
 		e.settled = make(chan struct{})

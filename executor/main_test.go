@@ -242,10 +242,10 @@ func status(execs []wire.ExecutionStatus, id string) (wire.ExecutionStatus, bool
 }
 
 // waitState waits until GET /v1/executions shows id in state, and returns it.
-func (l *leader) waitState(id, state string) wire.ExecutionStatus {
+func (l *leader) waitState(id string, state wire.State) wire.ExecutionStatus {
 	l.t.Helper()
 	var st wire.ExecutionStatus
-	waitFor(l.t, id+" to be "+state, func() bool {
+	waitFor(l.t, id+" to be "+string(state), func() bool {
 		var ok bool
 		st, ok = status(l.executions().Executions, id)
 		return ok && st.State == state

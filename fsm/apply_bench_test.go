@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"jobmaster/jobspec"
+	"jobmaster/wire"
 )
 
 // Apply benchmarks: the cost of applying commands on a follower or the
@@ -125,7 +126,7 @@ func placedJobs(b *testing.B, spec *jobspec.Spec, n int, report bool) (*FSM, [][
 		ups := make([]ReportUpdate, 10)
 		for k := range slots {
 			slots[k] = SlotAssign{Group: "default", Index: k, Executor: ex, Slot: k}
-			ups[k] = ReportUpdate{ID: ExecutionID(id, "v", k, 0), State: ExecRunning}
+			ups[k] = ReportUpdate{ID: ExecutionID(id, "v", k, 0), State: wire.StateRunning}
 		}
 		places = append(places, encodeFrame(b, &PlaceRegion{Fenced: fenced, Job: id, Region: 0, Slots: slots}))
 		if report {
@@ -166,7 +167,7 @@ func BenchmarkEndWideJob(b *testing.B) {
 				for ex := 0; ex < width/perExecutor; ex++ {
 					ups := make([]ReportUpdate, perExecutor)
 					for k := range ups {
-						ups[k] = ReportUpdate{ID: ExecutionID("wide", "v", ex*perExecutor+k, 0), State: ExecCanceled}
+						ups[k] = ReportUpdate{ID: ExecutionID("wide", "v", ex*perExecutor+k, 0), State: wire.StateCanceled}
 					}
 					entries = append(entries, MustEncode(&ReportExecutions{Fenced: f, Executor: fmt.Sprintf("e%03d", ex), Updates: ups}))
 				}

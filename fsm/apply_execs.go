@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"jobmaster/wire"
 )
 
 func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
@@ -52,7 +53,7 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 			}
 			return
 		}
-		if e.State != ExecScheduled && missing == nil {
+		if e.State != wire.StateScheduled && missing == nil {
 			missing = fmt.Errorf("%w: %s is %s", ErrRejected, e.ID, e.State)
 		}
 		if !used[i] {
@@ -72,7 +73,7 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 	s.forEachInRegion(j, c.Region, func(e *Execution) {
 		a := &c.Slots[which[n]]
 		n++
-		e.State = ExecDeploying
+		e.State = wire.StateDeploying
 		e.Executor = a.Executor
 		e.Slot = a.Slot
 		e.Epoch = c.Token
@@ -148,7 +149,7 @@ func (s *State) applyReport(index uint64, c *ReportExecutions) Result {
 	var terminal []string
 	for _, u := range c.Updates {
 		e := s.execs[u.ID]
-		if e == nil || e.Executor != c.Executor || e.State == ExecScheduled {
+		if e == nil || e.Executor != c.Executor || e.State == wire.StateScheduled {
 			// Not (or no longer) expected on this executor: its terminal
 			// state needs no recording. The leader cancels live ones.
 			if u.State.Terminal() && (e == nil || e.State.Terminal()) {
@@ -167,8 +168,8 @@ func (s *State) applyReport(index uint64, c *ReportExecutions) Result {
 		case e.State.Terminal():
 		case u.State.Terminal():
 			s.endExecution(e, u.State, c.Time, u.Message)
-		case u.State == ExecRunning && e.State == ExecDeploying:
-			e.State = ExecRunning
+		case u.State == wire.StateRunning && e.State == wire.StateDeploying:
+			e.State = wire.StateRunning
 			e.StartTime = c.Time
 		}
 		if u.State.Terminal() && e.State.Terminal() {
@@ -181,7 +182,7 @@ func (s *State) applyReport(index uint64, c *ReportExecutions) Result {
 func (s *State) applyFail(c *FailExecutions) Result {
 	for _, id := range c.IDs {
 		e := s.execs[id]
-		if e == nil || e.Executor != c.Executor || e.State.Terminal() || e.State == ExecScheduled {
+		if e == nil || e.Executor != c.Executor || e.State.Terminal() || e.State == wire.StateScheduled {
 			continue
 		}
 		s.failOrCancel(e, c.Time, c.Reason)
@@ -202,11 +203,11 @@ func (s *State) applyExecutorLost(c *ExecutorLost) Result {
 // failOrCancel ends an execution that is gone from its executor: CANCELED if
 // it was being cancelled anyway, FAILED otherwise.
 func (s *State) failOrCancel(e *Execution, now int64, reason string) {
-	if e.State == ExecCanceling {
-		s.endExecution(e, ExecCanceled, now, reason)
+	if e.State == wire.StateCanceling {
+		s.endExecution(e, wire.StateCanceled, now, reason)
 		return
 	}
-	s.endExecution(e, ExecFailed, now, reason)
+	s.endExecution(e, wire.StateFailed, now, reason)
 }
 
 func (s *State) applyRestart(c *RestartRegions) Result {

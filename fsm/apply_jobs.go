@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"jobmaster/wire"
 	"reflect"
 )
 
@@ -70,7 +71,7 @@ func (s *State) newAttempts(j *Job, ri int, next bool) {
 				VertexIndex: vi,
 				Subtask:     i,
 				Attempt:     v.Attempts[i],
-				State:       ExecScheduled,
+				State:       wire.StateScheduled,
 			}
 			s.execs[e.ID] = e
 			cur[vi][i] = e
@@ -147,15 +148,15 @@ func (s *State) stopJob(j *Job, st JobStatus, msg string, now int64) {
 // CANCELED at once; a placed one is CANCELING until its executor confirms.
 func (s *State) cancelExecution(e *Execution, now int64) {
 	switch {
-	case e.State.Terminal() || e.State == ExecCanceling:
-	case e.State == ExecScheduled:
-		e.State = ExecCanceled
+	case e.State.Terminal() || e.State == wire.StateCanceling:
+	case e.State == wire.StateScheduled:
+		e.State = wire.StateCanceled
 		e.EndTime = now
 		if j := s.jobs[e.Job]; j != nil {
 			s.ended(regionOf(j, e))
 		}
 	default:
-		e.State = ExecCanceling
+		e.State = wire.StateCanceling
 		m := s.canceling[e.Executor]
 		if m == nil {
 			m = make(map[string]struct{})

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"jobmaster/wire"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -76,7 +77,7 @@ func TestSubmitIsIdempotentByID(t *testing.T) {
 	require.Len(t, j.Vertices, 3)
 	for _, v := range j.Vertices {
 		for _, e := range v.Subtasks {
-			require.Equal(t, ExecScheduled, e.State)
+			require.Equal(t, wire.StateScheduled, e.State)
 			require.Equal(t, 0, e.Attempt)
 		}
 	}
@@ -95,7 +96,7 @@ func TestJobRunsToFinished(t *testing.T) {
 	require.Len(t, placed, 4)
 	slot := map[int]int{}
 	for _, e := range placed {
-		require.Equal(t, ExecDeploying, e.State)
+		require.Equal(t, wire.StateDeploying, e.State)
 		require.False(t, e.Deployed, "pending until acknowledged")
 		require.Equal(t, h.token, e.Epoch)
 		if prev, ok := slot[e.Subtask]; ok {
@@ -108,26 +109,26 @@ func TestJobRunsToFinished(t *testing.T) {
 
 	h.now += 250
 	started := h.now
-	h.reportAll("e1", ExecRunning)
+	h.reportAll("e1", wire.StateRunning)
 	e := h.exec("a/source/0/0")
 	require.True(t, e.Deployed)
-	require.Equal(t, ExecRunning, e.State)
+	require.Equal(t, wire.StateRunning, e.State)
 	require.Equal(t, started, e.StartTime, "the start is the recording command's time")
 	h.now += 250
-	h.reportAll("e1", ExecRunning)
+	h.reportAll("e1", wire.StateRunning)
 	require.Equal(t, started, h.exec("a/source/0/0").StartTime, "a later RUNNING report is no new start")
 
-	r := h.report("e1", ReportUpdate{ID: "a/source/0/0", State: ExecFinished})
+	r := h.report("e1", ReportUpdate{ID: "a/source/0/0", State: wire.StateFinished})
 	require.Equal(t, []string{"a/source/0/0"}, r.Terminal)
 	require.Len(t, h.s.Expected("e1"), 3, "terminal executions leave the expected set")
-	h.reportAll("e1", ExecFinished)
+	h.reportAll("e1", wire.StateFinished)
 	require.Empty(t, h.s.UsedSlots()["e1"])
 
 	// The sink's region is ready once map finished.
 	placed = h.placeAll("e1")
 	require.Len(t, placed, 1)
 	require.Equal(t, "a/sink/0/0", placed[0].ID)
-	h.reportAll("e1", ExecFinished)
+	h.reportAll("e1", wire.StateFinished)
 	j := h.job("a")
 	require.Equal(t, JobFinished, j.Status)
 	require.Equal(t, h.now, j.EndTime)
@@ -138,16 +139,16 @@ func TestTerminalStateRecordedOnce(t *testing.T) {
 	h := newHarness(t)
 	h.submit("a", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
 	h.placeAll("e1")
-	h.report("e1", ReportUpdate{ID: "a/v/0/0", State: ExecFinished})
+	h.report("e1", ReportUpdate{ID: "a/v/0/0", State: wire.StateFinished})
 	hash := h.s.Capture().Hash()
 	h.now += 5000
 	// A later report of the same or another terminal state changes nothing,
 	// and is acknowledged so the executor forgets it.
-	r := h.report("e1", ReportUpdate{ID: "a/v/0/0", State: ExecFailed})
+	r := h.report("e1", ReportUpdate{ID: "a/v/0/0", State: wire.StateFailed})
 	require.Equal(t, []string{"a/v/0/0"}, r.Terminal)
 	require.Equal(t, hash, h.s.Capture().Hash())
 	// A terminal report of an execution nobody knows is acknowledged too.
-	r = h.report("e1", ReportUpdate{ID: "zz/v/0/0", State: ExecCanceled})
+	r = h.report("e1", ReportUpdate{ID: "zz/v/0/0", State: wire.StateCanceled})
 	require.Equal(t, []string{"zz/v/0/0"}, r.Terminal)
 }
 
@@ -155,10 +156,10 @@ func TestReportFromWrongExecutorIsIgnored(t *testing.T) {
 	h := newHarness(t)
 	h.submit("a", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
 	h.placeAll("e1")
-	r := h.report("e2", ReportUpdate{ID: "a/v/0/0", State: ExecRunning})
+	r := h.report("e2", ReportUpdate{ID: "a/v/0/0", State: wire.StateRunning})
 	require.Empty(t, r.Terminal)
 	e := h.exec("a/v/0/0")
-	require.Equal(t, ExecDeploying, e.State)
+	require.Equal(t, wire.StateDeploying, e.State)
 	require.False(t, e.Deployed)
 }
 
@@ -211,19 +212,19 @@ func TestRegionFailoverRestartsOnlyTheFailedRegion(t *testing.T) {
 		{"id":"y","parallelism":1,"command":["true"],"slot_sharing_group":"other"}],
 		"restart":{"strategy":"fixed-delay","attempts":1,"delay":"2s"}}`)
 	h.placeAll("e1")
-	h.reportAll("e1", ExecRunning)
+	h.reportAll("e1", wire.StateRunning)
 
-	h.report("e1", ReportUpdate{ID: "a/x/0/0", State: ExecFailed, Message: "exit status 3"})
+	h.report("e1", ReportUpdate{ID: "a/x/0/0", State: wire.StateFailed, Message: "exit status 3"})
 	j := h.job("a")
 	require.Equal(t, JobRestarting, j.Status)
 	require.Contains(t, j.Message, "a/x/0/0 FAILED: exit status 3")
-	require.Equal(t, ExecCanceling, h.exec("a/x/1/0").State, "the rest of the region is cancelled")
-	require.Equal(t, ExecRunning, h.exec("a/y/0/0").State, "other regions are left alone")
+	require.Equal(t, wire.StateCanceling, h.exec("a/x/1/0").State, "the rest of the region is cancelled")
+	require.Equal(t, wire.StateRunning, h.exec("a/y/0/0").State, "other regions are left alone")
 
 	// Not due before the delay nor while x/1 is still being cancelled.
 	h.now += 2000
 	require.Empty(t, h.s.RestartsDue(h.now))
-	h.report("e1", ReportUpdate{ID: "a/x/1/0", State: ExecCanceled})
+	h.report("e1", ReportUpdate{ID: "a/x/1/0", State: wire.StateCanceled})
 	require.Equal(t, []string{"a"}, h.s.RestartsDue(h.now))
 	require.Empty(t, h.s.RestartsDue(h.now-1))
 
@@ -232,19 +233,19 @@ func TestRegionFailoverRestartsOnlyTheFailedRegion(t *testing.T) {
 	require.Equal(t, JobRunning, j.Status)
 	require.Equal(t, 1, j.Restarts)
 	require.Equal(t, 1, j.Vertices[0].Subtasks[0].Attempt)
-	require.Equal(t, ExecScheduled, j.Vertices[0].Subtasks[0].State)
+	require.Equal(t, wire.StateScheduled, j.Vertices[0].Subtasks[0].State)
 	_, ok := h.s.Execution("a/x/0/0")
 	require.False(t, ok, "ended attempts are dropped on restart")
 	checkInvariants(t, h.s)
 
 	// The second failure exhausts the one allowed restart.
 	h.placeAll("e1")
-	h.report("e1", ReportUpdate{ID: "a/x/0/1", State: ExecFailed})
+	h.report("e1", ReportUpdate{ID: "a/x/0/1", State: wire.StateFailed})
 	j = h.job("a")
 	require.Equal(t, JobFailing, j.Status)
 	require.Contains(t, j.Message, "allows 1 restarts")
-	require.Equal(t, ExecCanceling, h.exec("a/y/0/0").State)
-	h.reportAll("e1", ExecCanceled)
+	require.Equal(t, wire.StateCanceling, h.exec("a/y/0/0").State)
+	h.reportAll("e1", wire.StateCanceled)
 	require.Equal(t, JobFailed, h.job("a").Status)
 	checkInvariants(t, h.s)
 }
@@ -257,8 +258,8 @@ func TestFullFailoverRestartsEverythingStarted(t *testing.T) {
 		{"id":"z","parallelism":1,"command":["true"],"inputs":[{"from":"x","mode":"blocking"}]}],
 		"failover":"full","restart":{"strategy":"fixed-delay","attempts":5,"delay":"0s"}}`)
 	h.placeAll("e1")
-	h.report("e1", ReportUpdate{ID: "a/x/0/0", State: ExecFinished})
-	h.report("e1", ReportUpdate{ID: "a/y/0/0", State: ExecFailed})
+	h.report("e1", ReportUpdate{ID: "a/x/0/0", State: wire.StateFinished})
+	h.report("e1", ReportUpdate{ID: "a/y/0/0", State: wire.StateFailed})
 	require.Equal(t, []string{"a"}, h.s.RestartsDue(h.now), "x finished, y failed: nothing to wait for")
 	// z was ready (x finished) and is part of the restart too.
 	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "a"})
@@ -275,14 +276,14 @@ func TestCancelJob(t *testing.T) {
 	h := newHarness(t)
 	h.submit("a", pipeline)
 	h.placeAll("e1")
-	h.reportAll("e1", ExecRunning)
+	h.reportAll("e1", wire.StateRunning)
 	require.NoError(t, h.apply(&CancelJob{Fenced: h.fenced(), ID: "a"}).Err)
 	j := h.job("a")
 	require.Equal(t, JobCancelling, j.Status)
-	require.Equal(t, ExecCanceling, j.Vertices[0].Subtasks[0].State)
-	require.Equal(t, ExecCanceled, j.Vertices[2].Subtasks[0].State, "never placed: cancelled at once")
+	require.Equal(t, wire.StateCanceling, j.Vertices[0].Subtasks[0].State)
+	require.Equal(t, wire.StateCanceled, j.Vertices[2].Subtasks[0].State, "never placed: cancelled at once")
 	require.Empty(t, h.s.ReadyRegions())
-	h.reportAll("e1", ExecCanceled)
+	h.reportAll("e1", wire.StateCanceled)
 	require.Equal(t, JobCanceled, h.job("a").Status)
 	// Cancelling again, or an unknown job.
 	require.NoError(t, h.apply(&CancelJob{Fenced: h.fenced(), ID: "a"}).Err)
@@ -294,18 +295,18 @@ func TestFailExecutionsMissing(t *testing.T) {
 	h := newHarness(t)
 	h.submit("a", `{"vertices":[{"id":"v","parallelism":2,"command":["true"]}],"restart":{"strategy":"none"}}`)
 	h.placeAll("e1")
-	h.reportAll("e1", ExecRunning)
+	h.reportAll("e1", wire.StateRunning)
 	// Wrong executor: ignored.
 	h.apply(&FailExecutions{Fenced: h.fenced(), Executor: "e2", IDs: []string{"a/v/0/0"}, Reason: "missing"})
-	require.Equal(t, ExecRunning, h.exec("a/v/0/0").State)
+	require.Equal(t, wire.StateRunning, h.exec("a/v/0/0").State)
 
 	h.apply(&FailExecutions{Fenced: h.fenced(), Executor: "e1", IDs: []string{"a/v/0/0"}, Reason: "missing on e1"})
-	require.Equal(t, ExecFailed, h.exec("a/v/0/0").State)
+	require.Equal(t, wire.StateFailed, h.exec("a/v/0/0").State)
 	require.Equal(t, "missing on e1", h.exec("a/v/0/0").Message)
 	require.Equal(t, JobFailing, h.job("a").Status)
 	// A cancelling execution that goes missing is simply cancelled.
 	h.apply(&FailExecutions{Fenced: h.fenced(), Executor: "e1", IDs: []string{"a/v/1/0"}, Reason: "missing"})
-	require.Equal(t, ExecCanceled, h.exec("a/v/1/0").State)
+	require.Equal(t, wire.StateCanceled, h.exec("a/v/1/0").State)
 	require.Equal(t, JobFailed, h.job("a").Status)
 	checkInvariants(t, h.s)
 }
@@ -315,7 +316,7 @@ func TestExecutorLost(t *testing.T) {
 	h.submit("a", `{"vertices":[{"id":"v","parallelism":2,"command":["true"]}]}`)
 	h.submit("b", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
 	h.placeAll("e1")
-	h.reportAll("e1", ExecRunning)
+	h.reportAll("e1", wire.StateRunning)
 	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
 	require.Empty(t, h.s.Expected("e1"))
 	require.Empty(t, h.s.UsedSlots())
@@ -334,7 +335,7 @@ func TestUnexpectedCancelIsAFailure(t *testing.T) {
 	h := newHarness(t)
 	h.submit("a", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
 	h.placeAll("e1")
-	h.report("e1", ReportUpdate{ID: "a/v/0/0", State: ExecCanceled, Message: "lease expired"})
+	h.report("e1", ReportUpdate{ID: "a/v/0/0", State: wire.StateCanceled, Message: "lease expired"})
 	require.Equal(t, JobRestarting, h.job("a").Status)
 }
 
@@ -397,7 +398,7 @@ func TestForgetJobsRemovesOnlyEndedJobs(t *testing.T) {
 	h.submit("done", `{"vertices":[{"id":"v","parallelism":2,"command":["true"]}]}`)
 	h.submit("busy", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
 	h.placeAll("e1")
-	h.report("e1", ReportUpdate{ID: "done/v/0/0", State: ExecFinished}, ReportUpdate{ID: "done/v/1/0", State: ExecFinished})
+	h.report("e1", ReportUpdate{ID: "done/v/0/0", State: wire.StateFinished}, ReportUpdate{ID: "done/v/1/0", State: wire.StateFinished})
 	require.Equal(t, JobFinished, h.job("done").Status)
 	require.Equal(t, []string{"done"}, h.s.EndedBefore(h.now+1, 10))
 	require.Empty(t, h.s.EndedBefore(h.now, 10), "ended at now, not before")
@@ -416,8 +417,8 @@ func TestResubmittedIDNeverReusesExecutionIDs(t *testing.T) {
 	h := newHarness(t)
 	h.submit("a", `{"vertices":[{"id":"v","parallelism":2,"command":["true"]}],"restart":{"strategy":"fixed-delay","attempts":3,"delay":"0s"}}`)
 	h.placeAll("e1")
-	h.report("e1", ReportUpdate{ID: "a/v/0/0", State: ExecFailed})
-	h.report("e1", ReportUpdate{ID: "a/v/1/0", State: ExecCanceled})
+	h.report("e1", ReportUpdate{ID: "a/v/0/0", State: wire.StateFailed})
+	h.report("e1", ReportUpdate{ID: "a/v/1/0", State: wire.StateCanceled})
 	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "a"})
 	h.apply(&CancelJob{Fenced: h.fenced(), ID: "a"})
 	h.apply(&ForgetJobs{Fenced: h.fenced(), IDs: []string{"a"}})

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"jobmaster/wire"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,7 +14,7 @@ func TestCodecRoundTripsEveryCommand(t *testing.T) {
 		&SubmitJob{Fenced: f, ID: "a", Spec: parseSpec(t, pipeline)},
 		&CancelJob{Fenced: f, ID: "a"},
 		&PlaceRegion{Fenced: f, Job: "a", Region: 1, Slots: []SlotAssign{{Group: "g", Index: 2, Executor: "e", Slot: 3}}},
-		&ReportExecutions{Fenced: f, Executor: "e", Updates: []ReportUpdate{{ID: "a/v/0/0", State: ExecFailed, Message: "exit 1"}}},
+		&ReportExecutions{Fenced: f, Executor: "e", Updates: []ReportUpdate{{ID: "a/v/0/0", State: wire.StateFailed, Message: "exit 1"}}},
 		&FailExecutions{Fenced: f, Executor: "e", IDs: []string{"a/v/0/0"}, Reason: "missing"},
 		&ExecutorLost{Fenced: f, Executor: "e"},
 		&RestartRegions{Fenced: f, Job: "a"},

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"jobmaster/jobspec"
+	"jobmaster/wire"
 )
 
 // CommandType is the first byte of an encoded command. Numbers are
@@ -115,9 +116,9 @@ type ReportExecutions struct {
 
 // ReportUpdate is one execution's state as its executor reported it.
 type ReportUpdate struct {
-	ID      string    `codec:"id"`
-	State   ExecState `codec:"s"`
-	Message string    `codec:"m,omitempty"`
+	ID      string     `codec:"id"`
+	State   wire.State `codec:"s"`
+	Message string     `codec:"m,omitempty"`
 }
 
 // FailExecutions fails executions placed on Executor that the leader found

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/jobspec"
+	"jobmaster/wire"
 )
 
 // tb is what both *testing.T and *rapid.T offer.
@@ -98,7 +99,7 @@ func (h *harness) report(executor string, updates ...ReportUpdate) Result {
 }
 
 // reportAll reports every live execution on the executor in the given state.
-func (h *harness) reportAll(executor string, st ExecState) {
+func (h *harness) reportAll(executor string, st wire.State) {
 	h.t.Helper()
 	var ups []ReportUpdate
 	for _, e := range h.s.Expected(executor) {
@@ -173,7 +174,7 @@ func checkInvariants(t tb, s *State) {
 				e := s.execs[ExecutionID(j.ID, j.Spec.Vertices[vi].ID, i, a)]
 				require.NotNil(t, e, "current attempt of %s/%d", j.Spec.Vertices[vi].ID, i)
 				count++
-				if e.State == ExecFinished {
+				if e.State == wire.StateFinished {
 					finished++
 				}
 				if j.Status.Terminal() {

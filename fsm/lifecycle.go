@@ -1,10 +1,13 @@
 package fsm
 
-import "fmt"
+import (
+	"fmt"
+	"jobmaster/wire"
+)
 
 // endExecution records a terminal state and lets the job react to it.
-func (s *State) endExecution(e *Execution, st ExecState, now int64, msg string) {
-	wasCanceling := e.State == ExecCanceling
+func (s *State) endExecution(e *Execution, st wire.State, now int64, msg string) {
+	wasCanceling := e.State == wire.StateCanceling
 	wasLive := !e.State.Terminal()
 	e.State = st
 	e.EndTime = now
@@ -20,7 +23,7 @@ func (s *State) endExecution(e *Execution, st ExecState, now int64, msg string) 
 		s.ended(regionOf(j, e))
 	}
 	vi := e.VertexIndex
-	if st == ExecFinished {
+	if st == wire.StateFinished {
 		j.Vertices[vi].Finished++
 	}
 	if j.Status.Terminal() {
@@ -31,7 +34,7 @@ func (s *State) endExecution(e *Execution, st ExecState, now int64, msg string) 
 		return
 	}
 	ri := j.Vertices[vi].Region
-	failed := st == ExecFailed || (st == ExecCanceled && !wasCanceling)
+	failed := st == wire.StateFailed || (st == wire.StateCanceled && !wasCanceling)
 	switch j.Regions[ri].Status {
 	case RegionRunning:
 		if failed {
@@ -42,7 +45,7 @@ func (s *State) endExecution(e *Execution, st ExecState, now int64, msg string) 
 			s.handleFailure(j, ri, fmt.Sprintf("%s %s: %s", e.ID, st, why), now)
 			return
 		}
-		if st == ExecFinished && s.regionFinished(j, ri) {
+		if st == wire.StateFinished && s.regionFinished(j, ri) {
 			s.setRegionStatus(j, ri, RegionFinished)
 			for _, d := range j.Regions[ri].Downstream {
 				if j.Regions[d].Status == RegionWaiting && s.upstreamFinished(j, d) {

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"jobmaster/wire"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,7 +23,7 @@ var propertySpecs = []string{
 var (
 	propertyJobs      = []string{"a", "b", "c", "d"}
 	propertyExecutors = []string{"e1", "e2", "e3"}
-	propertyStates    = []ExecState{ExecDeploying, ExecRunning, ExecFinished, ExecFailed, ExecCanceled, ExecCanceling, "BOGUS"}
+	propertyStates    = []wire.State{wire.StateDeploying, wire.StateRunning, wire.StateFinished, wire.StateFailed, wire.StateCanceled, wire.StateCanceling, "BOGUS"}
 )
 
 // genCommand draws a command that makes sense in state s (or, sometimes, a
@@ -80,7 +81,7 @@ func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 			}
 		}
 		if rapid.IntRange(0, 4).Draw(t, "unknown") == 0 {
-			c.Updates = append(c.Updates, ReportUpdate{ID: "zz/v/0/0", State: ExecFinished})
+			c.Updates = append(c.Updates, ReportUpdate{ID: "zz/v/0/0", State: wire.StateFinished})
 		}
 		return c
 	case 8:
@@ -158,7 +159,7 @@ func TestPropertySnapshotRestoreMidway(t *testing.T) {
 func TestPropertyAtMostOneLiveAttempt(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := NewState()
-		ended := map[string]ExecState{}
+		ended := map[string]wire.State{}
 		var token uint64
 		now := int64(1_000_000)
 		for i := rapid.IntRange(1, 150).Draw(t, "steps"); i > 0; i-- {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"jobmaster/wire"
 	"maps"
 	"sort"
 
@@ -220,7 +221,7 @@ func (s *State) rebuildDerived(execs iter.Seq[*Execution]) error {
 			continue
 		}
 		s.live[regionOf(j, e)]++
-		if e.Executor != "" && e.State != ExecScheduled {
+		if e.Executor != "" && e.State != wire.StateScheduled {
 			perExecutor[e.Executor]++
 			placed++
 		}
@@ -232,14 +233,14 @@ func (s *State) rebuildDerived(execs iter.Seq[*Execution]) error {
 	}
 	// Index order does not matter here: the indexes are sets and counts.
 	for e := range execs {
-		if e.Executor == "" || e.State.Terminal() || e.State == ExecScheduled {
+		if e.Executor == "" || e.State.Terminal() || e.State == wire.StateScheduled {
 			continue
 		}
 		if j == nil || j.ID != e.Job {
 			j = s.jobs[e.Job]
 		}
 		s.track(e, s.keyOf(j, e))
-		if e.State == ExecCanceling {
+		if e.State == wire.StateCanceling {
 			if s.canceling[e.Executor] == nil {
 				s.canceling[e.Executor] = make(map[string]struct{})
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"jobmaster/wire"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,15 +26,15 @@ func fixtureState(t *testing.T) *State {
 	h.submit("stop", `{"name":"stop","vertices":[{"id":"v","parallelism":2,"command":["sleep","60"],"env":{"B":"2","A":"1"}}],
 		"restart":{"strategy":"failure-rate","max_failures":3,"interval":"1m"}}`)
 	h.placeAll("e1")
-	h.report("e1", ReportUpdate{ID: "done/v/0/0", State: ExecFinished})
-	h.report("e1", ReportUpdate{ID: "busy/source/0/0", State: ExecRunning}, ReportUpdate{ID: "busy/map/1/0", State: ExecFailed, Message: "exit status 1"})
-	h.report("e1", ReportUpdate{ID: "busy/source/0/0", State: ExecCanceled}, ReportUpdate{ID: "busy/source/1/0", State: ExecCanceled},
-		ReportUpdate{ID: "busy/map/0/0", State: ExecCanceled})
+	h.report("e1", ReportUpdate{ID: "done/v/0/0", State: wire.StateFinished})
+	h.report("e1", ReportUpdate{ID: "busy/source/0/0", State: wire.StateRunning}, ReportUpdate{ID: "busy/map/1/0", State: wire.StateFailed, Message: "exit status 1"})
+	h.report("e1", ReportUpdate{ID: "busy/source/0/0", State: wire.StateCanceled}, ReportUpdate{ID: "busy/source/1/0", State: wire.StateCanceled},
+		ReportUpdate{ID: "busy/map/0/0", State: wire.StateCanceled})
 	h.now += 1000
 	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "busy"})
 	h.establish("m2")
 	h.placeAll("e2")
-	h.report("e2", ReportUpdate{ID: "busy/source/0/1", State: ExecRunning})
+	h.report("e2", ReportUpdate{ID: "busy/source/0/1", State: wire.StateRunning})
 	h.apply(&CancelJob{Fenced: h.fenced(), ID: "stop"})
 	// A forgotten job leaves a tombstone (format 2).
 	h.submit("gone", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)

@@ -28,46 +28,6 @@ func (s JobStatus) Terminal() bool {
 // ending reports whether the job is winding down towards a terminal status.
 func (s JobStatus) ending() bool { return s == JobFailing || s == JobCancelling }
 
-// ExecState is the state of an execution.
-type ExecState string
-
-// Execution states.
-const (
-	ExecScheduled ExecState = "SCHEDULED"
-	ExecDeploying ExecState = "DEPLOYING"
-	ExecRunning   ExecState = "RUNNING"
-	ExecFinished  ExecState = "FINISHED"
-	ExecCanceling ExecState = "CANCELING"
-	ExecCanceled  ExecState = "CANCELED"
-	ExecFailed    ExecState = "FAILED"
-)
-
-// Terminal reports whether the state is final.
-func (s ExecState) Terminal() bool {
-	return s == ExecFinished || s == ExecCanceled || s == ExecFailed
-}
-
-// Valid reports whether s is one of the execution states.
-func (s ExecState) Valid() bool { return s.rank() >= 0 }
-
-// rank orders states along an execution's life; a report moves an execution
-// only forward.
-func (s ExecState) rank() int {
-	switch s {
-	case ExecScheduled:
-		return 0
-	case ExecDeploying:
-		return 1
-	case ExecRunning:
-		return 2
-	case ExecCanceling:
-		return 3
-	case ExecFinished, ExecCanceled, ExecFailed:
-		return 4
-	}
-	return -1
-}
-
 // RegionStatus is the scheduling status of a pipelined region.
 type RegionStatus uint8
 
@@ -158,12 +118,12 @@ type Execution struct {
 	Job    string `codec:"j,omitempty"`
 	Vertex string `codec:"v,omitempty"`
 	// VertexIndex is the vertex's position in the job spec.
-	VertexIndex int       `codec:"vi"`
-	Subtask     int       `codec:"s"`
-	Attempt     int       `codec:"a"`
-	State       ExecState `codec:"st"`
-	Executor    string    `codec:"e,omitempty"`
-	Slot        int       `codec:"sl"`
+	VertexIndex int        `codec:"vi"`
+	Subtask     int        `codec:"s"`
+	Attempt     int        `codec:"a"`
+	State       wire.State `codec:"st"`
+	Executor    string     `codec:"e,omitempty"`
+	Slot        int        `codec:"sl"`
 	// Epoch is the fencing token of the leader that placed the execution.
 	Epoch uint64 `codec:"ep"`
 	// Deployed is false while the deployment is pending (not acknowledged).

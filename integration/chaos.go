@@ -281,7 +281,7 @@ func runChaos(t *testing.T, cfg chaosConfig) *chaosOutcome {
 		o.final[id] = j
 		for _, v := range j.Vertices {
 			for _, s := range v.Subtasks {
-				if !terminalStatus(s.State) && s.ExecutionID != "" {
+				if !s.State.Terminal() && s.ExecutionID != "" {
 					expected[s.ExecutionID] = true
 				}
 			}

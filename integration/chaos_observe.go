@@ -61,7 +61,7 @@ func (s *strayWatch) sample() {
 		live := map[string]bool{}
 		for _, v := range j.Vertices {
 			for _, st := range v.Subtasks {
-				if !terminalStatus(st.State) {
+				if !st.State.Terminal() {
 					live[st.ExecutionID] = true
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/wire"
 )
 
 // ms is a time in unix nanoseconds, n milliseconds after an arbitrary base.
@@ -30,7 +31,7 @@ func finalJob(id, status string, endMs int64, attempts ...int) *api.Job {
 	j := &api.Job{ID: id, Status: status, EndTime: endMs}
 	v := api.Vertex{ID: "v", Parallelism: len(attempts)}
 	for i, a := range attempts {
-		v.Subtasks = append(v.Subtasks, api.Subtask{Index: i, Attempt: a, State: status})
+		v.Subtasks = append(v.Subtasks, api.Subtask{Index: i, Attempt: a, State: wire.State(status)})
 	}
 	j.Vertices = []api.Vertex{v}
 	return j

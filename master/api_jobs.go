@@ -111,7 +111,7 @@ func jobToAPI(v *fsm.JobView) api.Job {
 	for _, vv := range v.Vertices {
 		av := api.Vertex{ID: vv.ID, Parallelism: vv.Parallelism, Subtasks: make([]api.Subtask, 0, len(vv.Subtasks))}
 		for _, e := range vv.Subtasks {
-			av.Subtasks = append(av.Subtasks, api.Subtask{Index: e.Subtask, Attempt: e.Attempt, State: string(e.State),
+			av.Subtasks = append(av.Subtasks, api.Subtask{Index: e.Subtask, Attempt: e.Attempt, State: e.State,
 				Executor: e.Executor, ExecutionID: e.ID, StartTime: e.StartTime, EndTime: e.EndTime, Message: e.Message})
 		}
 		out.Vertices = append(out.Vertices, av)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"jobmaster/wire"
 	"log/slog"
 	"os"
 	"time"
@@ -63,7 +64,7 @@ type Config struct {
 const (
 	DefaultRaftTimeout       = 250 * time.Millisecond
 	DefaultExecutorHeartbeat = time.Second
-	DefaultExecutorLease     = 10 * time.Second
+	DefaultExecutorLease     = wire.DefaultLease
 	DefaultExecutorTimeout   = 15 * time.Second
 	DefaultDeployTimeout     = 10 * time.Second
 	DefaultRequestWait       = 5 * time.Second

@@ -79,7 +79,7 @@ func benchSets(n int) ([]fsm.Execution, []wire.ExecutionStatus) {
 	reported := make([]wire.ExecutionStatus, n)
 	for i := range expected {
 		id := fsm.ExecutionID("job", "v", i, 0)
-		expected[i] = fsm.Execution{ID: id, Job: "job", Vertex: "v", Subtask: i, State: fsm.ExecRunning, Executor: "e1",
+		expected[i] = fsm.Execution{ID: id, Job: "job", Vertex: "v", Subtask: i, State: wire.StateRunning, Executor: "e1",
 			Slot: i, Epoch: 1, Deployed: true, DeployIndex: 2, AckIndex: 3}
 		reported[i] = wire.ExecutionStatus{ExecutionID: id, JobID: "job", Vertex: "v", Subtask: i, Slot: i, State: wire.StateRunning}
 	}
@@ -101,7 +101,7 @@ func benchState(b *testing.B, n int) *fsm.State {
 	ups := make([]fsm.ReportUpdate, n)
 	for i := range slots {
 		slots[i] = fsm.SlotAssign{Group: jobspec.DefaultSlotSharingGroup, Index: i, Executor: "e1", Slot: i}
-		ups[i] = fsm.ReportUpdate{ID: fsm.ExecutionID("job", "v", i, 0), State: fsm.ExecRunning}
+		ups[i] = fsm.ReportUpdate{ID: fsm.ExecutionID("job", "v", i, 0), State: wire.StateRunning}
 	}
 	for i, c := range []fsm.Command{
 		&fsm.SubmitJob{Fenced: f, ID: "job", Spec: spec},

@@ -84,21 +84,21 @@ func Reconcile(in Input) Result {
 	reported := make(map[string]bool, len(in.Reported))
 	for _, r := range in.Reported {
 		reported[r.ExecutionID] = true
-		st := fsm.ExecState(r.State)
+		st := wire.State(r.State)
 		e, ok := expected[r.ExecutionID]
 		switch {
-		case !ok && wire.TerminalState(r.State):
+		case !ok && r.State.Terminal():
 			out.Ack = append(out.Ack, r.ExecutionID)
 		case !ok:
 			out.Cancel = append(out.Cancel, r.ExecutionID)
 		case st.Terminal():
 			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st, Message: r.Message})
-		case !e.Deployed || (st == fsm.ExecRunning && e.State == fsm.ExecDeploying):
+		case !e.Deployed || (st == wire.StateRunning && e.State == wire.StateDeploying):
 			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st})
-			if e.State == fsm.ExecCanceling {
+			if e.State == wire.StateCanceling {
 				out.Cancel = append(out.Cancel, e.ID)
 			}
-		case e.State == fsm.ExecCanceling:
+		case e.State == wire.StateCanceling:
 			out.Cancel = append(out.Cancel, e.ID)
 		}
 	}
@@ -120,7 +120,7 @@ func Reconcile(in Input) Result {
 			out.Missing = append(out.Missing, e.ID)
 		case in.Now-e.DeployTime > deadline:
 			out.Expired = append(out.Expired, e.ID)
-		case e.State == fsm.ExecCanceling:
+		case e.State == wire.StateCanceling:
 			// Pending and being cancelled: its deployment may still be in
 			// flight. It ends when its executor reports it (and gets the
 			// cancel) or when the deployment expires, not before: a restart

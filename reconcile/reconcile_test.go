@@ -10,11 +10,13 @@ import (
 	"jobmaster/wire"
 )
 
-func ex(id string, st fsm.ExecState, deployed bool, deployIdx, ackIdx uint64, deployTime int64) fsm.Execution {
+func ex(id string, st wire.State, deployed bool, deployIdx, ackIdx uint64, deployTime int64) fsm.Execution {
 	return fsm.Execution{ID: id, State: st, Deployed: deployed, DeployIndex: deployIdx, AckIndex: ackIdx, DeployTime: deployTime, Executor: "e1"}
 }
 
-func rep(id, st string) wire.ExecutionStatus { return wire.ExecutionStatus{ExecutionID: id, State: st} }
+func rep(id string, st wire.State) wire.ExecutionStatus {
+	return wire.ExecutionStatus{ExecutionID: id, State: st}
+}
 
 func TestReconcile(t *testing.T) {
 	cases := []struct {
@@ -25,48 +27,48 @@ func TestReconcile(t *testing.T) {
 		want     Result
 	}{
 		{name: "all as expected",
-			expected: []fsm.Execution{ex("a", fsm.ExecRunning, true, 1, 2, 0)},
+			expected: []fsm.Execution{ex("a", wire.StateRunning, true, 1, 2, 0)},
 			reported: []wire.ExecutionStatus{rep("a", "RUNNING")}},
 		{name: "unknown live is cancelled, unknown terminal acknowledged",
 			reported: []wire.ExecutionStatus{rep("x", "RUNNING"), rep("y", "FINISHED"), rep("z", "CANCELING")},
 			want:     Result{Cancel: []string{"x", "z"}, Ack: []string{"y"}}},
 		{name: "deployed and absent is missing",
-			expected: []fsm.Execution{ex("a", fsm.ExecRunning, true, 1, 2, 0)},
+			expected: []fsm.Execution{ex("a", wire.StateRunning, true, 1, 2, 0)},
 			want:     Result{Missing: []string{"a"}}},
 		{name: "acknowledged after the heartbeat was sent is not missing",
-			expected: []fsm.Execution{ex("a", fsm.ExecRunning, true, 1, 11, 0)}},
+			expected: []fsm.Execution{ex("a", wire.StateRunning, true, 1, 11, 0)}},
 		{name: "partial reports never make anything missing",
-			expected: []fsm.Execution{ex("a", fsm.ExecRunning, true, 1, 2, 0)}, partial: true},
+			expected: []fsm.Execution{ex("a", wire.StateRunning, true, 1, 2, 0)}, partial: true},
 		{name: "pending is never missing: deployed again within the deadline",
-			expected: []fsm.Execution{ex("a", fsm.ExecDeploying, false, 5, 0, 9_000)},
+			expected: []fsm.Execution{ex("a", wire.StateDeploying, false, 5, 0, 9_000)},
 			want:     Result{Redeploy: []string{"a"}}},
 		{name: "pending placed after the heartbeat was sent is left to its deploy",
-			expected: []fsm.Execution{ex("a", fsm.ExecDeploying, false, 12, 0, 9_000)}},
+			expected: []fsm.Execution{ex("a", wire.StateDeploying, false, 12, 0, 9_000)}},
 		{name: "pending past the deadline expires",
-			expected: []fsm.Execution{ex("a", fsm.ExecDeploying, false, 5, 0, 1_000)},
+			expected: []fsm.Execution{ex("a", wire.StateDeploying, false, 5, 0, 1_000)},
 			want:     Result{Expired: []string{"a"}}},
 		{name: "reporting a pending execution acknowledges it",
-			expected: []fsm.Execution{ex("a", fsm.ExecDeploying, false, 5, 0, 9_000)},
+			expected: []fsm.Execution{ex("a", wire.StateDeploying, false, 5, 0, 9_000)},
 			reported: []wire.ExecutionStatus{rep("a", "DEPLOYING")},
-			want:     Result{Record: []fsm.ReportUpdate{{ID: "a", State: fsm.ExecDeploying}}}},
+			want:     Result{Record: []fsm.ReportUpdate{{ID: "a", State: wire.StateDeploying}}}},
 		{name: "progress and terminal states are recorded",
-			expected: []fsm.Execution{ex("a", fsm.ExecDeploying, true, 1, 2, 0), ex("b", fsm.ExecRunning, true, 1, 2, 0)},
+			expected: []fsm.Execution{ex("a", wire.StateDeploying, true, 1, 2, 0), ex("b", wire.StateRunning, true, 1, 2, 0)},
 			reported: []wire.ExecutionStatus{rep("a", "RUNNING"), {ExecutionID: "b", State: "FAILED", Message: "exit status 2"}},
-			want: Result{Record: []fsm.ReportUpdate{{ID: "a", State: fsm.ExecRunning},
-				{ID: "b", State: fsm.ExecFailed, Message: "exit status 2"}}}},
+			want: Result{Record: []fsm.ReportUpdate{{ID: "a", State: wire.StateRunning},
+				{ID: "b", State: wire.StateFailed, Message: "exit status 2"}}}},
 		{name: "cancelling: retried while reported live, ended when gone",
-			expected: []fsm.Execution{ex("a", fsm.ExecCanceling, true, 1, 2, 0), ex("b", fsm.ExecCanceling, true, 1, 2, 0)},
+			expected: []fsm.Execution{ex("a", wire.StateCanceling, true, 1, 2, 0), ex("b", wire.StateCanceling, true, 1, 2, 0)},
 			reported: []wire.ExecutionStatus{rep("a", "RUNNING")},
 			want:     Result{Cancel: []string{"a"}, Missing: []string{"b"}}},
 		{name: "cancelling and pending: left alone while its deployment may be in flight",
-			expected: []fsm.Execution{ex("a", fsm.ExecCanceling, false, 5, 0, 9_000)}},
+			expected: []fsm.Execution{ex("a", wire.StateCanceling, false, 5, 0, 9_000)}},
 		{name: "cancelling and pending past the deadline expires",
-			expected: []fsm.Execution{ex("a", fsm.ExecCanceling, false, 5, 0, 1_000)},
+			expected: []fsm.Execution{ex("a", wire.StateCanceling, false, 5, 0, 1_000)},
 			want:     Result{Expired: []string{"a"}}},
 		{name: "cancelling and pending: acknowledged and cancelled again",
-			expected: []fsm.Execution{ex("a", fsm.ExecCanceling, false, 1, 0, 9_000)},
+			expected: []fsm.Execution{ex("a", wire.StateCanceling, false, 1, 0, 9_000)},
 			reported: []wire.ExecutionStatus{rep("a", "RUNNING")},
-			want:     Result{Record: []fsm.ReportUpdate{{ID: "a", State: fsm.ExecRunning}}, Cancel: []string{"a"}}},
+			want:     Result{Record: []fsm.ReportUpdate{{ID: "a", State: wire.StateRunning}}, Cancel: []string{"a"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,7 +80,7 @@ func TestReconcile(t *testing.T) {
 }
 
 func TestCommands(t *testing.T) {
-	r := Result{Record: []fsm.ReportUpdate{{ID: "a", State: fsm.ExecRunning}}, Missing: []string{"b"}, Expired: []string{"c"}, Cancel: []string{"d"}}
+	r := Result{Record: []fsm.ReportUpdate{{ID: "a", State: wire.StateRunning}}, Missing: []string{"b"}, Expired: []string{"c"}, Cancel: []string{"d"}}
 	cmds := Commands("e1", r, 7, 99, 10*time.Second)
 	require.Len(t, cmds, 3)
 	require.Equal(t, &fsm.ReportExecutions{Fenced: fsm.Fenced{Token: 7, Time: 99}, Executor: "e1", Updates: r.Record}, cmds[0])

@@ -296,7 +296,7 @@ func (c *cluster) deliverRequest(e *simExecutor, msgs []deployMsg) {
 	answer := make([]wire.ExecutionStatus, 0, len(fresh))
 	for _, m := range fresh {
 		if t, ok := e.held[m.id]; ok {
-			already = append(already, m.id+" "+t.state)
+			already = append(already, m.id+" "+string(t.state))
 		} else {
 			e.held[m.id] = &task{id: m.id, placed: m.index, state: wire.StateRunning}
 			started = append(started, m.id)
@@ -463,7 +463,7 @@ func (c *cluster) ackOn(e *simExecutor, ids []string, token uint64) {
 	var forget []string
 	seen := map[string]bool{}
 	for _, id := range ids {
-		if t := e.held[id]; t != nil && wire.TerminalState(t.state) && !seen[id] {
+		if t := e.held[id]; t != nil && t.state.Terminal() && !seen[id] {
 			seen[id] = true
 			forget = append(forget, id)
 		}

@@ -389,7 +389,7 @@ func (c *cluster) heldTask(cmd command) (*simExecutor, *task, error) {
 		return nil, nil, err
 	}
 	t := e.held[id]
-	if t == nil || wire.TerminalState(t.state) || e.status != up {
+	if t == nil || t.state.Terminal() || e.status != up {
 		return nil, nil, fmt.Errorf("%s does not run %s", eid, id)
 	}
 	return e, t, nil

@@ -72,7 +72,7 @@ type task struct {
 	// task (for the invariants: an execution id can be placed again once its
 	// job has been forgotten and submitted anew).
 	placed  uint64
-	state   string // a wire state
+	state   wire.State
 	message string
 	// hang: the task ignores the cancel's SIGTERM, so it stays CANCELING
 	// until it exits.
@@ -116,7 +116,7 @@ func (e *simExecutor) heldIDs() []string {
 func (e *simExecutor) liveIDs() []string {
 	var ids []string
 	for _, id := range e.heldIDs() {
-		if !wire.TerminalState(e.held[id].state) {
+		if !e.held[id].state.Terminal() {
 			ids = append(ids, id)
 		}
 	}
@@ -155,7 +155,7 @@ func (e *simExecutor) accepts(token uint64) bool {
 // that ignores the signal. Unknown ids are ignored.
 func (e *simExecutor) cancel(id string) {
 	t := e.held[id]
-	if t == nil || wire.TerminalState(t.state) {
+	if t == nil || t.state.Terminal() {
 		return
 	}
 	if t.hang {
@@ -181,7 +181,7 @@ func reportString(r []wire.ExecutionStatus) string {
 	}
 	parts := make([]string, len(r))
 	for i, s := range r {
-		parts[i] = s.ExecutionID + " " + s.State
+		parts[i] = s.ExecutionID + " " + string(s.State)
 	}
 	return strings.Join(parts, ", ")
 }

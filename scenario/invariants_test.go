@@ -62,7 +62,7 @@ import (
 // offers.
 type invariants struct {
 	jobEnd     map[string]fsm.JobStatus
-	execEnd    map[string]fsm.ExecState
+	execEnd    map[string]wire.State
 	current    map[string]fsm.Execution // subtask -> current attempt as last observed
 	violations []string
 }
@@ -70,7 +70,7 @@ type invariants struct {
 func newInvariants() *invariants {
 	return &invariants{
 		jobEnd:  map[string]fsm.JobStatus{},
-		execEnd: map[string]fsm.ExecState{},
+		execEnd: map[string]wire.State{},
 		current: map[string]fsm.Execution{},
 	}
 }
@@ -97,7 +97,7 @@ func (v *invariants) observeState(c *cluster) {
 		for _, vx := range j.Vertices {
 			for _, e := range vx.Subtasks {
 				v.observeExecution(c, e)
-				if !e.State.Terminal() && e.State != fsm.ExecScheduled {
+				if !e.State.Terminal() && e.State != wire.StateScheduled {
 					if live[e.Executor] == nil {
 						live[e.Executor] = map[string]bool{}
 					}
@@ -118,7 +118,7 @@ func (v *invariants) observeState(c *cluster) {
 		got := map[string]bool{}
 		for _, e := range s.Expected(ex) {
 			got[e.ID] = true
-			if e.Executor != ex || e.State.Terminal() || e.State == fsm.ExecScheduled {
+			if e.Executor != ex || e.State.Terminal() || e.State == wire.StateScheduled {
 				v.violate(c, "expected set of %s holds %s, %s on %q", ex, e.ID, e.State, e.Executor)
 			}
 		}
@@ -265,7 +265,7 @@ func (v *invariants) checkAfterHeartbeat(c *cluster, e *simExecutor, report []wi
 	}
 	for _, r := range report {
 		t := e.held[r.ExecutionID]
-		if t == nil || wire.TerminalState(t.state) || t.state == wire.StateCanceling || expected[t.id] {
+		if t == nil || t.state.Terminal() || t.state == wire.StateCanceling || expected[t.id] {
 			continue
 		}
 		v.violate(c, "%s still runs %s after a heartbeat showed it, although the leader does not expect it there", e.id, t.id)

@@ -6,6 +6,7 @@ import (
 
 	"jobmaster/fsm"
 	"jobmaster/jobspec"
+	"jobmaster/wire"
 )
 
 // describe formats a committed command in short form, with its outcome when
@@ -110,7 +111,7 @@ func (c *cluster) printJob(id string) {
 
 func executionLine(e fsm.Execution) string {
 	s := fmt.Sprintf("%s/%d attempt=%d %s", e.Vertex, e.Subtask, e.Attempt, e.State)
-	if e.State == fsm.ExecScheduled || e.Executor == "" {
+	if e.State == wire.StateScheduled || e.Executor == "" {
 		if e.Message != "" {
 			s += " (" + e.Message + ")"
 		}
@@ -119,7 +120,7 @@ func executionLine(e fsm.Execution) string {
 	s += fmt.Sprintf(" %s/%d", e.Executor, e.Slot)
 	switch {
 	case e.State.Terminal():
-		if e.Message != "" && e.State != fsm.ExecFinished {
+		if e.Message != "" && e.State != wire.StateFinished {
 			s += " (" + e.Message + ")"
 		}
 	case e.Deployed:
@@ -146,7 +147,7 @@ func (c *cluster) printExecutor(e *simExecutor) {
 	c.out.printf("%s", line)
 	for _, id := range e.heldIDs() {
 		t := e.held[id]
-		s := "  " + id + " " + t.state
+		s := "  " + id + " " + string(t.state)
 		if t.message != "" {
 			s += " (" + t.message + ")"
 		}

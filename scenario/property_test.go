@@ -97,7 +97,7 @@ func (p *propRun) onlyTasksFail() {
 		j, _ := p.c.state.Job(js.ID)
 		for _, v := range j.Vertices {
 			for _, e := range v.Subtasks {
-				if e.State == fsm.ExecFailed && !strings.HasPrefix(e.Message, "exit status") {
+				if e.State == wire.StateFailed && !strings.HasPrefix(e.Message, "exit status") {
 					p.fail("%s FAILED without its task failing: %s", e.ID, e.Message)
 				}
 			}
@@ -492,11 +492,11 @@ func TestInvariantsCanFail(t *testing.T) {
 	})
 	t.Run("FSM observations", func(t *testing.T) {
 		c := newCluster()
-		x := fsm.Execution{ID: "a/v/0/0", Job: "a", Vertex: "v", State: fsm.ExecFailed}
+		x := fsm.Execution{ID: "a/v/0/0", Job: "a", Vertex: "v", State: wire.StateFailed}
 		c.inv.observeExecution(c, x)
-		x.State = fsm.ExecRunning
+		x.State = wire.StateRunning
 		c.inv.observeExecution(c, x) // a terminal state changed
-		y := fsm.Execution{ID: "a/v/0/2", Job: "a", Vertex: "v", Attempt: 2, State: fsm.ExecScheduled}
+		y := fsm.Execution{ID: "a/v/0/2", Job: "a", Vertex: "v", Attempt: 2, State: wire.StateScheduled}
 		c.inv.observeExecution(c, y) // attempt 1 skipped, attempt 0 live
 		if len(c.inv.violations) != 2 {
 			t.Fatalf("violations: %q", c.inv.violations)

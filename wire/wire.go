@@ -17,12 +17,28 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // Version is the protocol version. Bump it on any incompatible change;
 // adding an optional field is compatible (peers ignore fields they do not
 // know). Version 2 sends a deploy's tasks in groups (TaskGroup).
 const Version = 2
+
+// Timing that both sides rely on.
+const (
+	// DefaultLease is an executor's self-fencing lease unless set (its
+	// --lease), and the lease a master assumes unless told (its
+	// --executor-lease): every task of an executor is dead this long after
+	// the last heartbeat it got from a leader.
+	DefaultLease = 10 * time.Second
+	// MaxRequestTimeout bounds every request a leader sends an executor:
+	// the leader gives up on an answer after at most this long, so a
+	// request is in flight no longer than that. An executor that remembers
+	// something "longer than any request can be in flight" derives the time
+	// from this.
+	MaxRequestTimeout = 10 * time.Second
+)
 
 // Executor endpoints.
 const (
@@ -37,19 +53,36 @@ const (
 // master's, which forwards it).
 const PathExecutorUpdate = "/v1/internal/executor-update"
 
-// Execution states as executors report them (a subset of the master's).
+// State is the state of an execution: the one vocabulary of the replicated
+// state (package fsm), the executors' reports and the public API. An
+// execution is SCHEDULED until it is placed, DEPLOYING from its placement
+// until its task runs, RUNNING, CANCELING once asked to stop, and ends
+// FINISHED (exit 0), FAILED or CANCELED. Executors report from DEPLOYING on.
+type State string
+
+// Execution states, in the order of an execution's life.
 const (
-	StateDeploying = "DEPLOYING"
-	StateRunning   = "RUNNING"
-	StateCanceling = "CANCELING"
-	StateFinished  = "FINISHED"
-	StateCanceled  = "CANCELED"
-	StateFailed    = "FAILED"
+	StateScheduled State = "SCHEDULED"
+	StateDeploying State = "DEPLOYING"
+	StateRunning   State = "RUNNING"
+	StateCanceling State = "CANCELING"
+	StateFinished  State = "FINISHED"
+	StateCanceled  State = "CANCELED"
+	StateFailed    State = "FAILED"
 )
 
-// TerminalState reports whether an execution state is final.
-func TerminalState(s string) bool {
+// Terminal reports whether the state is final.
+func (s State) Terminal() bool {
 	return s == StateFinished || s == StateCanceled || s == StateFailed
+}
+
+// Valid reports whether s is one of the execution states.
+func (s State) Valid() bool {
+	switch s {
+	case StateScheduled, StateDeploying, StateRunning, StateCanceling, StateFinished, StateCanceled, StateFailed:
+		return true
+	}
+	return false
 }
 
 // Leader identifies the leader that sent a request.
@@ -217,7 +250,7 @@ type ExecutionStatus struct {
 	Subtask     int    `json:"subtask"`
 	Attempt     int    `json:"attempt"`
 	Slot        int    `json:"slot"`
-	State       string `json:"state"`
+	State       State  `json:"state"`
 	// Message explains a terminal state ("exit status 1", "lease expired").
 	Message string `json:"message,omitempty"`
 }

@@ -121,7 +121,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 func (s *Scripted) reportLocked(partial bool, execs []wire.ExecutionStatus) wire.Report {
 	used := 0
 	for _, e := range s.held {
-		if !wire.TerminalState(e.State) {
+		if !e.State.Terminal() {
 			used++
 		}
 	}
@@ -149,7 +149,7 @@ func (s *Scripted) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, id := range req.Ack {
-		if e, ok := s.held[id]; ok && wire.TerminalState(e.State) {
+		if e, ok := s.held[id]; ok && e.State.Terminal() {
 			delete(s.held, id)
 		}
 	}
@@ -228,7 +228,7 @@ func (s *Scripted) serveCancel(w http.ResponseWriter, r *http.Request) {
 		if _, seen := s.cancels[id]; !seen {
 			s.cancels[id] = now
 		}
-		if e, ok := s.held[id]; ok && !wire.TerminalState(e.State) {
+		if e, ok := s.held[id]; ok && !e.State.Terminal() {
 			e.State = wire.StateCanceled
 			s.held[id] = e
 		}

@@ -168,5 +168,5 @@ func subtaskState(ctx context.Context, leader *cluster.Node, id string) (string,
 	if len(j.Vertices) == 0 || len(j.Vertices[0].Subtasks) == 0 {
 		return "", nil
 	}
-	return j.Vertices[0].Subtasks[0].State, nil
+	return string(j.Vertices[0].Subtasks[0].State), nil
 }

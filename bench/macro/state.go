@@ -8,6 +8,7 @@ import (
 
 	"jobmaster/bench/cluster"
 	"jobmaster/fsm"
+	"jobmaster/wire"
 )
 
 // snapshot reads a master's replicated state without forwarding (GET
@@ -54,19 +55,19 @@ func countJobs(st *fsm.State, jobs []string) progress {
 		for _, vx := range v.Vertices {
 			p.total += vx.Parallelism
 			for _, e := range vx.Subtasks {
-				if e.State != fsm.ExecScheduled {
+				if e.State != wire.StateScheduled {
 					p.placed++
 					p.lastDeploy = max(p.lastDeploy, e.DeployTime)
 				}
 				switch {
-				case e.State == fsm.ExecRunning:
+				case e.State == wire.StateRunning:
 					p.running++
-				case e.State == fsm.ExecFinished:
+				case e.State == wire.StateFinished:
 					p.finished++
 				}
 				if e.StartTime != 0 {
 					p.lastStart = max(p.lastStart, e.StartTime)
-				} else if e.State == fsm.ExecFinished {
+				} else if e.State == wire.StateFinished {
 					p.unstarted++
 				}
 				if e.State.Terminal() {

@@ -120,7 +120,7 @@ func setStatus(j *api.Job, status string) {
 	for vi := range j.Vertices {
 		for si := range j.Vertices[vi].Subtasks {
 			s := &j.Vertices[vi].Subtasks[si]
-			s.State = state
+			s.State = wire.State(state)
 			if state != "SCHEDULED" && s.Executor == "" {
 				s.Executor = "e1"
 				s.ExecutionID = fmt.Sprintf("%s/%s/%d/0", j.ID, j.Vertices[vi].ID, si)

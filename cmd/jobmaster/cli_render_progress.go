@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"jobmaster/api"
+	"jobmaster/wire"
 )
 
 // Job statuses that end a job.
@@ -35,13 +36,13 @@ func countSubtasks(v api.Vertex) subtaskCounts {
 	}
 	for _, s := range v.Subtasks {
 		switch s.State {
-		case "RUNNING":
+		case wire.StateRunning:
 			c.running++
-		case "FINISHED":
+		case wire.StateFinished:
 			c.finished++
-		case "FAILED":
+		case wire.StateFailed:
 			c.failed++
-		case "CANCELING", "CANCELED":
+		case wire.StateCanceling, wire.StateCanceled:
 			c.canceled++
 		}
 	}

@@ -112,7 +112,7 @@ func formatVertex(v api.Vertex) string {
 	}
 	t.row(header...)
 	for _, s := range v.Subtasks {
-		cells := []string{strconv.Itoa(s.Index), s.State, strconv.Itoa(s.Attempt), orDash(s.Executor), orDash(s.ExecutionID)}
+		cells := []string{strconv.Itoa(s.Index), string(s.State), strconv.Itoa(s.Attempt), orDash(s.Executor), orDash(s.ExecutionID)}
 		if withMessage {
 			cells = append(cells, oneLine(s.Message))
 		}

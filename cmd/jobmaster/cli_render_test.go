@@ -8,13 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"jobmaster/api"
+	"jobmaster/wire"
 )
 
 // vertex builds a vertex whose subtasks have the given states.
 func vertex(id string, states ...string) api.Vertex {
 	v := api.Vertex{ID: id, Parallelism: len(states)}
 	for i, s := range states {
-		v.Subtasks = append(v.Subtasks, api.Subtask{Index: i, State: s})
+		v.Subtasks = append(v.Subtasks, api.Subtask{Index: i, State: wire.State(s)})
 	}
 	return v
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/wire"
 )
 
 func TestJobRunWait(t *testing.T) {
@@ -136,7 +137,7 @@ func TestSlotNote(t *testing.T) {
 	job := func(states ...string) *api.Job {
 		v := api.Vertex{ID: "wide", Parallelism: 12}
 		for i, s := range states {
-			v.Subtasks = append(v.Subtasks, api.Subtask{Index: i, State: s})
+			v.Subtasks = append(v.Subtasks, api.Subtask{Index: i, State: wire.State(s)})
 		}
 		return &api.Job{ID: "j", Status: "CREATED", Vertices: []api.Vertex{{ID: "small", Parallelism: 1}, v}}
 	}

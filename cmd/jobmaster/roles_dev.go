@@ -21,6 +21,7 @@ import (
 	"jobmaster/client"
 	"jobmaster/examples"
 	"jobmaster/jobspec"
+	"jobmaster/wire"
 )
 
 // devOpts are the flags of `jobmaster dev`.
@@ -543,7 +544,7 @@ func running(job *api.Job) int {
 	n := 0
 	for _, v := range job.Vertices {
 		for _, s := range v.Subtasks {
-			if s.State == "RUNNING" {
+			if s.State == wire.StateRunning {
 				n++
 			}
 		}

@@ -44,6 +44,7 @@ import (
 	"jobmaster/client"
 	"jobmaster/fsm"
 	"jobmaster/master"
+	"jobmaster/wire"
 )
 
 func main() {
@@ -240,7 +241,7 @@ func placeLoad(ctx context.Context, cl *client.Client, leader *master.Master, jo
 				}
 				for _, vx := range v.Vertices {
 					for _, e := range vx.Subtasks {
-						if e.State == fsm.ExecRunning {
+						if e.State == wire.StateRunning {
 							running++
 						}
 					}
