@@ -32,7 +32,7 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 	})
 	out.Masters = m.masters(leaderID)
 	if s != nil {
-		out.Executors = s.tracker.view(used)
+		out.Executors = s.tracker.core.Executors(used)
 	} else {
 		out.Executors = m.gossipExecutors(used)
 	}
@@ -127,7 +127,7 @@ func (m *Master) executorUpdate(w http.ResponseWriter, _ *http.Request, body []b
 		writeError(w, http.StatusBadRequest, "report names no executor")
 		return nil
 	}
-	acks := s.tracker.handlePush(&rep)
+	acks := s.tracker.push(&rep)
 	writeJSON(w, http.StatusOK, wire.UpdateResponse{Ack: acks})
 	return nil
 }

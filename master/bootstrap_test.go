@@ -2,7 +2,6 @@ package master
 
 import (
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
@@ -33,15 +32,4 @@ func TestBootstrapServers(t *testing.T) {
 	ex := membership.Member{ID: "e1", Status: alive, Meta: membership.Meta{Role: membership.RoleExecutor}}
 	_, ok = bootstrapServers(append(three[:2:2], ex), 3)
 	require.False(t, ok, "executors do not count")
-}
-
-func TestMustProbe(t *testing.T) {
-	cfg := &Config{ExecutorHeartbeat: time.Second, ExecutorTimeout: 15 * time.Second}
-	t0 := time.Unix(100, 0)
-	lease := 10 * time.Second
-	// 15 s timeout - 10 s lease - 2 s RPC timeout: renew for 3 s of silence.
-	require.False(t, mustProbe(t0.Add(3*time.Second), t0, lease, cfg))
-	require.True(t, mustProbe(t0.Add(3001*time.Millisecond), t0, lease, cfg))
-	// A longer lease reported by the executor shortens the window.
-	require.True(t, mustProbe(t0.Add(2*time.Second), t0, 12*time.Second, cfg))
 }

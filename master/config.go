@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"jobmaster/leader"
 	"jobmaster/wire"
 	"log/slog"
 	"os"
@@ -44,6 +45,11 @@ type Config struct {
 	// DeployTimeout is how long a deployment may stay unacknowledged before
 	// it is failed.
 	DeployTimeout time.Duration
+	// DeployRPCTimeout and CancelRPCTimeout bound a deploy and a cancel
+	// request to an executor; neither may exceed wire.MaxRequestTimeout,
+	// which executors rely on.
+	DeployRPCTimeout time.Duration
+	CancelRPCTimeout time.Duration
 	// JobRetention is how long an ended job is kept before it is forgotten
 	// (and its id may be used again); 0 keeps ended jobs forever.
 	JobRetention time.Duration
@@ -69,26 +75,27 @@ const (
 	DefaultDeployTimeout     = 10 * time.Second
 	DefaultRequestWait       = 5 * time.Second
 	DefaultJobRetention      = 24 * time.Hour
-	// maxHeartbeatRPCTimeout bounds one heartbeat request (see
-	// heartbeatRPCTimeout). The timing relation is ExecutorTimeout >=
-	// ExecutorLease + heartbeatRPCTimeout.
-	maxHeartbeatRPCTimeout = 2 * time.Second
+	DefaultDeployRPCTimeout  = wire.MaxRequestTimeout
+	DefaultCancelRPCTimeout  = 5 * time.Second
 )
 
-// minExecutorTimeout is the shortest executor timeout that is safe with
-// executors whose lease is lease: the leader renews their leases only
-// while they have been silent for less than timeout - lease - RPC timeout
-// (see mustProbe), a window that must hold at least two heartbeats.
-func (c *Config) minExecutorTimeout(lease time.Duration) time.Duration {
-	return lease + c.heartbeatRPCTimeout() + 2*c.ExecutorHeartbeat
+// leaderConfig is the leader core's timing.
+func (c *Config) leaderConfig() leader.Config {
+	return leader.Config{Heartbeat: c.ExecutorHeartbeat, Timeout: c.ExecutorTimeout, Lease: c.ExecutorLease,
+		RPCTimeout: c.heartbeatRPCTimeout(), AckDeadline: c.DeployTimeout}
 }
 
-// heartbeatRPCTimeout bounds one heartbeat request: two intervals, at most
-// 2 s. A heartbeat the executor received renews its lease at most this long
-// after it was sent, which is why the executor timeout must exceed the lease
-// by this much.
+// minExecutorTimeout is the shortest executor timeout that is safe with
+// executors whose lease is lease (leader.Config.MinTimeout).
+func (c *Config) minExecutorTimeout(lease time.Duration) time.Duration {
+	return c.leaderConfig().MinTimeout(lease)
+}
+
+// heartbeatRPCTimeout bounds one heartbeat request. A heartbeat the
+// executor received renews its lease at most this long after it was sent,
+// which is why the executor timeout must exceed the lease by this much.
 func (c *Config) heartbeatRPCTimeout() time.Duration {
-	return min(maxHeartbeatRPCTimeout, 2*c.ExecutorHeartbeat)
+	return leader.HeartbeatRPCTimeout(c.ExecutorHeartbeat)
 }
 
 func (c *Config) setDefaults() error {
@@ -114,6 +121,7 @@ func (c *Config) setDefaults() error {
 		{"--executor-heartbeat", c.ExecutorHeartbeat}, {"--executor-lease", c.ExecutorLease},
 		{"--executor-timeout", c.ExecutorTimeout}, {"--deploy-timeout", c.DeployTimeout},
 		{"--job-retention", c.JobRetention}, {"RequestWait", c.RequestWait},
+		{"DeployRPCTimeout", c.DeployRPCTimeout}, {"CancelRPCTimeout", c.CancelRPCTimeout},
 	} {
 		if d.v < 0 {
 			zero := "0 means the default"
@@ -135,6 +143,16 @@ func (c *Config) setDefaults() error {
 	def(&c.ExecutorTimeout, DefaultExecutorTimeout)
 	def(&c.DeployTimeout, DefaultDeployTimeout)
 	def(&c.RequestWait, DefaultRequestWait)
+	def(&c.DeployRPCTimeout, DefaultDeployRPCTimeout)
+	def(&c.CancelRPCTimeout, DefaultCancelRPCTimeout)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"DeployRPCTimeout", c.DeployRPCTimeout}, {"CancelRPCTimeout", c.CancelRPCTimeout}} {
+		if d.v > wire.MaxRequestTimeout {
+			return fmt.Errorf("%s (%s) must not exceed %s: executors remember forgotten executions for a time derived from it", d.name, d.v, wire.MaxRequestTimeout)
+		}
+	}
 	if need := c.minExecutorTimeout(c.ExecutorLease); c.ExecutorTimeout < need {
 		return fmt.Errorf("--executor-timeout (%s) must be at least %s: the executor lease (%s), plus the heartbeat request timeout (%s), plus two heartbeat intervals (%s) in which heartbeats may renew the lease; otherwise a lost executor may still run a task when its replacement starts, or healthy executors stop being renewed",
 			c.ExecutorTimeout, need, c.ExecutorLease, c.heartbeatRPCTimeout(), 2*c.ExecutorHeartbeat)

@@ -1,16 +1,29 @@
 // Package master is a jobmaster master node: Raft wiring (package fsm holds
 // the state), leadership, the HTTP API with forwarding to the leader, and the
-// leader-only work: scheduling, the deployment tracker and reconciler,
-// executor heartbeats, restarts.
+// goroutines that carry out the leader's decisions. The decisions themselves
+// are package leader's: this package gathers their inputs (the state, gossip,
+// executors' answers, the clock) and carries out the Ready each returns
+// (carry.go).
+//
+// Vocabulary (package leader defines the rest: executor table, probe, ack,
+// report, kick):
+//   - session: one term of leadership, from the commit of the epoch until
+//     leadership is lost; everything it starts stops with it, and every
+//     command it proposes carries its fencing token.
+//   - wave: every heartbeat interval, one channel close wakes every
+//     executor's heartbeat goroutine at once.
+//   - forwarding: a master that does not lead relays a request to the
+//     leader; hops counts the relays (X-Jobmaster-Hops), so a request is
+//     never relayed in a circle.
 //
 // Goroutines and what they own:
 //   - monitorLeadership: the only consumer of Raft's leadership changes. It
 //     starts a session when this master becomes leader and stops it, waiting
 //     for every one of its goroutines, before handling the next change.
 //   - a session (leader only): establishes the epoch, then runs the
-//     scheduler, the executor tracker (one heartbeat goroutine per
-//     executor), the restarter and the voter reconciler; all of them stop
-//     with it and every command they propose carries its fencing token.
+//     scheduler, the tracker (executors.go: the executor table, liveness
+//     ticks, cancels; one heartbeat goroutine per executor), the restarter,
+//     the garbage collector and the voter reconciler.
 //   - bootstrap: until this master belongs to a cluster, watches gossip and
 //     forms the cluster once --bootstrap-expect masters are seen.
 //   - proposer: batches commands into Raft entries.

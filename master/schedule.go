@@ -2,9 +2,6 @@ package master
 
 import (
 	"time"
-
-	"jobmaster/fsm"
-	"jobmaster/placement"
 )
 
 // schedulePause bounds how often the scheduler re-plans when the FSM
@@ -13,13 +10,16 @@ const schedulePause = 5 * time.Millisecond
 
 // schedule places ready regions whenever something may have made room or
 // work: a kick (slots freed, an executor answered), an FSM change, or a
-// periodic tick.
+// periodic tick. The core plans (leader.Core.Schedule); the placements are
+// committed in one entry and the executions the FSM accepted are deployed.
 func (s *session) schedule() {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		changed := s.m.fsm.Changed()
-		s.schedulePass()
+		if plan := s.tracker.core.Schedule(s.tracker.read, s.m.cfg.Now()); len(plan.Propose) > 0 {
+			s.tracker.carry(plan.Ready, false)
+		}
 		select {
 		case <-s.ctx.Done():
 			return
@@ -35,86 +35,19 @@ func (s *session) schedule() {
 	}
 }
 
-// schedulePass plans from the current state, commits the placements in one
-// entry, and deploys what the FSM accepted.
-func (s *session) schedulePass() {
-	// Nothing to plan without a free slot: jobs queued for slots cost a
-	// count per executor, not a pass (with thousands queued, listing and
-	// ordering them on every submission took half the leader's CPU).
-	var inUse map[string]int
-	s.m.fsm.Read(func(st *fsm.State) {
-		if st.HasReady() {
-			inUse = st.SlotsInUse()
-		}
-	})
-	if inUse == nil || s.tracker.freeSlots(inUse) == 0 {
-		return
-	}
-	var ready []fsm.ReadyRegion
-	var used map[string][]int
-	s.m.fsm.Read(func(st *fsm.State) {
-		ready = st.ReadyRegions()
-		used = st.UsedSlots()
-	})
-	if len(ready) == 0 {
-		return
-	}
-	plan := placement.Plan(ready, s.tracker.schedulable(used))
-	if len(plan) == 0 {
-		return
-	}
-	f := s.fenced()
-	cmds := make([]fsm.Command, len(plan))
-	for i, p := range plan {
-		cmds[i] = p.Command(f.Token, f.Time)
-	}
-	rs, err := s.propose(cmds...)
-	if err != nil {
-		s.m.log.Debug("placement not committed", "err", err)
-		return
-	}
-	var placed []fsm.Execution
-	for _, r := range rs {
-		if r.Err != nil {
-			s.m.log.Debug("placement rejected", "err", r.Err)
-			continue
-		}
-		placed = append(placed, r.Placed...)
-	}
-	byExecutor := make(map[string][]fsm.TaskSpec)
-	s.m.fsm.Read(func(st *fsm.State) {
-		for _, ts := range st.TaskSpecs(placed) {
-			byExecutor[ts.Execution.Executor] = append(byExecutor[ts.Execution.Executor], ts)
-		}
-	})
-	s.tracker.deploy(byExecutor)
-}
-
 // restarts proposes the restart of every region whose restart delay has
-// passed and whose executions have all ended.
+// passed and whose executions have all ended, and waits for the next one
+// due (at most a second) or a change of the state.
 func (s *session) restarts() {
 	for {
 		changed := s.m.fsm.Changed()
 		now := s.m.cfg.Now()
-		var due []string
-		var next int64
-		s.m.fsm.Read(func(st *fsm.State) {
-			due = st.RestartsDue(now.UnixMilli())
-			next = st.NextRestart()
-		})
-		if len(due) > 0 {
-			cmds := make([]fsm.Command, len(due))
-			f := s.fenced()
-			for i, j := range due {
-				cmds[i] = &fsm.RestartRegions{Fenced: f, Job: j}
-			}
-			if _, err := s.propose(cmds...); err == nil {
-				s.m.log.Info("restarting", "jobs", due)
-				s.kick()
-			}
+		r, next := s.tracker.core.Restarts(s.tracker.read, now)
+		if len(r.Propose) > 0 {
+			s.tracker.carry(r, true)
 		}
 		wait := time.Second
-		if d := time.Duration(next-now.UnixMilli()) * time.Millisecond; next != 0 && d > 0 && d < wait {
+		if d := next.Sub(now); !next.IsZero() && d > 0 && d < wait {
 			wait = d
 		}
 		timer := time.NewTimer(wait)
@@ -130,7 +63,7 @@ func (s *session) restarts() {
 }
 
 // collectGarbage forgets jobs that ended more than JobRetention ago, a
-// bounded batch at a time.
+// bounded batch at a time (leader.Core.Forget).
 func (s *session) collectGarbage() {
 	retention := s.m.cfg.JobRetention
 	if retention <= 0 {
@@ -146,22 +79,8 @@ func (s *session) collectGarbage() {
 			return
 		case <-tick.C:
 		}
-		cutoff := s.m.cfg.Now().Add(-retention).UnixMilli()
-		var ids []string
-		var tombs bool
-		s.m.fsm.Read(func(st *fsm.State) {
-			ids = st.EndedBefore(cutoff, 1000)
-			oldest := st.OldestTombstone()
-			tombs = oldest != 0 && oldest < cutoff
-		})
-		if len(ids) == 0 && !tombs {
-			continue
-		}
-		// Tombstones go after another retention: by then no executor still
-		// holds an execution of the forgotten job.
-		cmd := &fsm.ForgetJobs{Fenced: s.fenced(), IDs: ids, PruneBefore: cutoff}
-		if _, err := s.propose(cmd); err == nil && len(ids) > 0 {
-			s.m.log.Info("forgot ended jobs", "jobs", len(ids), "retention", retention)
+		if r := s.tracker.core.Forget(s.tracker.read, s.m.cfg.Now(), retention); len(r.Propose) > 0 {
+			s.tracker.carry(r, true)
 		}
 	}
 }

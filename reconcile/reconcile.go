@@ -150,24 +150,3 @@ func Commands(executor string, r Result, token uint64, now int64, ackDeadline ti
 	}
 	return cmds
 }
-
-// Liveness of an executor, as the leader judges it from heartbeats.
-const (
-	Alive   = "alive"
-	Suspect = "suspect"
-	Lost    = "lost"
-)
-
-// Liveness classifies an executor by the time since its last answered
-// heartbeat: alive within two intervals, lost after timeout, suspect in
-// between. Only a lost executor's executions are failed.
-func Liveness(now, lastAnswer time.Time, interval, timeout time.Duration) string {
-	since := now.Sub(lastAnswer)
-	switch {
-	case since >= timeout:
-		return Lost
-	case since > 2*interval:
-		return Suspect
-	}
-	return Alive
-}

@@ -88,13 +88,3 @@ func TestCommands(t *testing.T) {
 	require.Contains(t, cmds[2].(*fsm.FailExecutions).Reason, "not acknowledged within 10s")
 	require.Empty(t, Commands("e1", Result{Cancel: []string{"x"}}, 7, 99, time.Second))
 }
-
-func TestLiveness(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	for _, c := range []struct {
-		after time.Duration
-		want  string
-	}{{0, Alive}, {2 * time.Second, Alive}, {2100 * time.Millisecond, Suspect}, {14 * time.Second, Suspect}, {15 * time.Second, Lost}} {
-		require.Equal(t, c.want, Liveness(t0.Add(c.after), t0, time.Second, 15*time.Second), "%s", c.after)
-	}
-}

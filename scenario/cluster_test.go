@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,52 +10,47 @@ import (
 	"time"
 
 	"jobmaster/fsm"
-	"jobmaster/placement"
-	"jobmaster/reconcile"
+	"jobmaster/leader"
 	"jobmaster/wire"
 )
 
-// config holds the leader's timing settings.
-type config struct {
-	interval    time.Duration // heartbeat interval
-	timeout     time.Duration // executor timeout: lost after this long without an answer
-	ackDeadline time.Duration // how long a deployment may stay unacknowledged
-}
-
-var defaultConfig = config{interval: time.Second, timeout: 10 * time.Second, ackDeadline: 5 * time.Second}
+// defaultConfig is the leader's timing unless a scenario's config command
+// says otherwise. Simulated requests arrive when they are sent, so the
+// heartbeat request timeout is 0. The lease a leader assumes (the masters'
+// --executor-lease) is the longest of the executors' (add-executor lease=).
+var defaultConfig = leader.Config{Heartbeat: time.Second, Timeout: 10 * time.Second, AckDeadline: 5 * time.Second}
 
 // startTime is where every scenario's virtual clock starts.
 var startTime = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // cluster simulates, deterministically and in memory, the replicated state,
-// the leader's duties and the executors. The leader's decisions are the
-// production ones: placement.Plan, reconcile.Reconcile, reconcile.Commands,
-// reconcile.Liveness and the FSM's views; every command goes through the
-// FSM's codec in a log entry of its own index.
+// the leader and the executors. The leader is package leader's Core, the
+// one package master runs: every decision (placement, reconciliation,
+// liveness, probes, restarts, cancels) is the production one, and the
+// harness carries out each Ready in the order package master does
+// (carry). Every command goes through the FSM's codec in a log entry of
+// its own index.
 //
-// What the cluster keeps outside the FSM is what a leader keeps in memory
-// (the liveness of executors) and what the executors and the network hold;
-// a new leader (establish) starts its memory afresh.
+// Each leader's session has a Core of its own (cores, by fencing token): a
+// command with token=N plays a goroutine of an earlier leader still at
+// work, with that leader's memory. What the harness adds is the world: the
+// executors, the network between them and the leader, and the clock.
 type cluster struct {
-	cfg   config
+	cfg   leader.Config
 	state *fsm.State
 	now   time.Time
-	// leader and token are the current leader and its fencing token.
+	// leader and token are the current leader and its fencing token; core
+	// is its session's core and cores every session's, by token.
 	leader string
 	token  uint64
+	core   *leader.Core
+	cores  map[uint64]*leader.Core
 	execs  map[string]*simExecutor
-	// seen is the leader's liveness view of every executor it knows.
-	seen  map[string]*executorView
-	specs map[string]string
-	out   *output
-	inv   *invariants
-}
-
-// executorView is the leader's memory of an executor.
-type executorView struct {
-	lastAnswer time.Time
-	status     string // reconcile.Alive, Suspect or Lost
-	probing    bool   // heartbeats are probes: they do not renew the lease
+	specs  map[string]string
+	out    *output
+	inv    *invariants
+	// applying guards against cancels being handled inside an apply.
+	applying bool
 }
 
 func newCluster() *cluster {
@@ -62,8 +58,8 @@ func newCluster() *cluster {
 		cfg:   defaultConfig,
 		state: fsm.NewState(),
 		now:   startTime,
+		cores: map[uint64]*leader.Core{},
 		execs: map[string]*simExecutor{},
-		seen:  map[string]*executorView{},
 		specs: map[string]string{},
 		out:   &output{},
 		inv:   newInvariants(),
@@ -71,6 +67,9 @@ func newCluster() *cluster {
 }
 
 func (c *cluster) nowMs() int64 { return c.now.UnixMilli() }
+
+// read is the cores' view of the replicated state.
+func (c *cluster) read(fn func(*fsm.State)) { fn(c.state) }
 
 // elapsed formats the virtual time since the start: "t=12.5s".
 func (c *cluster) elapsed() string {
@@ -92,7 +91,9 @@ func (c *cluster) executorIDs() []string {
 }
 
 // apply commits one log entry holding the commands and prints each with its
-// outcome, then every job status that changed.
+// outcome, then every job status that changed. Then the current leader
+// sends the cancels the entry asked for, as package master does on every
+// change of the state.
 func (c *cluster) apply(cmds ...fsm.Command) []fsm.Result {
 	before := map[string]fsm.JobStatus{}
 	for _, j := range c.state.Jobs() {
@@ -127,6 +128,11 @@ func (c *cluster) apply(cmds ...fsm.Command) []fsm.Result {
 		c.out.printf("%s", line)
 	}
 	c.inv.observeState(c)
+	if c.core != nil && !c.applying {
+		c.applying = true
+		c.carry(c.core, c.core.Cancels(c.read))
+		c.applying = false
+	}
 	return res
 }
 
@@ -144,73 +150,136 @@ func showMessage(old, now fsm.JobStatus) bool {
 
 func (c *cluster) fenced(token uint64) fsm.Fenced { return fsm.Fenced{Token: token, Time: c.nowMs()} }
 
-// establish commits establish-leadership for node: the entry's index is the
-// new fencing token. The new leader knows nothing but the FSM: it hears of
-// every executor (gossip) and counts them alive from now.
-func (c *cluster) establish(node string) {
-	r := c.apply(&fsm.EstablishLeadership{Node: node})
-	c.leader, c.token = node, r[0].Epoch
-	for _, id := range c.executorIDs() {
-		c.seen[id] = &executorView{lastAnswer: c.now, status: reconcile.Alive}
+// coreOf is the core of the session whose token is token.
+func (c *cluster) coreOf(token uint64) (*leader.Core, error) {
+	core, ok := c.cores[token]
+	if !ok {
+		return nil, fmt.Errorf("no leader with token %d", token)
 	}
+	return core, nil
 }
 
-// schedule runs placement over the ready regions and the executors the
-// leader believes alive, commits the placements in one entry and sends the
-// deployments.
-func (c *cluster) schedule(token uint64) {
-	regions := c.state.ReadyRegions()
-	if len(regions) == 0 {
-		c.out.printf("nothing to place")
-		return
-	}
-	used := c.state.UsedSlots()
-	var offer []placement.Executor
-	for _, id := range c.executorIDs() {
-		if c.seen[id].status == reconcile.Alive {
-			offer = append(offer, placement.Executor{ID: id, Slots: c.execs[id].slots, Used: used[id]})
+// carry carries out a Ready of core as package master does (master/carry.go):
+// propose, complete with the results (or keep only what needs no commit
+// when the proposal is refused), print the liveness changes, send the
+// cancels and the deployments. It returns the acks for the executor the
+// Ready is about. Deployments are put in flight; their answers come with
+// deliver.
+func (c *cluster) carry(core *leader.Core, r leader.Ready) []string {
+	if core == c.core {
+		for _, ch := range r.Changes {
+			c.out.printf("%s: %s -> %s", ch.Executor, ch.From, ch.To)
 		}
 	}
-	plans := placement.Plan(regions, offer)
-	placed := map[string]bool{}
-	if len(plans) > 0 {
-		cmds := make([]fsm.Command, len(plans))
-		for i, p := range plans {
-			cmds[i] = p.Command(token, c.nowMs())
-			placed[fmt.Sprintf("%s/%d", p.Job, p.Region)] = true
+	if len(r.Propose) > 0 {
+		c.checkRecord(r)
+		res := c.apply(r.Propose...)
+		if staleToken(res) {
+			r = leader.Failed(r)
+		} else {
+			r = core.Committed(c.read, r, res)
 		}
-		for _, r := range c.apply(cmds...) {
-			if r.Err == nil {
-				c.sendDeploys(r.Placed, token)
+	}
+	for _, x := range r.Cancel {
+		if e := c.execs[x.Executor]; e != nil {
+			for _, id := range x.IDs {
+				c.cancelOn(e, id, core.Token())
 			}
 		}
 	}
-	for _, r := range regions {
-		if !placed[fmt.Sprintf("%s/%d", r.Job, r.Region)] {
-			c.out.printf("%s region=%d waits: not enough free slots", r.Job, r.Region)
+	for _, d := range r.Deploy {
+		c.sendDeploy(d, core.Token())
+	}
+	return r.Ack
+}
+
+// staleToken: the FSM refused a command for its token, which package
+// master's session treats as a failed proposal (a newer leader exists).
+func staleToken(res []fsm.Result) bool {
+	for _, r := range res {
+		if errors.Is(r.Err, fsm.ErrStaleToken) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRecord hands the invariants what a Ready is about to record.
+func (c *cluster) checkRecord(r leader.Ready) {
+	e := c.execs[r.Executor]
+	if e == nil {
+		return
+	}
+	for _, cmd := range r.Propose {
+		if rep, ok := cmd.(*fsm.ReportExecutions); ok {
+			c.inv.checkRecord(c, e, rep.Updates)
 		}
 	}
 }
 
-// sendDeploys puts deploy requests for placed executions in flight, one
-// request per executor.
-func (c *cluster) sendDeploys(placed []fsm.Execution, token uint64) {
-	var order []string
-	byExec := map[string][]fsm.Execution{}
-	for _, e := range placed {
-		if _, ok := byExec[e.Executor]; !ok {
-			order = append(order, e.Executor)
-		}
-		byExec[e.Executor] = append(byExec[e.Executor], e)
+// establish commits establish-leadership for node: the entry's index is the
+// new fencing token. The new leader's core knows nothing but the state and
+// gossip (every executor): it counts them alive from now, and gives work
+// only to those that have answered one of its heartbeats.
+func (c *cluster) establish(node string) {
+	r := c.apply(&fsm.EstablishLeadership{Node: node})
+	c.leader, c.token = node, r[0].Epoch
+	c.core = leader.New(c.cfg, c.token, c.now)
+	c.cores[c.token] = c.core
+	c.refresh()
+}
+
+// refresh hands the current core what gossip (every simulated executor,
+// always alive there) and the state know of executors.
+func (c *cluster) refresh() {
+	if c.core == nil {
+		return
 	}
-	for _, ex := range order {
-		ids := make([]string, 0, len(byExec[ex]))
-		for _, e := range byExec[ex] {
-			c.execs[ex].post(deployMsg{id: e.ID, token: token, placed: e.DeployTime, index: e.DeployIndex})
-			ids = append(ids, e.ID)
-		}
-		c.out.printf("deploy %s %s", ex, strings.Join(ids, " "))
+	members := make([]leader.Member, 0, len(c.execs))
+	for _, id := range c.executorIDs() {
+		members = append(members, leader.Member{ID: id, Addr: id, Slots: c.execs[id].slots})
 	}
+	c.core.Refresh(c.now, members, c.state.ExecutorsWithWork())
+}
+
+// schedule runs the core's scheduling pass of the leader with this token:
+// the placements are committed in one entry and the deployments sent.
+func (c *cluster) schedule(token uint64) error {
+	core, err := c.coreOf(token)
+	if err != nil {
+		return err
+	}
+	plan := core.Schedule(c.read, c.now)
+	switch {
+	case plan.NoFreeSlot:
+		c.out.printf("no free slot: the ready regions wait")
+	case len(plan.Propose) == 0 && len(plan.Waiting) == 0:
+		c.out.printf("nothing to place")
+	}
+	c.carry(core, plan.Ready)
+	for _, r := range plan.Waiting {
+		c.out.printf("%s region=%d waits: not enough free slots", r.Job, r.Region)
+	}
+	return nil
+}
+
+// sendDeploy puts a deploy request in flight, one message per task.
+func (c *cluster) sendDeploy(d leader.Deploy, token uint64) {
+	e := c.execs[d.Executor]
+	if e == nil {
+		return
+	}
+	ids := make([]string, 0, len(d.Tasks))
+	for _, ts := range d.Tasks {
+		x := &ts.Execution
+		e.post(deployMsg{id: x.ID, token: token, placed: x.DeployTime, index: x.DeployIndex})
+		ids = append(ids, x.ID)
+	}
+	verb := "deploy"
+	if d.Redeploy {
+		verb = "redeploy"
+	}
+	c.out.printf("%s %s %s", verb, e.id, strings.Join(ids, " "))
 }
 
 // post puts a deploy request in flight; a request of the same leader for an
@@ -228,8 +297,8 @@ func (e *simExecutor) post(m deployMsg) {
 
 // deliver hands the executor the deploy requests in flight to it. It starts
 // what it does not hold and answers with the state of each; the leader
-// handles the answer as a partial report (reconcile with Partial), which
-// acknowledges the deployments and cancels what it no longer expects.
+// handles the answer as a partial report, which acknowledges the
+// deployments and cancels what it no longer expects.
 //
 // The network model: a request is delivered at most once, in any order
 // relative to heartbeats, and never later than the ack deadline after the
@@ -276,7 +345,7 @@ func (c *cluster) deliverRequest(e *simExecutor, msgs []deployMsg) {
 	token := msgs[0].token
 	var fresh []deployMsg
 	for _, m := range msgs {
-		if c.nowMs()-m.placed > c.cfg.ackDeadline.Milliseconds() {
+		if c.nowMs()-m.placed > c.cfg.AckDeadline.Milliseconds() {
 			c.out.printf("deploy %s %s: dropped, in flight past the ack deadline", e.id, m.id)
 			continue
 		}
@@ -315,124 +384,88 @@ func (c *cluster) deliverRequest(e *simExecutor, msgs []deployMsg) {
 		c.out.printf("%s's answer is lost", e.id)
 		return
 	}
-	c.handleReport(e, answer, true, c.state.Index(), c.nowMs(), token)
+	core, err := c.coreOf(token)
+	if err != nil {
+		return
+	}
+	core.QueueAcks(e.id, c.carry(core, core.Partial(c.read, e.id, answer, c.now)))
 }
 
-// sendHeartbeat sends a heartbeat to e; if e answers, the answer (its
-// report, taken now) is in flight back to the leader. It reports whether e
-// answered.
-func (c *cluster) sendHeartbeat(e *simExecutor, token uint64) bool {
-	base := c.state.Index()
-	probe := c.probe(e, token)
+// sendHeartbeat sends a heartbeat of the leader with this token to e, with
+// the acks queued for e; if e answers, the answer (its report, taken now)
+// is in flight back to the leader. It reports whether e answered.
+func (c *cluster) sendHeartbeat(e *simExecutor, token uint64) (bool, error) {
+	core, err := c.coreOf(token)
+	if err != nil {
+		return false, err
+	}
+	h, ok := core.Heartbeat(c.read, e.id, c.now)
+	if !ok {
+		c.out.printf("the leader with token %d does not know %s", token, e.id)
+		return false, nil
+	}
+	if h.ProbeStarted {
+		c.out.printf("%s: silent for %s: heartbeats are probes (no lease renewal) until it answers", e.id, seconds(h.Silent))
+	}
 	switch e.status {
 	case down, frozen:
 		c.out.chatf("%s does not answer (%s)", e.id, e.status)
-		return false
+		core.HeartbeatFailed(h)
+		return false, nil
 	}
 	if !e.accepts(token) {
 		c.out.printf("%s refuses the heartbeat: token %d is older than %d", e.id, token, e.token)
-		return false
+		core.HeartbeatFailed(h)
+		return false, nil
 	}
-	if !probe {
+	c.forget(e, h.Ack)
+	if !h.Probe {
 		e.lastHeartbeat = c.now
 	}
+	rep := e.report()
 	if e.muted {
-		c.out.chatf("%s holds %s, its answer is lost", e.id, reportString(e.report()))
-		return false
+		c.out.chatf("%s holds %s, its answer is lost", e.id, reportString(rep.Executions))
+		core.HeartbeatFailed(h)
+		return false, nil
 	}
-	e.answers = append(e.answers, heartbeatAnswer{base: base, sent: c.nowMs(), token: token, report: e.report()})
-	return true
-}
-
-// probe tells whether a heartbeat of the leader with this token to e is a
-// probe, which does not renew e's lease: e has not answered for longer than
-// the executor timeout minus its lease, so a renewed lease could outlast the
-// moment e is declared lost (its answers may be lost while requests arrive).
-// This is master.mustProbe's rule; the RPC timeout it also subtracts is 0
-// here, as simulated requests arrive when they are sent.
-func (c *cluster) probe(e *simExecutor, token uint64) bool {
-	v := c.seen[e.id]
-	if token != c.token || v == nil || e.lease == 0 {
-		return false
-	}
-	probe := c.now.Sub(v.lastAnswer) > c.cfg.timeout-e.lease
-	if probe && !v.probing {
-		c.out.printf("%s: silent for %s: heartbeats are probes (no lease renewal) until it answers", e.id, seconds(c.now.Sub(v.lastAnswer)))
-	}
-	v.probing = probe
-	return probe
+	e.answers = append(e.answers, heartbeatAnswer{hb: h, token: token, report: rep})
+	return true, nil
 }
 
 // receiveHeartbeat hands the leader an answer in flight from e and
-// reconciles it.
+// carries out what it asks for.
 func (c *cluster) receiveHeartbeat(e *simExecutor, a heartbeatAnswer, inFlight bool) {
-	if v := c.seen[e.id]; a.token == c.token && v != nil {
-		v.lastAnswer = c.now
-		if v.status != reconcile.Alive {
-			c.out.printf("%s: %s -> %s", e.id, v.status, reconcile.Alive)
-			v.status = reconcile.Alive
-		}
-		v.probing = false
-	}
 	if inFlight {
-		c.out.printf("%s's answer to the heartbeat at index %d: holds %s", e.id, a.base, reportString(a.report))
+		c.out.printf("%s's answer to the heartbeat at index %d: holds %s", e.id, a.hb.Base, reportString(a.report.Executions))
 	} else {
-		c.out.chatf("%s holds %s", e.id, reportString(a.report))
+		c.out.chatf("%s holds %s", e.id, reportString(a.report.Executions))
 	}
-	c.handleReport(e, a.report, false, a.base, a.sent, a.token)
+	core, err := c.coreOf(a.token)
+	if err != nil {
+		return
+	}
+	core.QueueAcks(e.id, c.carry(core, core.HeartbeatAnswered(c.read, a.hb, &a.report, c.now)))
 	// The answer was asked for after the loss was committed and the cancels
 	// it led to reached the executor: its leftovers are dealt with.
-	if e.lostAt != 0 && a.base >= e.lostAt && e.status == up && a.token >= e.token {
+	if e.lostAt != 0 && a.hb.Base >= e.lostAt && e.status == up && a.token >= e.token {
 		e.lostAt = 0
 	}
 	if a.token == c.token && e.token == a.token && e.status == up {
-		c.inv.checkAfterHeartbeat(c, e, a.report)
+		c.inv.checkAfterHeartbeat(c, e, a.report.Executions)
 	}
 	c.inv.checkExecutors(c)
 }
 
 // heartbeat is sendHeartbeat followed at once by the answer.
-func (c *cluster) heartbeat(e *simExecutor, token uint64) {
-	if c.sendHeartbeat(e, token) {
-		a := e.answers[len(e.answers)-1]
-		e.answers = e.answers[:len(e.answers)-1]
-		c.receiveHeartbeat(e, a, false)
+func (c *cluster) heartbeat(e *simExecutor, token uint64) error {
+	ok, err := c.sendHeartbeat(e, token)
+	if err != nil || !ok {
+		return err
 	}
-}
-
-// handleReport reconciles a report from e, asked for at index base and time
-// sent, commits the resulting commands in one entry and carries out the
-// actions on e: cancels, redeployments and acknowledgments.
-func (c *cluster) handleReport(e *simExecutor, reported []wire.ExecutionStatus, partial bool, base uint64, sent int64, token uint64) {
-	res := reconcile.Reconcile(reconcile.Input{
-		Executor:    e.id,
-		Expected:    c.state.Expected(e.id),
-		Reported:    reported,
-		Partial:     partial,
-		BaseIndex:   base,
-		Now:         sent, // the report shows the executor as it was then
-		AckDeadline: c.cfg.ackDeadline,
-	})
-	c.inv.checkRecord(c, e, res.Record)
-	ack := slices.Clone(res.Ack)
-	if cmds := reconcile.Commands(e.id, res, token, c.nowMs(), c.cfg.ackDeadline); len(cmds) > 0 {
-		for i, r := range c.apply(cmds...) {
-			if _, ok := cmds[i].(*fsm.ReportExecutions); ok {
-				ack = append(ack, r.Terminal...)
-			}
-		}
-	}
-	for _, id := range res.Cancel {
-		c.cancelOn(e, id, token)
-	}
-	if len(res.Redeploy) > 0 {
-		for _, id := range res.Redeploy {
-			x, _ := c.state.Execution(id)
-			e.post(deployMsg{id: id, token: token, placed: x.DeployTime, index: x.DeployIndex})
-		}
-		c.out.printf("redeploy %s %s", e.id, strings.Join(res.Redeploy, " "))
-	}
-	c.ackOn(e, ack, token)
+	a := e.answers[len(e.answers)-1]
+	e.answers = e.answers[:len(e.answers)-1]
+	c.receiveHeartbeat(e, a, false)
+	return nil
 }
 
 func (c *cluster) reachable(e *simExecutor, what string, token uint64) bool {
@@ -458,8 +491,9 @@ func (c *cluster) cancelOn(e *simExecutor, id string, token uint64) {
 	}
 }
 
-// ackOn tells e which terminal executions it may forget.
-func (c *cluster) ackOn(e *simExecutor, ids []string, token uint64) {
+// forget is e receiving acks with a heartbeat it accepted: it forgets the
+// terminal executions acknowledged.
+func (c *cluster) forget(e *simExecutor, ids []string) {
 	var forget []string
 	seen := map[string]bool{}
 	for _, id := range ids {
@@ -472,25 +506,21 @@ func (c *cluster) ackOn(e *simExecutor, ids []string, token uint64) {
 		return
 	}
 	sort.Strings(forget)
-	what := "ack " + e.id + " " + strings.Join(forget, " ")
-	if c.reachable(e, what, token) {
-		c.out.printf("%s", what)
-		for _, id := range forget {
-			delete(e.held, id)
-		}
+	c.out.printf("ack %s %s", e.id, strings.Join(forget, " "))
+	for _, id := range forget {
+		delete(e.held, id)
 	}
 }
 
-// tick advances the clock by d in one step, or with heartbeats in steps of
-// the heartbeat interval with every executor heartbeated after each step.
-// After each step: executors whose lease ran out stop their tasks, the
-// leader judges liveness (executor-lost for a newly lost executor with live
-// executions) and restarts the regions whose restart is due.
-func (c *cluster) tick(d time.Duration, heartbeats bool) {
-	step := d
-	if heartbeats {
-		step = c.cfg.interval
-	}
+// tick advances the clock by d in steps of the heartbeat interval. After
+// each step: executors whose lease ran out stop their tasks, and the
+// current leader refreshes its executor table, judges liveness
+// (executor-lost for a newly lost executor with live executions), restarts
+// the regions whose restart is due and, with heartbeats, heartbeats every
+// executor. With leaderPaused the leader does nothing until the last step:
+// its process was paused, and it finds the time gone when it resumes.
+func (c *cluster) tick(d time.Duration, heartbeats, leaderPaused bool) {
+	step := c.cfg.Heartbeat
 	for done := time.Duration(0); done < d; {
 		s := min(step, d-done)
 		done += s
@@ -498,19 +528,35 @@ func (c *cluster) tick(d time.Duration, heartbeats bool) {
 		mark := len(c.out.lines)
 		c.out.indent++
 		c.expireLeases()
-		c.judgeLiveness()
-		c.restartDue()
-		if heartbeats {
-			c.out.quiet++
-			for _, id := range c.executorIDs() {
-				c.heartbeat(c.execs[id], c.token)
-			}
-			c.out.quiet--
+		if !leaderPaused || done == d {
+			c.leaderTick(heartbeats)
 		}
 		c.out.indent--
 		if len(c.out.lines) > mark || done == d {
 			c.out.insert(mark, c.elapsed())
 		}
+	}
+}
+
+// leaderTick is what the current leader's loops do at a tick.
+func (c *cluster) leaderTick(heartbeats bool) {
+	if c.core == nil {
+		return
+	}
+	c.refresh()
+	r := c.core.Tick(c.read, c.now)
+	for _, e := range r.Events {
+		c.out.printf("%s", e.Msg)
+	}
+	c.carry(c.core, r)
+	restart, _ := c.core.Restarts(c.read, c.now)
+	c.carry(c.core, restart)
+	if heartbeats {
+		c.out.quiet++
+		for _, id := range c.executorIDs() {
+			_ = c.heartbeat(c.execs[id], c.token)
+		}
+		c.out.quiet--
 	}
 }
 
@@ -533,34 +579,6 @@ func (c *cluster) checkLease(e *simExecutor) {
 		since = "no heartbeat for " + seconds(c.now.Sub(e.lastHeartbeat))
 	}
 	c.out.printf("%s: lease expired (%s), stops %s", e.id, since, strings.Join(e.fence(), " "))
-}
-
-func (c *cluster) judgeLiveness() {
-	withWork := c.state.ExecutorsWithWork()
-	for _, id := range c.executorIDs() {
-		v := c.seen[id]
-		st := reconcile.Liveness(c.now, v.lastAnswer, c.cfg.interval, c.cfg.timeout)
-		if st == v.status {
-			continue
-		}
-		c.out.printf("%s: %s -> %s", id, v.status, st)
-		v.status = st
-		if st == reconcile.Lost && slices.Contains(withWork, id) {
-			c.apply(&fsm.ExecutorLost{Fenced: c.fenced(c.token), Executor: id})
-		}
-	}
-}
-
-func (c *cluster) restartDue() {
-	jobs := c.state.RestartsDue(c.nowMs())
-	if len(jobs) == 0 {
-		return
-	}
-	cmds := make([]fsm.Command, len(jobs))
-	for i, j := range jobs {
-		cmds[i] = &fsm.RestartRegions{Fenced: c.fenced(c.token), Job: j}
-	}
-	c.apply(cmds...)
 }
 
 // output collects a command's output lines. Chatty lines (what an executor

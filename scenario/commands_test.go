@@ -152,20 +152,21 @@ func (c *cluster) targets(cmd command, allowNone bool) ([]*simExecutor, bool, er
 	return []*simExecutor{e}, true, nil
 }
 
-// config interval=1s timeout=10s ack-deadline=5s
+// config interval=1s timeout=10s ack-deadline=5s: the timing of leaders
+// established from now on.
 func cmdConfig(c *cluster, cmd command) error {
 	var err error
-	if c.cfg.interval, err = cmd.duration("interval", c.cfg.interval); err != nil {
+	if c.cfg.Heartbeat, err = cmd.duration("interval", c.cfg.Heartbeat); err != nil {
 		return err
 	}
-	if c.cfg.timeout, err = cmd.duration("timeout", c.cfg.timeout); err != nil {
+	if c.cfg.Timeout, err = cmd.duration("timeout", c.cfg.Timeout); err != nil {
 		return err
 	}
-	if c.cfg.ackDeadline, err = cmd.duration("ack-deadline", c.cfg.ackDeadline); err != nil {
+	if c.cfg.AckDeadline, err = cmd.duration("ack-deadline", c.cfg.AckDeadline); err != nil {
 		return err
 	}
 	c.out.printf("heartbeat interval %s, executor timeout %s, ack deadline %s",
-		seconds(c.cfg.interval), seconds(c.cfg.timeout), seconds(c.cfg.ackDeadline))
+		seconds(c.cfg.Heartbeat), seconds(c.cfg.Timeout), seconds(c.cfg.AckDeadline))
 	return nil
 }
 
@@ -195,7 +196,10 @@ func cmdAddExecutor(c *cluster, cmd command) error {
 		return fmt.Errorf("add-executor: renew-on must be heartbeat or any")
 	}
 	c.execs[id] = e
-	c.seen[id] = &executorView{lastAnswer: c.now, status: "alive"}
+	// The masters' --executor-lease is the executors' --lease: a leader
+	// assumes it until an executor reports its own.
+	c.cfg.Lease = max(c.cfg.Lease, lease)
+	c.refresh() // gossip tells the leader
 	line := fmt.Sprintf("%s joins with %d slots", id, slots)
 	if lease != 0 {
 		line += ", lease " + seconds(lease)
@@ -288,8 +292,7 @@ func cmdSchedule(c *cluster, cmd command) error {
 	if err != nil {
 		return err
 	}
-	c.schedule(token)
-	return nil
+	return c.schedule(token)
 }
 
 // deliver [e1|all]: deliver the deploy requests in flight.
@@ -330,7 +333,9 @@ func cmdHeartbeat(c *cluster, cmd command) error {
 		return err
 	}
 	for _, e := range es {
-		c.heartbeat(e, token)
+		if err := c.heartbeat(e, token); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -347,9 +352,13 @@ func cmdSendHeartbeat(c *cluster, cmd command) error {
 		return err
 	}
 	for _, e := range es {
-		if c.sendHeartbeat(e, token) {
+		ok, err := c.sendHeartbeat(e, token)
+		if err != nil {
+			return err
+		}
+		if ok {
 			a := e.answers[len(e.answers)-1]
-			c.out.printf("heartbeat %s at index %d: %s holds %s (answer in flight)", e.id, a.base, e.id, reportString(a.report))
+			c.out.printf("heartbeat %s at index %d: %s holds %s (answer in flight)", e.id, a.hb.Base, e.id, reportString(a.report.Executions))
 		}
 	}
 	return nil
@@ -522,7 +531,7 @@ func cmdUnmute(c *cluster, cmd command) error {
 	return nil
 }
 
-// tick 5s [heartbeats]
+// tick 5s [heartbeats] [leader-paused]
 func cmdTick(c *cluster, cmd command) error {
 	s, err := cmd.arg(0)
 	if err != nil {
@@ -532,14 +541,18 @@ func cmdTick(c *cluster, cmd command) error {
 	if err != nil || d <= 0 {
 		return fmt.Errorf("tick: bad duration %q", s)
 	}
-	heartbeats := false
+	heartbeats, paused := false, false
 	for _, a := range cmd.args[1:] {
-		if a != "heartbeats" {
+		switch a {
+		case "heartbeats":
+			heartbeats = true
+		case "leader-paused":
+			paused = true
+		default:
 			return fmt.Errorf("tick: unknown argument %q", a)
 		}
-		heartbeats = true
 	}
-	c.tick(d, heartbeats)
+	c.tick(d, heartbeats, paused)
 	return nil
 }
 

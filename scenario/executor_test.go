@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"jobmaster/leader"
 	"jobmaster/wire"
 )
 
@@ -42,7 +43,7 @@ type simExecutor struct {
 	token uint64
 	// lease, if not zero: the executor stops every task when no heartbeat
 	// from any leader renewed it for this long. lastHeartbeat is the last
-	// renewal: an admitted heartbeat that is not a probe (DESIGN.md; a
+	// renewal: an admitted heartbeat that is not a probe (docs/architecture.md, The lease; a
 	// restarted process has none yet), or, with renewOnAny, also an admitted
 	// deploy or cancel and the process start (what package executor does; see
 	// testdata/20-only-heartbeats-renew-the-lease.txt).
@@ -92,10 +93,9 @@ type deployMsg struct {
 // heartbeatAnswer is an executor's report in flight to the leader that asked
 // for it.
 type heartbeatAnswer struct {
-	base   uint64 // the FSM's applied index when the heartbeat was sent
-	sent   int64  // and the time (unix ms)
+	hb     leader.Heartbeat // the heartbeat answered
 	token  uint64
-	report []wire.ExecutionStatus
+	report wire.Report
 }
 
 func newSimExecutor(id string, slots int, lease time.Duration, now time.Time) *simExecutor {
@@ -123,13 +123,14 @@ func (e *simExecutor) liveIDs() []string {
 	return ids
 }
 
-// report is the executor's account of what it holds.
-func (e *simExecutor) report() []wire.ExecutionStatus {
-	var out []wire.ExecutionStatus
+// report is the executor's account of what it holds, as it answers a
+// heartbeat.
+func (e *simExecutor) report() wire.Report {
+	rep := wire.Report{Version: wire.Version, Executor: e.id, Slots: e.slots, LeaseMs: e.lease.Milliseconds()}
 	for _, id := range e.heldIDs() {
-		out = append(out, e.statusOf(id))
+		rep.Executions = append(rep.Executions, e.statusOf(id))
 	}
-	return out
+	return rep
 }
 
 func (e *simExecutor) statusOf(id string) wire.ExecutionStatus {

@@ -141,8 +141,10 @@ func (c *cluster) printExecutor(e *simExecutor) {
 	case e.lease != 0:
 		line += fmt.Sprintf(" lease=%s (renewed %s ago)", seconds(e.lease), seconds(c.now.Sub(e.lastHeartbeat)))
 	}
-	if v := c.seen[e.id]; v != nil {
-		line += " leader-view=" + v.status
+	if c.core != nil {
+		if v, ok := c.core.Status(e.id); ok {
+			line += " leader-view=" + string(v)
+		}
 	}
 	c.out.printf("%s", line)
 	for _, id := range e.heldIDs() {
@@ -157,6 +159,6 @@ func (c *cluster) printExecutor(e *simExecutor) {
 		c.out.printf("  in flight to %s: deploy %s (token %d)", e.id, m.id, m.token)
 	}
 	for _, a := range e.answers {
-		c.out.printf("  in flight from %s: answer to the heartbeat at index %d", e.id, a.base)
+		c.out.printf("  in flight from %s: answer to the heartbeat at index %d", e.id, a.hb.Base)
 	}
 }

@@ -55,7 +55,7 @@ func drawAction(t *rapid.T) propAction {
 // of heartbeats, answers and deliveries, time passing in heartbeat
 // intervals with the deploys delivered), no execution fails but by its own
 // task exiting non-zero: a failover never fails, hence never restarts, a
-// healthy execution (DESIGN.md safety property 7). The invariants of
+// healthy execution (docs/architecture.md, safety property 7). The invariants of
 // TestPropertyScenarios are checked too, and the run ends quiescent.
 func TestPropertyFailoverRestartsNothing(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -459,7 +459,7 @@ func TestInvariantsCanFail(t *testing.T) {
 			mustRun(t, c, line, "")
 		}
 		mustRun(t, c, "submit a", `{"vertices": [{"id": "v", "parallelism": 1, "command": ["run"]}]}`)
-		for _, line := range []string{"schedule", "deliver", "heartbeat all"} {
+		for _, line := range []string{"heartbeat all", "schedule", "deliver", "heartbeat all"} {
 			mustRun(t, c, line, "")
 		}
 		// An older attempt of a/v/0 appears on e2, as a stale deployment
@@ -505,7 +505,7 @@ func TestInvariantsCanFail(t *testing.T) {
 	t.Run("unknown left running after a heartbeat", func(t *testing.T) {
 		c := setup(t)
 		e := c.execs["e2"]
-		c.inv.checkAfterHeartbeat(c, e, e.report())
+		c.inv.checkAfterHeartbeat(c, e, e.report().Executions)
 		if len(c.inv.violations) != 1 || !strings.Contains(c.inv.violations[0], "e2 still runs a/v/0/7") {
 			t.Fatalf("violations: %q", c.inv.violations)
 		}

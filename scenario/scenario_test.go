@@ -1,8 +1,9 @@
-// Package scenario holds scenario tests for the scheduler and the
-// reconciler: text files under testdata/ that read like transcripts of what
-// the leader and the executors do, run against the production decision
-// cores (package fsm, placement.Plan, reconcile.Reconcile and friends)
-// without network or real clock. The package has test code only.
+// Package scenario holds scenario tests of the leader: text files under
+// testdata/ that read like transcripts of what the leader and the executors
+// do, run without network or real clock. The leader is the production core
+// (package leader's Core, which package master runs, with package fsm,
+// placement and reconcile under it); the harness plays the world around it:
+// executors, the network, the clock. The package has test code only.
 //
 // # Format
 //
@@ -36,19 +37,23 @@
 //	                           long (renew-on=any: deploys and cancels renew
 //	                           it too)
 //	establish m1               a new leader commits establish-leadership; its
-//	                           index is the fencing token
+//	                           index is the fencing token. Its core knows
+//	                           every executor (gossip) and gives work only to
+//	                           those that answered one of its heartbeats
 //	spec NAME + JSON           names a job spec
 //	submit a [spec=NAME] + JSON
 //	cancel a
 //	forget a [b ...]           forget-jobs: garbage-collect ended jobs
-//	schedule                   placement.Plan over the ready regions and the
-//	                           executors the leader sees alive; the placements
-//	                           are committed and deploy requests sent
+//	schedule                   the core's scheduling pass: placement.Plan over
+//	                           the ready regions and the executors that take
+//	                           work; the placements are committed and deploy
+//	                           requests sent
 //	deliver [e1|all]           deploy requests in flight reach the executor,
 //	                           which starts the tasks and answers; the answer
 //	                           is reconciled as a partial report
 //	drop e1                    the network loses the deploys in flight to e1
-//	heartbeat e1|all           heartbeat and answer: the report is reconciled
+//	heartbeat e1|all           heartbeat (carrying the acks queued for the
+//	                           executor) and answer: the report is reconciled
 //	send-heartbeat e1|all      the executor answers, the answer stays in flight
 //	receive-heartbeat e1|all   the oldest answer in flight reaches the leader
 //	exit e1 ID code=N          a task ends: 0 FINISHED, else FAILED
@@ -61,10 +66,13 @@
 //	mute-executor e1           requests reach e1 and it acts on them, but its
 //	                           answers are lost
 //	unmute-executor e1         its answers get through again
-//	tick 5s [heartbeats]       the clock moves (in heartbeat-interval steps,
-//	                           heartbeating every executor, with heartbeats);
-//	                           leases run out, the leader judges liveness
-//	                           (executor-lost) and restarts what is due
+//	tick 5s [heartbeats] [leader-paused]
+//	                           the clock moves in heartbeat-interval steps;
+//	                           after each, leases run out and the leader ticks:
+//	                           it judges liveness (executor-lost), restarts
+//	                           what is due and, with heartbeats, heartbeats
+//	                           every executor. leader-paused: the leader's
+//	                           process is paused until the last step
 //	jobs, job a, executor e1|all
 //	                           views
 //
@@ -72,10 +80,12 @@
 // send-heartbeat) take token=N to play a leader of an older term whose
 // goroutine is still at work (a stale token).
 //
-// The leader, as package master does: a heartbeat answer is reconciled as of
-// the time the heartbeat was sent; heartbeats to an executor silent for
-// longer than the executor timeout minus its lease are probes, which do not
-// renew the lease; new slots go only to executors it counts alive.
+// The leader is carried out as package master carries it (master/carry.go):
+// a Ready's commands are proposed in one entry, then its cancels are sent
+// and its deployments put in flight; acks go with the executor's next
+// heartbeat; every change of the state sends the cancels it asks for at
+// once. A command with token=N is carried out by the core of that earlier
+// session, with its memory.
 //
 // The network: a deploy request is delivered at most once, in any order
 // with heartbeats, or lost (drop, kill-executor); a request still in flight

@@ -1,0 +1,202 @@
+package leader
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"jobmaster/fsm"
+)
+
+// Config is the leader's timing.
+type Config struct {
+	// Heartbeat is the interval between heartbeat waves.
+	Heartbeat time.Duration
+	// Timeout is how long an executor may stay silent before it is lost.
+	Timeout time.Duration
+	// Lease is the executors' lease as configured on the master; an
+	// executor's own, once it reports it, counts if it is longer.
+	Lease time.Duration
+	// RPCTimeout bounds one heartbeat request (HeartbeatRPCTimeout): a
+	// heartbeat renews a lease at most this long after it was sent.
+	RPCTimeout time.Duration
+	// AckDeadline is how long a deployment may stay unacknowledged.
+	AckDeadline time.Duration
+}
+
+// HeartbeatRPCTimeout is how long the leader waits for the answer to a
+// heartbeat sent every interval: two intervals, at most 2 s.
+func HeartbeatRPCTimeout(interval time.Duration) time.Duration {
+	return min(2*time.Second, 2*interval)
+}
+
+// MinTimeout is the shortest executor timeout that is safe with executors
+// whose lease is lease: the leader renews a lease only while the executor
+// has been silent for less than timeout - lease - RPC timeout (see probe),
+// a window that must hold at least two heartbeats. Otherwise a lost executor
+// may still run a task when its replacement starts.
+func (c Config) MinTimeout(lease time.Duration) time.Duration {
+	return lease + c.RPCTimeout + 2*c.Heartbeat
+}
+
+// Reader runs fn with the replicated state under a read lock; fn must not
+// keep references into it. fsm.FSM.Read is one; a test passes its own state.
+type Reader func(fn func(*fsm.State))
+
+// Core is one session's decisions and the executor table they use.
+type Core struct {
+	cfg   Config
+	token uint64
+
+	mu       sync.Mutex
+	execs    map[string]*executor
+	lastTick time.Time
+}
+
+// New returns the core of the session whose fencing token is token,
+// starting at now with an empty executor table (Refresh fills it).
+func New(cfg Config, token uint64, now time.Time) *Core {
+	return &Core{cfg: cfg, token: token, execs: make(map[string]*executor), lastTick: now}
+}
+
+// Token is the session's fencing token.
+func (c *Core) Token() uint64 { return c.token }
+
+// fenced stamps a command with the session's token and the time.
+func (c *Core) fenced(now time.Time) fsm.Fenced {
+	return fsm.Fenced{Token: c.token, Time: now.UnixMilli()}
+}
+
+// Ready is what one decision asks the leader to do; the package doc gives
+// the order.
+type Ready struct {
+	// Propose is the commands to commit, in one batch.
+	Propose []fsm.Command
+	// Cancel and Deploy are the requests to send to executors.
+	Cancel []Cancel
+	Deploy []Deploy
+	// Executor is the executor a report came from, and Ack the terminal
+	// executions it may forget.
+	Executor string
+	Ack      []string
+	// Kick wakes the scheduler.
+	Kick bool
+	// Changes are executors whose liveness changed, and Events what else to
+	// log.
+	Changes []Change
+	Events  []Event
+
+	// What Committed does once Propose is committed.
+	kickOnCommit bool
+	lost         []string // executors whose loss Propose records
+}
+
+// Empty reports whether r asks for nothing.
+func (r *Ready) Empty() bool {
+	return len(r.Propose)+len(r.Cancel)+len(r.Deploy)+len(r.Ack)+len(r.Changes)+len(r.Events) == 0 && !r.Kick
+}
+
+// Cancel asks an executor to stop executions.
+type Cancel struct {
+	Executor string
+	IDs      []string
+}
+
+// Deploy asks an executor to run tasks. Redeploy marks a deployment sent
+// again because it is still unacknowledged.
+type Deploy struct {
+	Executor string
+	Tasks    []fsm.TaskSpec
+	Redeploy bool
+}
+
+// Change is an executor's liveness changing.
+type Change struct {
+	Executor string
+	From, To Status
+	// Silent is how long it had not answered.
+	Silent time.Duration
+}
+
+// Event is something to log: a level, a message and slog key-value pairs.
+type Event struct {
+	Level slog.Level
+	Msg   string
+	Args  []any
+}
+
+func (r *Ready) event(level slog.Level, msg string, args ...any) {
+	r.Events = append(r.Events, Event{Level: level, Msg: msg, Args: args})
+}
+
+// Committed returns r completed with what follows from its proposal's
+// results (one per command of Propose, in order): the deployments of the
+// executions placed, the acks of terminal states recorded, executors marked
+// lost, a kick. The returned Ready has nothing left to propose.
+func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
+	var placed []fsm.Execution
+	for i, cmd := range r.Propose {
+		if i >= len(results) {
+			break
+		}
+		res := results[i]
+		r.Ack = append(r.Ack, res.Terminal...)
+		switch cmd := cmd.(type) {
+		case *fsm.PlaceRegion:
+			if res.Err != nil {
+				r.event(slog.LevelDebug, "placement rejected", "job", cmd.Job, "region", cmd.Region, "err", res.Err)
+				continue
+			}
+			placed = append(placed, res.Placed...)
+		case *fsm.FailExecutions:
+			r.event(slog.LevelWarn, "executions failed", "executor", cmd.Executor, "ids", cmd.IDs, "reason", cmd.Reason)
+		case *fsm.RestartRegions:
+			r.event(slog.LevelInfo, "restarting", "job", cmd.Job)
+		case *fsm.ForgetJobs:
+			if len(cmd.IDs) > 0 {
+				r.event(slog.LevelInfo, "forgot ended jobs", "jobs", len(cmd.IDs))
+			}
+		case *fsm.ExecutorLost:
+			r.event(slog.LevelWarn, "executor lost: its executions failed", "executor", cmd.Executor)
+		}
+	}
+	r.Propose = nil
+	if len(r.lost) > 0 {
+		c.markLost(r.lost)
+		r.lost = nil
+	}
+	if r.kickOnCommit {
+		r.Kick, r.kickOnCommit = true, false
+	}
+	if len(placed) > 0 {
+		r.Deploy = append(r.Deploy, deploysOf(read, placed)...)
+	}
+	return r
+}
+
+// Failed is what remains of r when its proposal failed: only what needed no
+// commit (acks of terminal states the leader does not expect, and what to
+// log). A later report or tick decides the rest again.
+func Failed(r Ready) Ready {
+	return Ready{Executor: r.Executor, Ack: r.Ack, Events: r.Events}
+}
+
+// deploysOf groups placed executions into one deployment per executor, in
+// the order the executors first appear.
+func deploysOf(read Reader, placed []fsm.Execution) []Deploy {
+	var specs []fsm.TaskSpec
+	read(func(st *fsm.State) { specs = st.TaskSpecs(placed) })
+	at := make(map[string]int)
+	var out []Deploy
+	for _, ts := range specs {
+		ex := ts.Execution.Executor
+		i, ok := at[ex]
+		if !ok {
+			i = len(out)
+			at[ex] = i
+			out = append(out, Deploy{Executor: ex})
+		}
+		out[i].Tasks = append(out[i].Tasks, ts)
+	}
+	return out
+}

@@ -1,0 +1,76 @@
+package leader
+
+import (
+	"testing"
+	"time"
+
+	"jobmaster/fsm"
+	"jobmaster/wire"
+)
+
+func stateReader(st *fsm.State) Reader { return func(fn func(*fsm.State)) { fn(st) } }
+
+// TestProbe: heartbeats renew the lease only while the executor has been
+// silent for at most timeout - lease - RPC timeout.
+func TestProbe(t *testing.T) {
+	cfg := Config{Heartbeat: time.Second, Timeout: 15 * time.Second, Lease: 10 * time.Second, RPCTimeout: 2 * time.Second}
+	t0 := time.Unix(100, 0)
+	read := stateReader(fsm.NewState())
+	for _, tc := range []struct {
+		name      string
+		reported  time.Duration // the executor's own lease, 0 if not reported
+		silent    time.Duration
+		wantProbe bool
+	}{
+		// 15 s timeout - 10 s lease - 2 s RPC timeout: renew for 3 s of silence.
+		{"within the window", 0, 3 * time.Second, false},
+		{"just past it", 0, 3001 * time.Millisecond, true},
+		// A longer lease reported by the executor shortens the window.
+		{"longer own lease", 12 * time.Second, 2 * time.Second, true},
+		// A shorter one does not lengthen it: the configured lease counts.
+		{"shorter own lease", 5 * time.Second, 3001 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(cfg, 1, t0)
+			c.Refresh(t0, []Member{{ID: "e1", Addr: "e1:1", Slots: 1}}, nil)
+			h, ok := c.Heartbeat(read, "e1", t0)
+			if !ok {
+				t.Fatal("no heartbeat to send")
+			}
+			c.HeartbeatAnswered(read, h, &wire.Report{Version: wire.Version, Executor: "e1", LeaseMs: tc.reported.Milliseconds()}, t0)
+			h, _ = c.Heartbeat(read, "e1", t0.Add(tc.silent))
+			if h.Probe != tc.wantProbe {
+				t.Fatalf("silent for %s with lease %s: probe %v, want %v", tc.silent, tc.reported, h.Probe, tc.wantProbe)
+			}
+			if h.ProbeStarted != tc.wantProbe {
+				t.Fatalf("ProbeStarted %v, want %v", h.ProbeStarted, tc.wantProbe)
+			}
+		})
+	}
+}
+
+// TestHeartbeatAcks: acks go with the next heartbeat, and come back when it
+// gets no answer.
+func TestHeartbeatAcks(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	read := stateReader(fsm.NewState())
+	c := New(Config{Heartbeat: time.Second, Timeout: 15 * time.Second}, 1, t0)
+	if _, ok := c.Heartbeat(read, "e1", t0); ok {
+		t.Fatal("a heartbeat to an executor the table does not know")
+	}
+	c.Refresh(t0, []Member{{ID: "e1", Addr: "e1:1"}}, nil)
+	c.QueueAcks("e1", []string{"a/v/0/0"})
+	h, _ := c.Heartbeat(read, "e1", t0)
+	if len(h.Ack) != 1 {
+		t.Fatalf("acks %v, want a/v/0/0", h.Ack)
+	}
+	c.QueueAcks("e1", []string{"a/v/1/0"})
+	c.HeartbeatFailed(h)
+	h, _ = c.Heartbeat(read, "e1", t0)
+	if got := len(h.Ack); got != 2 || h.Ack[0] != "a/v/0/0" {
+		t.Fatalf("acks after a failed heartbeat %v, want [a/v/0/0 a/v/1/0]", h.Ack)
+	}
+	if h, _ = c.Heartbeat(read, "e1", t0); len(h.Ack) != 0 {
+		t.Fatalf("acks sent twice: %v", h.Ack)
+	}
+}

@@ -1,0 +1,92 @@
+package leader
+
+import (
+	"log/slog"
+	"sort"
+	"time"
+
+	"jobmaster/fsm"
+	"jobmaster/reconcile"
+	"jobmaster/wire"
+)
+
+// Partial handles a partial report received at now: a push of state
+// changes, or the answer to a deploy. Only the executions it names are
+// compared, so nothing can be missing from it.
+func (c *Core) Partial(read Reader, executor string, reported []wire.ExecutionStatus, now time.Time) Ready {
+	return c.report(read, executor, reported, 0, now, now, true)
+}
+
+// report reconciles a report taken at asOf (with the state at index base
+// then) against the executions expected on the executor, and turns the
+// verdicts into a Ready: the commands recording it, the cancels of unknown
+// and cancelling executions, the redeployments of pending ones, the acks.
+func (c *Core) report(read Reader, executor string, reported []wire.ExecutionStatus, base uint64, asOf, now time.Time, partial bool) Ready {
+	r := Ready{Executor: executor}
+	var expected []fsm.Execution
+	if partial {
+		ids := make([]string, len(reported))
+		for i := range reported {
+			ids[i] = reported[i].ExecutionID
+		}
+		read(func(st *fsm.State) { expected = st.ExpectedAmong(executor, ids) })
+	} else {
+		read(func(st *fsm.State) { expected = st.Expected(executor) })
+	}
+	res := reconcile.Reconcile(reconcile.Input{
+		Executor: executor, Expected: expected, Reported: reported, Partial: partial,
+		BaseIndex: base, Now: asOf.UnixMilli(), AckDeadline: c.cfg.AckDeadline,
+	})
+	if res.Empty() {
+		return r
+	}
+	r.Ack = res.Ack
+	r.Propose = reconcile.Commands(executor, res, c.token, now.UnixMilli(), c.cfg.AckDeadline)
+	r.kickOnCommit = len(r.Propose) > 0
+	if len(res.Cancel) > 0 {
+		r.event(slog.LevelInfo, "cancelling executions", "executor", executor, "ids", res.Cancel)
+		r.Cancel = append(r.Cancel, Cancel{Executor: executor, IDs: res.Cancel})
+	}
+	if len(res.Redeploy) > 0 {
+		d := Deploy{Executor: executor, Redeploy: true}
+		read(func(st *fsm.State) {
+			for _, id := range res.Redeploy {
+				if ts, ok := st.TaskSpec(id); ok {
+					d.Tasks = append(d.Tasks, ts)
+				}
+			}
+		})
+		if len(d.Tasks) > 0 {
+			r.Deploy = append(r.Deploy, d)
+		}
+	}
+	return r
+}
+
+// Cancels returns a cancel for every execution the state has just marked
+// CANCELING on a known executor, without waiting for its next report. Each
+// is sent once; reports repeat it while the executor still runs it.
+func (c *Core) Cancels(read Reader) Ready {
+	var canceling map[string][]string
+	read(func(st *fsm.State) { canceling = st.Canceling() })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var r Ready
+	for _, x := range c.execs {
+		ids := canceling[x.id]
+		now := make(map[string]bool, len(ids))
+		var todo []string
+		for _, id := range ids {
+			now[id] = true
+			if !x.cancelSent[id] {
+				todo = append(todo, id)
+			}
+		}
+		x.cancelSent = now
+		if len(todo) > 0 {
+			r.Cancel = append(r.Cancel, Cancel{Executor: x.id, IDs: todo})
+		}
+	}
+	sort.Slice(r.Cancel, func(i, j int) bool { return r.Cancel[i].Executor < r.Cancel[j].Executor })
+	return r
+}

@@ -1,0 +1,110 @@
+package leader
+
+import (
+	"time"
+
+	"jobmaster/fsm"
+	"jobmaster/placement"
+)
+
+// Region names a pipelined region of a job.
+type Region struct {
+	Job    string
+	Region int
+}
+
+// Plan is a scheduling pass: the placements to propose (in Ready; once
+// committed, Committed turns the executions placed into deployments) and
+// what still waits.
+type Plan struct {
+	Ready
+	// NoFreeSlot: regions are ready, but no executor that takes work has a
+	// free slot, so no plan was made.
+	NoFreeSlot bool
+	// Waiting is the ready regions the plan could not place.
+	Waiting []Region
+}
+
+// Schedule places the ready regions that fit onto the executors that take
+// work (placement.Plan), at now.
+func (c *Core) Schedule(read Reader, now time.Time) Plan {
+	// Nothing to plan without a free slot: jobs queued for slots cost a
+	// count per executor, not a pass (with thousands queued, listing and
+	// ordering them on every submission took half the leader's CPU).
+	var inUse map[string]int
+	read(func(st *fsm.State) {
+		if st.HasReady() {
+			inUse = st.SlotsInUse()
+		}
+	})
+	if inUse == nil {
+		return Plan{}
+	}
+	if c.freeSlots(inUse) == 0 {
+		return Plan{NoFreeSlot: true}
+	}
+	var ready []fsm.ReadyRegion
+	var used map[string][]int
+	read(func(st *fsm.State) {
+		ready = st.ReadyRegions()
+		used = st.UsedSlots()
+	})
+	plan := placement.Plan(ready, c.schedulable(used))
+	var out Plan
+	placed := make(map[Region]bool, len(plan))
+	f := c.fenced(now)
+	for _, p := range plan {
+		out.Propose = append(out.Propose, p.Command(f.Token, f.Time))
+		placed[Region{p.Job, p.Region}] = true
+	}
+	for _, r := range ready {
+		if k := (Region{r.Job, r.Region}); !placed[k] {
+			out.Waiting = append(out.Waiting, k)
+		}
+	}
+	return out
+}
+
+// Restarts proposes the restart of every job with a region whose restart
+// delay has passed at now and whose executions have all ended. It also
+// returns the earliest restart time of any restarting region (zero if none),
+// so the caller knows when to ask again.
+func (c *Core) Restarts(read Reader, now time.Time) (Ready, time.Time) {
+	var due []string
+	var next int64
+	read(func(st *fsm.State) {
+		due = st.RestartsDue(now.UnixMilli())
+		next = st.NextRestart()
+	})
+	var r Ready
+	for _, j := range due {
+		r.Propose = append(r.Propose, &fsm.RestartRegions{Fenced: c.fenced(now), Job: j})
+	}
+	r.kickOnCommit = len(due) > 0
+	var at time.Time
+	if next != 0 {
+		at = time.UnixMilli(next)
+	}
+	return r, at
+}
+
+// forgetBatch bounds the jobs one forget-jobs command forgets.
+const forgetBatch = 1000
+
+// Forget proposes forgetting the jobs that ended more than retention before
+// now, a bounded batch at a time, and pruning tombstones as old: by then no
+// executor still holds an execution of the forgotten job.
+func (c *Core) Forget(read Reader, now time.Time, retention time.Duration) Ready {
+	cutoff := now.Add(-retention).UnixMilli()
+	var ids []string
+	var tombs bool
+	read(func(st *fsm.State) {
+		ids = st.EndedBefore(cutoff, forgetBatch)
+		oldest := st.OldestTombstone()
+		tombs = oldest != 0 && oldest < cutoff
+	})
+	if len(ids) == 0 && !tombs {
+		return Ready{}
+	}
+	return Ready{Propose: []fsm.Command{&fsm.ForgetJobs{Fenced: c.fenced(now), IDs: ids, PruneBefore: cutoff}}}
+}

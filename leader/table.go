@@ -1,0 +1,195 @@
+package leader
+
+import (
+	"sort"
+	"time"
+
+	"jobmaster/api"
+	"jobmaster/placement"
+)
+
+// executor is what the leader knows of one executor.
+type executor struct {
+	id       string
+	addr     string
+	slots    int
+	used     int
+	instance string
+	// lease is the executor's own lease, from its reports (0 until known).
+	lease time.Duration
+	// gone: gossip says it left or failed.
+	gone bool
+	// answered: it answered a heartbeat in this session; only then is it
+	// given work.
+	answered   bool
+	lastAnswer time.Time
+	status     Status
+	// lostSent: its loss was committed (or needed no command); reset when
+	// it answers again.
+	lostSent bool
+	// probing: heartbeats to it are probes.
+	probing bool
+	// acks are terminal executions to acknowledge with the next heartbeat.
+	acks []string
+	// cancelSent remembers the cancels sent because the state asked for
+	// them (Cancels); reports repeat them while needed.
+	cancelSent map[string]bool
+}
+
+// Member is an executor as gossip knows it.
+type Member struct {
+	ID    string
+	Addr  string // HTTP address
+	Slots int
+	// Gone: gossip says it left or failed; it takes no new work.
+	Gone bool
+}
+
+// Refresh brings the table in step with gossip (members) and the state
+// (withWork: the executors with live executions placed on them): it adds
+// executors either knows of and drops those gone from both that are lost.
+// It returns the executors added and dropped, in id order; the caller
+// starts and stops their heartbeats.
+func (c *Core) Refresh(now time.Time, members []Member, withWork []string) (added, dropped []string) {
+	work := make(map[string]bool, len(withWork))
+	for _, id := range withWork {
+		work[id] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := make(map[string]bool, len(members))
+	for _, mem := range members {
+		seen[mem.ID] = true
+		x, isNew := c.ensure(mem.ID, now)
+		if isNew {
+			added = append(added, mem.ID)
+		}
+		x.addr = mem.Addr
+		x.gone = mem.Gone
+		if x.slots == 0 || !x.answered {
+			x.slots = mem.Slots
+		}
+	}
+	for id := range work {
+		if _, isNew := c.ensure(id, now); isNew {
+			added = append(added, id)
+		}
+	}
+	// An executor is dropped once gossip has forgotten it (membership reaps
+	// dead members after a while) and nothing is expected of it; dropping
+	// it while gossip still lists it would only bring it back, alive again,
+	// with a fresh timeout.
+	for id, x := range c.execs {
+		if !seen[id] && !work[id] && x.status == Lost {
+			delete(c.execs, id)
+			dropped = append(dropped, id)
+		}
+	}
+	sort.Strings(added)
+	sort.Strings(dropped)
+	return added, dropped
+}
+
+// ensure returns the executor's record, adding it if new. A new record's
+// timeout starts now: a new leader gives every executor a full timeout.
+func (c *Core) ensure(id string, now time.Time) (*executor, bool) {
+	if x, ok := c.execs[id]; ok {
+		return x, false
+	}
+	x := &executor{id: id, lastAnswer: now, status: Alive, cancelSent: make(map[string]bool)}
+	c.execs[id] = x
+	return x, true
+}
+
+// Known lists the executors in the table, in id order.
+func (c *Core) Known() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := make([]string, 0, len(c.execs))
+	for id := range c.execs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Addr is an executor's HTTP address, "" if unknown.
+func (c *Core) Addr(executor string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if x := c.execs[executor]; x != nil {
+		return x.addr
+	}
+	return ""
+}
+
+// QueueAcks queues acks for the executor's next heartbeat.
+func (c *Core) QueueAcks(executor string, acks []string) {
+	if len(acks) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if x := c.execs[executor]; x != nil {
+		x.acks = append(x.acks, acks...)
+	}
+}
+
+// takesWork: answering heartbeats of this session, with slots, not leaving
+// gossip.
+func (x *executor) takesWork() bool {
+	return x.answered && x.status == Alive && x.slots > 0 && !x.gone
+}
+
+// schedulable lists the executors that may take new work, in id order,
+// with the slot numbers in use on each.
+func (c *Core) schedulable(used map[string][]int) []placement.Executor {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]placement.Executor, 0, len(c.execs))
+	for _, x := range c.execs {
+		if x.takesWork() {
+			out = append(out, placement.Executor{ID: x.id, Slots: x.slots, Used: used[x.id]})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// freeSlots counts the free slots of the executors that may take new work,
+// given the number of slots in use on each.
+func (c *Core) freeSlots(inUse map[string]int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	free := 0
+	for _, x := range c.execs {
+		if x.takesWork() {
+			free += max(0, x.slots-inUse[x.id])
+		}
+	}
+	return free
+}
+
+// Executors lists the table for GET /v1/cluster, given the slot numbers in
+// use on each executor.
+func (c *Core) Executors(used map[string][]int) []api.Executor {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]api.Executor, 0, len(c.execs))
+	for _, x := range c.execs {
+		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: max(0, x.slots-len(used[x.id])), Status: string(x.status)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Status is an executor's liveness as the table has it, and whether the
+// table knows the executor.
+func (c *Core) Status(executor string) (Status, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if x := c.execs[executor]; x != nil {
+		return x.status, true
+	}
+	return "", false
+}

@@ -1,0 +1,124 @@
+package master
+
+import (
+	"errors"
+	"time"
+
+	"jobmaster/leader"
+	"jobmaster/wire"
+)
+
+// carry carries out a Ready of the core (package leader describes the
+// order): it proposes its commands under the session's token, completes it
+// with their results, logs, kicks the scheduler, and sends its cancels and
+// deployments, here and now when wait is set (a heartbeat's or a push's
+// goroutine), else from goroutines of their own. It returns the acks for
+// the executor the Ready is about; the acks that the answers to its
+// deployments bring are queued for their executors' next heartbeats.
+func (t *tracker) carry(r leader.Ready, wait bool) []string {
+	for _, c := range r.Changes {
+		t.m.log.Info("executor status", "executor", c.Executor, "from", c.From, "to", c.To, "silent_for", c.Silent.Round(time.Millisecond))
+	}
+	if len(r.Propose) > 0 {
+		rs, err := t.s.propose(r.Propose...)
+		if err != nil {
+			t.m.log.Debug("proposal failed", "executor", r.Executor, "commands", len(r.Propose), "err", err)
+			r = leader.Failed(r)
+		} else {
+			r = t.core.Committed(t.read, r, rs)
+		}
+	}
+	for _, e := range r.Events {
+		t.m.log.Log(t.s.ctx, e.Level, e.Msg, e.Args...)
+	}
+	if r.Kick {
+		t.s.kick()
+	}
+	for _, c := range r.Cancel {
+		t.do(wait, func() { t.sendCancel(c) })
+	}
+	for _, d := range r.Deploy {
+		t.do(wait, func() { t.core.QueueAcks(d.Executor, t.sendDeploy(d)) })
+	}
+	return r.Ack
+}
+
+// do runs f now, or in a goroutine of the session's.
+func (t *tracker) do(wait bool, f func()) {
+	if wait {
+		f()
+		return
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		f()
+	}()
+}
+
+// leader is what every request to an executor carries.
+func (t *tracker) leader() wire.Leader {
+	return wire.Leader{Version: wire.Version, Cluster: t.s.cluster, Token: t.s.token, Node: t.m.cfg.NodeID, Addr: t.m.httpAddr}
+}
+
+// heartbeat sends one heartbeat and carries out what its answer asks for.
+func (t *tracker) heartbeat(id string) {
+	cfg := &t.m.cfg
+	h, ok := t.core.Heartbeat(t.read, id, cfg.Now())
+	if !ok {
+		return
+	}
+	if h.ProbeStarted {
+		t.m.log.Warn("executor silent: heartbeats are probes, which do not renew its lease, until it answers", "executor", id, "silent_for", h.Silent.Round(time.Millisecond))
+	}
+	var rep wire.Report
+	req := wire.HeartbeatRequest{Leader: t.leader(), Ack: h.Ack, Probe: h.Probe}
+	if err := postJSON(t.s.ctx, t.m.client, h.Addr, wire.PathHeartbeat, req, &rep, cfg.heartbeatRPCTimeout()); err != nil {
+		t.core.HeartbeatFailed(h)
+		if errors.Is(err, errFencedOff) {
+			t.m.log.Warn("executor refuses this leader's token", "executor", id, "err", err)
+		}
+		return
+	}
+	t.core.QueueAcks(id, t.carry(t.core.HeartbeatAnswered(t.read, h, &rep, cfg.Now()), true))
+}
+
+// push carries out an executor's push of state changes and returns the acks
+// for its answer.
+func (t *tracker) push(rep *wire.Report) []string {
+	return t.carry(t.core.Partial(t.read, rep.Executor, rep.Executions, t.m.cfg.Now()), true)
+}
+
+// sendDeploy deploys tasks on an executor; its answer acknowledges them,
+// and sendDeploy returns the acks that follow from it.
+func (t *tracker) sendDeploy(d leader.Deploy) []string {
+	addr := t.core.Addr(d.Executor)
+	if addr == "" || len(d.Tasks) == 0 {
+		return nil
+	}
+	wt := make([]wire.Task, len(d.Tasks))
+	for i, ts := range d.Tasks {
+		e := &ts.Execution
+		wt[i] = wire.Task{ExecutionID: e.ID, JobID: e.Job, Vertex: e.Vertex, Subtask: e.Subtask,
+			Parallelism: ts.Parallelism, Attempt: e.Attempt, Slot: e.Slot, Command: ts.Command, Env: ts.Env}
+	}
+	req := wire.NewDeployRequest(t.leader(), wt)
+	var resp wire.DeployResponse
+	if err := postJSON(t.s.ctx, t.m.client, addr, wire.PathDeploy, req, &resp, t.m.cfg.DeployRPCTimeout); err != nil {
+		t.m.log.Warn("deploy failed; the reconciler retries it", "executor", d.Executor, "tasks", len(d.Tasks), "redeploy", d.Redeploy, "err", err)
+		return nil
+	}
+	return t.carry(t.core.Partial(t.read, d.Executor, resp.Executions, t.m.cfg.Now()), true)
+}
+
+// sendCancel asks an executor to stop executions.
+func (t *tracker) sendCancel(c leader.Cancel) {
+	addr := t.core.Addr(c.Executor)
+	if addr == "" {
+		return
+	}
+	err := postJSON(t.s.ctx, t.m.client, addr, wire.PathCancel, wire.CancelRequest{Leader: t.leader(), IDs: c.IDs}, nil, t.m.cfg.CancelRPCTimeout)
+	if err != nil {
+		t.m.log.Debug("cancel failed; the reconciler retries it", "executor", c.Executor, "err", err)
+	}
+}

@@ -1,0 +1,168 @@
+package master
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"jobmaster/fsm"
+	"jobmaster/leader"
+	"jobmaster/membership"
+)
+
+// tracker runs a session's executor-facing goroutines: it keeps the core's
+// executor table in step with gossip and the state, ticks the core's
+// liveness judgement, sends cancels as soon as the state asks for them, and
+// heartbeats every executor from a goroutine of its own. What to do is the
+// core's (package leader); the tracker gathers inputs and carries out the
+// Ready it returns (carry.go).
+//
+// Goroutines: run (the table, ticks and cancels), waves (starts a heartbeat
+// wave every interval), one heartbeatLoop per executor, and short-lived
+// ones per deploy or cancel sent; all stop with the session, and wait
+// waits for them.
+type tracker struct {
+	s    *session
+	m    *Master
+	core *leader.Core
+	wg   sync.WaitGroup // every goroutine but run
+	// wave is closed, and replaced, every heartbeat interval: every
+	// executor's loop sends its heartbeat on it. Heartbeats sent together
+	// keep the runtime awake for one burst a second instead of waking it
+	// (timers, threads, network poller) for each executor at its own
+	// moment, which cost the leader several times the heartbeat's own work.
+	wave atomic.Pointer[chan struct{}]
+
+	mu sync.Mutex
+	// loops holds the stop channel of each executor's heartbeat loop.
+	loops map[string]chan struct{}
+	// started: run has begun, so new executors get a heartbeat loop at
+	// once (before, the table is only filled).
+	started bool
+}
+
+// newTracker builds the session's core and fills its table from gossip and
+// the state, so that the session's first /v1/cluster answer already lists
+// every executor.
+func newTracker(s *session) *tracker {
+	now := s.m.cfg.Now()
+	t := &tracker{s: s, m: s.m, core: leader.New(s.m.cfg.leaderConfig(), s.token, now), loops: make(map[string]chan struct{})}
+	first := make(chan struct{})
+	t.wave.Store(&first)
+	t.refresh(now)
+	return t
+}
+
+// read is the core's view of the replicated state.
+func (t *tracker) read(fn func(*fsm.State)) { t.m.fsm.Read(fn) }
+
+// run keeps the executor table in step with gossip and the state, ticks
+// liveness, and sends cancels as soon as the state asks for them.
+func (t *tracker) run() {
+	cfg := &t.m.cfg
+	t.mu.Lock()
+	t.started = true
+	for _, id := range t.core.Known() {
+		t.startLoopLocked(id)
+	}
+	t.mu.Unlock()
+	t.refresh(cfg.Now())
+	t.wg.Add(1)
+	go t.waves()
+	tick := time.NewTicker(cfg.ExecutorHeartbeat / 4)
+	defer tick.Stop()
+	for {
+		gossipChanged := t.m.gossip.Changed()
+		fsmChanged := t.m.fsm.Changed()
+		select {
+		case <-t.s.ctx.Done():
+			t.mu.Lock()
+			for id, stop := range t.loops {
+				close(stop)
+				delete(t.loops, id)
+			}
+			t.mu.Unlock()
+			return
+		case <-gossipChanged:
+			t.refresh(cfg.Now())
+		case <-fsmChanged:
+			t.carry(t.core.Cancels(t.read), false)
+		case <-tick.C:
+			now := cfg.Now()
+			t.refresh(now)
+			t.carry(t.core.Tick(t.read, now), false)
+		}
+	}
+}
+
+func (t *tracker) wait() { t.wg.Wait() }
+
+// waves starts a heartbeat wave every heartbeat interval.
+func (t *tracker) waves() {
+	defer t.wg.Done()
+	tick := time.NewTicker(t.m.cfg.ExecutorHeartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.s.ctx.Done():
+			return
+		case <-tick.C:
+			next := make(chan struct{})
+			close(*t.wave.Swap(&next))
+		}
+	}
+}
+
+// refresh hands the core what gossip and the state know of executors, and
+// starts and stops heartbeat loops for the executors it adds and drops.
+func (t *tracker) refresh(now time.Time) {
+	gossip := t.m.gossip.Role(membership.RoleExecutor)
+	members := make([]leader.Member, len(gossip))
+	for i, mem := range gossip {
+		gone := mem.Status == membership.StatusLeft || mem.Status == membership.StatusDead
+		members[i] = leader.Member{ID: mem.ID, Addr: mem.Meta.HTTPAddr, Slots: mem.Meta.Slots, Gone: gone}
+	}
+	var withWork []string
+	t.read(func(st *fsm.State) { withWork = st.ExecutorsWithWork() })
+	added, dropped := t.core.Refresh(now, members, withWork)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range dropped {
+		if stop, ok := t.loops[id]; ok {
+			close(stop)
+			delete(t.loops, id)
+		}
+	}
+	if t.started {
+		for _, id := range added {
+			t.startLoopLocked(id)
+		}
+	}
+}
+
+func (t *tracker) startLoopLocked(id string) {
+	if _, ok := t.loops[id]; ok {
+		return
+	}
+	stop := make(chan struct{})
+	t.loops[id] = stop
+	t.wg.Add(1)
+	go t.heartbeatLoop(id, stop)
+}
+
+// heartbeatLoop heartbeats one executor at once, then with every wave.
+func (t *tracker) heartbeatLoop(id string, stop <-chan struct{}) {
+	defer t.wg.Done()
+	t.heartbeat(id)
+	for {
+		wave := *t.wave.Load()
+		select {
+		case <-t.s.ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-wave:
+		}
+		t.heartbeat(id)
+	}
+}
