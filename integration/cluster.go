@@ -21,6 +21,7 @@ import (
 	"jobmaster/api"
 	"jobmaster/client"
 	"jobmaster/internal/freeport"
+	"jobmaster/launch"
 	"jobmaster/wire"
 )
 
@@ -165,19 +166,18 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		gossip = append(gossip, n.GossipAddr)
 		c.Masters = append(c.Masters, n)
 	}
-	join := strings.Join(gossip, ",")
 	var httpAddrs []string
 	for _, n := range c.Masters {
 		n.DataDir = filepath.Join(c.dir, n.ID)
 		n.LogPath = filepath.Join(c.dir, n.ID+".log")
 		httpAddrs = append(httpAddrs, n.HTTPAddr)
-		n.args = func() []string {
-			return []string{"server", "--node-id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr,
-				"--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr, "--join", join,
-				"--bootstrap-expect", fmt.Sprint(opts.Masters),
-				"--executor-heartbeat", opts.Heartbeat.String(), "--executor-lease", opts.Lease.String(),
-				"--executor-timeout", opts.Timeout.String(), "--log-level", "debug"}
-		}
+		o := launch.DefaultServer()
+		o.NodeID, o.DataDir = n.ID, n.DataDir
+		o.HTTPAddr, o.RaftAddr, o.GossipAddr = n.HTTPAddr, n.RaftAddr, n.GossipAddr
+		o.Join, o.BootstrapExpect = gossip, opts.Masters
+		o.ExecutorHeartbeat, o.ExecutorLease, o.ExecutorTimeout = opts.Heartbeat, opts.Lease, opts.Timeout
+		o.LogLevel = "debug"
+		n.args = o.Args
 	}
 	for i := 0; i < opts.Executors; i++ {
 		c.AddExecutor()
@@ -241,11 +241,13 @@ func (c *Cluster) AddExecutor() *Node {
 	n.HTTPAddr, n.GossipAddr = c.addr(n, 7431), c.addr(n, 7441)
 	n.DataDir = filepath.Join(c.dir, n.ID)
 	n.LogPath = filepath.Join(c.dir, n.ID+".log")
-	n.args = func() []string {
-		return []string{"executor", "--node-id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr,
-			"--gossip-addr", n.GossipAddr, "--join", strings.Join(gossip, ","), "--slots", fmt.Sprint(c.opts.Slots),
-			"--runtime", c.opts.Runtime, "--lease", c.opts.Lease.String(), "--cancel-grace", "500ms", "--log-level", "debug"}
-	}
+	o := launch.DefaultExecutor()
+	o.NodeID, o.DataDir = n.ID, n.DataDir
+	o.HTTPAddr, o.GossipAddr, o.Join = n.HTTPAddr, n.GossipAddr, gossip
+	o.Slots, o.Runtime = c.opts.Slots, c.opts.Runtime
+	o.Lease, o.CancelGrace = c.opts.Lease, 500*time.Millisecond
+	o.LogLevel = "debug"
+	n.args = o.Args
 	c.Executors = append(c.Executors, n)
 	return n
 }
