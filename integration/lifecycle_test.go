@@ -13,6 +13,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/client"
+	"jobmaster/wire"
 )
 
 func skipShort(t *testing.T) {
@@ -283,7 +284,7 @@ func TestCancelLeavesNoProcessBehind(t *testing.T) {
 	require.NoError(t, c.Client.CancelJob(c.ctx(), "bg"))
 	j := c.WaitJob("bg", 30*time.Second, "CANCELED")
 	for _, s := range subtasks(j) {
-		require.Equal(t, "CANCELED", s.State)
+		require.Equal(t, wire.StateCanceled, s.State)
 	}
 	WaitFor(t, "no process of the job left", 15*time.Second, func() bool {
 		return len(processesWithEnv("JOBMASTER_JOB_ID=bg")) == 0
