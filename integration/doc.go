@@ -9,7 +9,11 @@
 // JOBMASTER_BIN).
 //
 // Files:
-//   - cluster.go, proc.go: the harness (start, kill, pause, freeze nodes).
+//   - The harness: cluster.go (a cluster's options, its nodes' addresses
+//     and command lines, start and close), node.go (one node's process:
+//     start, kill, pause, freeze, restart), api.go (reads, submits and waits
+//     through the HTTP API), logdump.go (the nodes' logs printed when a
+//     test fails) and proc.go (the processes /proc shows).
 //   - netns.go: one network namespace per node behind a router namespace;
 //     silent partitions between chosen pairs of nodes.
 //   - lifecycle_test.go: scenario tests of the deployment lifecycle.

@@ -21,6 +21,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/internal/freeport"
+	"jobmaster/launch"
 )
 
 // Config describes a cluster.
@@ -32,7 +33,9 @@ type Config struct {
 }
 
 // masters is the number of masters; every node runs with the binary's
-// default flags (log level info included) but for its addresses.
+// default flags (log level info included) but for its identity: id, data
+// directory, addresses, --join, --bootstrap-expect, and an executor's
+// --slots and --runtime.
 const masters = 3
 
 // Node is one jobmaster process.
@@ -87,11 +90,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		n.LogPath = filepath.Join(cfg.Dir, n.ID+".log")
 		c.Masters = append(c.Masters, n)
 	}
-	join := strings.Join(c.GossipAddrs(), ",")
 	for _, n := range c.Masters {
-		n.args = []string{"server", "--node-id", n.ID, "--data-dir", n.DataDir,
-			"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr,
-			"--join", join, "--bootstrap-expect", fmt.Sprint(masters), "--log-level", "info"}
+		o := launch.DefaultServer()
+		o.NodeID, o.DataDir = n.ID, n.DataDir
+		o.HTTPAddr, o.RaftAddr, o.GossipAddr = n.HTTPAddr, n.RaftAddr, n.GossipAddr
+		o.Join, o.BootstrapExpect = c.GossipAddrs(), masters
+		n.args = o.Args()
 		if err := c.start(n); err != nil {
 			c.Close()
 			return nil, err
@@ -119,9 +123,11 @@ func (c *Cluster) AddExecutor(id string, slots int, runtime string) (*Node, erro
 	}
 	n.DataDir = filepath.Join(c.cfg.Dir, n.ID)
 	n.LogPath = filepath.Join(c.cfg.Dir, n.ID+".log")
-	n.args = []string{"executor", "--node-id", n.ID, "--data-dir", n.DataDir,
-		"--http-addr", n.HTTPAddr, "--gossip-addr", n.GossipAddr, "--join", strings.Join(c.GossipAddrs(), ","),
-		"--slots", fmt.Sprint(slots), "--runtime", runtime, "--log-level", "info"}
+	o := launch.DefaultExecutor()
+	o.NodeID, o.DataDir = n.ID, n.DataDir
+	o.HTTPAddr, o.GossipAddr, o.Join = n.HTTPAddr, n.GossipAddr, c.GossipAddrs()
+	o.Slots, o.Runtime = slots, runtime
+	n.args = o.Args()
 	if err := c.start(n); err != nil {
 		return nil, err
 	}

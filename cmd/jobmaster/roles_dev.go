@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +20,7 @@ import (
 	"jobmaster/client"
 	"jobmaster/examples"
 	"jobmaster/jobspec"
+	"jobmaster/launch"
 	"jobmaster/wire"
 )
 
@@ -198,21 +198,24 @@ func newDevCluster(bin, dir string, o *devOpts, out io.Writer) *devCluster {
 	for i := 1; i <= 3; i++ {
 		gossip = append(gossip, port(20+i))
 	}
-	join := strings.Join(gossip, ",")
 	for i := 1; i <= 3; i++ {
 		n := &devNode{id: fmt.Sprintf("m%d", i), role: "master", http: port(i), raft: port(10 + i), gossip: port(20 + i)}
 		n.log = filepath.Join(dir, "logs", n.id+".log")
-		n.args = []string{"server", "--node-id", n.id, "--data-dir", filepath.Join(dir, n.id),
-			"--http-addr", n.http, "--raft-addr", n.raft, "--gossip-addr", n.gossip,
-			"--join", join, "--bootstrap-expect", "3"}
+		s := launch.DefaultServer()
+		s.NodeID, s.DataDir = n.id, filepath.Join(dir, n.id)
+		s.HTTPAddr, s.RaftAddr, s.GossipAddr = n.http, n.raft, n.gossip
+		s.Join, s.BootstrapExpect = gossip, 3
+		n.args = s.Args()
 		c.masters = append(c.masters, n)
 	}
 	for i := 1; i <= o.executors; i++ {
 		n := &devNode{id: fmt.Sprintf("e%d", i), role: "executor", http: port(30 + i), gossip: port(40 + i)}
 		n.log = filepath.Join(dir, "logs", n.id+".log")
-		n.args = []string{"executor", "--node-id", n.id, "--data-dir", filepath.Join(dir, n.id),
-			"--http-addr", n.http, "--gossip-addr", n.gossip, "--join", join,
-			"--slots", fmt.Sprint(o.slots), "--runtime", o.runtime}
+		e := launch.DefaultExecutor()
+		e.NodeID, e.DataDir = n.id, filepath.Join(dir, n.id)
+		e.HTTPAddr, e.GossipAddr, e.Join = n.http, n.gossip, gossip
+		e.Slots, e.Runtime = o.slots, o.runtime
+		n.args = e.Args()
 		c.execs = append(c.execs, n)
 	}
 	return c

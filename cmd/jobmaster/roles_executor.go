@@ -9,14 +9,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"jobmaster/executor"
+	"jobmaster/launch"
 )
 
 // newExecutorCmd is `jobmaster executor`: one executor.
 func newExecutorCmd() *cobra.Command {
-	var cfg executor.Config
-	var join, logLevel string
+	var o launch.Executor
 	cmd := &cobra.Command{
-		Use:   "executor",
+		Use:   launch.ExecutorCommand,
 		Short: "Run an executor that runs tasks for the leader",
 		Long: `Run an executor. It joins the masters' gossip with its slot count; the
 leader finds it there, heartbeats it and deploys tasks onto its slots. Each
@@ -36,17 +36,17 @@ they check against their --executor-timeout.`,
 			if err := requireFlags(cmd, "node-id", "data-dir"); err != nil {
 				return err
 			}
-			if err := checkNodeID(cmd, cfg.NodeID); err != nil {
+			if err := checkNodeID(cmd, o.NodeID); err != nil {
 				return err
 			}
-			cfg.Join = splitList(join)
-			if len(cfg.Join) == 0 {
+			if len(o.Join) == 0 {
 				return usageErrorf(cmd, "--join is required: the gossip addresses of the masters")
 			}
-			logger, err := newLogger(cmd, logLevel)
+			logger, err := newLogger(cmd, o.LogLevel)
 			if err != nil {
 				return err
 			}
+			cfg := o.Config
 			cfg.Logger = logger
 			e, err := executor.New(cfg)
 			if err != nil {
@@ -62,17 +62,7 @@ they check against their --executor-timeout.`,
 			return e.Shutdown(ctx)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.NodeID, "node-id", "", "unique name of this executor (required)")
-	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for task working directories, logs and the fencing token (required)")
-	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7431", "host:port of the executor's HTTP endpoint")
-	f.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:7441", "host:port for gossip (TCP and UDP)")
-	f.StringVar(&join, "join", "", "comma-separated gossip addresses of the masters (required)")
-	f.IntVar(&cfg.Slots, "slots", executor.DefaultSlots, "number of task slots")
-	f.StringVar(&cfg.Runtime, "runtime", executor.RuntimeExec, "exec (real processes) or sim (simulated tasks, for tests and benchmarks)")
-	f.DurationVar(&cfg.Lease, "lease", executor.DefaultLease, "every task is dead this long after the last heartbeat from a leader (self-fencing)")
-	f.DurationVar(&cfg.CancelGrace, "cancel-grace", executor.DefaultCancelGrace, "time between SIGTERM and SIGKILL when a task is cancelled")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	launch.ExecutorFlags(cmd.Flags(), &o)
 	return cmd
 }
 

@@ -1,0 +1,46 @@
+package launch
+
+import (
+	"github.com/spf13/pflag"
+
+	"jobmaster/executor"
+)
+
+// ExecutorCommand is the command that runs an executor.
+const ExecutorCommand = "executor"
+
+// Executor is the options of `jobmaster executor`.
+type Executor struct {
+	executor.Config
+	// LogLevel is --log-level: debug, info, warn or error.
+	LogLevel string
+	// Extra is appended to the argv as it is, after every registered flag
+	// (a later occurrence of a flag wins).
+	Extra []string
+}
+
+// ExecutorFlags registers every flag of `jobmaster executor` on fs, bound to
+// o's fields, and sets those fields to their defaults.
+func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
+	c := &o.Config
+	fs.StringVar(&c.NodeID, "node-id", "", "unique name of this executor (required)")
+	fs.StringVar(&c.DataDir, "data-dir", "", "directory for task working directories, logs and the fencing token (required)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:7431", "host:port of the executor's HTTP endpoint")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", "127.0.0.1:7441", "host:port for gossip (TCP and UDP)")
+	fs.Var(newListValue(&c.Join, nil), "join", "comma-separated gossip addresses of the masters (required)")
+	fs.IntVar(&c.Slots, "slots", executor.DefaultSlots, "number of task slots")
+	fs.StringVar(&c.Runtime, "runtime", executor.RuntimeExec, "exec (real processes) or sim (simulated tasks, for tests and benchmarks)")
+	fs.DurationVar(&c.Lease, "lease", executor.DefaultLease, "every task is dead this long after the last heartbeat from a leader (self-fencing)")
+	fs.DurationVar(&c.CancelGrace, "cancel-grace", executor.DefaultCancelGrace, "time between SIGTERM and SIGKILL when a task is cancelled")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+}
+
+// DefaultExecutor is the options of an executor started with no flags.
+func DefaultExecutor() Executor {
+	var o Executor
+	ExecutorFlags(pflag.NewFlagSet(ExecutorCommand, pflag.ContinueOnError), &o)
+	return o
+}
+
+// Args is the argv (without the binary) that starts an executor with o.
+func (o Executor) Args() []string { return render(ExecutorCommand, o, ExecutorFlags, o.Extra) }

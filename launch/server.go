@@ -1,0 +1,52 @@
+package launch
+
+import (
+	"github.com/spf13/pflag"
+
+	"jobmaster/master"
+)
+
+// ServerCommand is the command that runs a master.
+const ServerCommand = "server"
+
+// Server is the options of `jobmaster server`.
+type Server struct {
+	master.Config
+	// LogLevel is --log-level: debug, info, warn or error.
+	LogLevel string
+	// Extra is appended to the argv as it is, after every registered flag
+	// (a later occurrence of a flag wins).
+	Extra []string
+}
+
+// ServerFlags registers every flag of `jobmaster server` on fs, bound to o's
+// fields, and sets those fields to their defaults.
+func ServerFlags(fs *pflag.FlagSet, o *Server) {
+	c := &o.Config
+	fs.StringVar(&c.NodeID, "node-id", "", "unique name of this master (required)")
+	fs.StringVar(&c.DataDir, "data-dir", "", "directory for the Raft log, snapshots and state (required)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:7401", "host:port of the HTTP API")
+	fs.StringVar(&c.RaftAddr, "raft-addr", "127.0.0.1:7411", "host:port for Raft traffic between masters")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", "127.0.0.1:7421", "host:port for gossip (TCP and UDP)")
+	fs.Var(newListValue(&c.Join, nil), "join", "comma-separated gossip addresses of other masters")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many masters are seen (0: only join an existing one)")
+	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", master.DefaultRaftTimeout, "Raft heartbeat timeout")
+	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", master.DefaultRaftTimeout, "Raft election timeout")
+	fs.DurationVar(&c.ExecutorHeartbeat, "executor-heartbeat", master.DefaultExecutorHeartbeat, "interval of the leader's heartbeats to each executor")
+	fs.DurationVar(&c.ExecutorTimeout, "executor-timeout", master.DefaultExecutorTimeout, "silence after which an executor is lost and its executions are failed")
+	fs.DurationVar(&c.ExecutorLease, "executor-lease", master.DefaultExecutorLease, "the executors' --lease (checked against --executor-timeout)")
+	fs.DurationVar(&c.DeployTimeout, "deploy-timeout", master.DefaultDeployTimeout, "how long a deployment may stay unacknowledged before it fails")
+	fs.DurationVar(&c.JobRetention, "job-retention", master.DefaultJobRetention, "forget a job this long after it ended (0: keep ended jobs forever)")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.RaftLogLevel, "raft-log-level", "warn", "log level of the Raft library")
+}
+
+// DefaultServer is the options of a master started with no flags.
+func DefaultServer() Server {
+	var o Server
+	ServerFlags(pflag.NewFlagSet(ServerCommand, pflag.ContinueOnError), &o)
+	return o
+}
+
+// Args is the argv (without the binary) that starts a master with o.
+func (o Server) Args() []string { return render(ServerCommand, o, ServerFlags, o.Extra) }
