@@ -77,7 +77,7 @@ func (m *Master) leaderRead(h leaderHandler) http.HandlerFunc {
 
 func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h leaderHandler) {
 	hops, _ := strconv.Atoi(r.Header.Get(hopsHeader))
-	deadline := time.Now().Add(m.cfg.RequestWait)
+	deadline := m.cfg.Now().Add(m.cfg.RequestWait)
 	for {
 		s, changed := m.sessionWatch()
 		if s != nil {
@@ -94,7 +94,7 @@ func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h
 				return
 			}
 		}
-		if time.Now().After(deadline) {
+		if m.cfg.Now().After(deadline) {
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "no leader available (an election may be in progress); retry shortly")
 			return

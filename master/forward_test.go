@@ -1,11 +1,13 @@
 package master
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -70,4 +72,28 @@ func TestRelayAnswer(t *testing.T) {
 	assert.False(t, w.Flushed)
 	assert.Empty(t, w.Body.String())
 	assert.Empty(t, w.Header())
+}
+
+// TestElectionWaitFollowsTheClock: the wait for a leader ends by the
+// master's clock, not the wall clock. The clock here moves an hour at every
+// reading, so a request that would wait an hour of wall time for a leader
+// that never comes gets its 503 at once.
+func TestElectionWaitFollowsTheClock(t *testing.T) {
+	var readings atomic.Int64
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := newTestCluster(t, 1, func(cfg *Config) {
+		cfg.BootstrapExpect = 3 // alone: never a leader
+		cfg.RequestWait = time.Hour
+		cfg.Now = func() time.Time { return start.Add(time.Duration(readings.Add(1)) * time.Hour) }
+	})
+	req, err := http.NewRequest(http.MethodGet, c.url(0, "/v1/jobs"), nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	require.NoError(t, err, "the wait for a leader ended")
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", body)
+	assert.Contains(t, transport.ErrorMessage(body), "no leader available")
 }
