@@ -2,7 +2,8 @@
 // one client every role uses to reach its peers, the one way a role's HTTP
 // server is set up, the URLs they dial, the JSON bodies they exchange, the
 // size limits on those bodies, and the errors a failed exchange becomes.
-// Nothing else in jobmaster builds an http.Client or writes a scheme.
+// Outside tests and test harnesses, nothing else in jobmaster builds an
+// http.Client or writes a scheme.
 //
 // # Vocabulary
 //
@@ -22,7 +23,7 @@
 //     answer carries.
 //   - Limit: the most bytes a role reads of a body: MaxRequestBytes of a
 //     request body (more is a 413), MaxResponseBytes of a peer's answer (more
-//     is ErrTooLarge).
+//     is ErrTooLarge, unless the answer is an error anyway).
 //   - Status error: an answer whose status is not 2xx, as a *StatusError
 //     carrying the status code and the peer's message. A server answers
 //     its own request errors (413, 400) as the same type.

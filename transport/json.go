@@ -24,30 +24,26 @@ func NewJSONRequest(ctx context.Context, method, url string, in any) (*http.Requ
 	return req, nil
 }
 
-// ReadLimited reads r to its end if it holds at most limit bytes; a longer
-// r is an error wrapping ErrTooLarge.
-func ReadLimited(r io.Reader, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%w of %d bytes", ErrTooLarge, limit)
-	}
-	return data, nil
-}
-
 // DecodeResponse reads resp's body (at most limit bytes) and closes it. A
-// status outside 2xx is a *StatusError with the peer's message. Otherwise
-// the body, unless blank, is decoded into out (when out is not nil).
+// status outside 2xx is a *StatusError with the peer's message (taken from
+// the first limit bytes of a longer body). Otherwise a body longer than
+// limit is an error wrapping ErrTooLarge, and the body, unless blank, is
+// decoded into out (when out is not nil).
 func DecodeResponse(resp *http.Response, limit int64, out any) error {
 	defer resp.Body.Close()
-	data, err := ReadLimited(resp.Body, limit)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return err
 	}
+	tooLarge := int64(len(data)) > limit
+	if tooLarge {
+		data = data[:limit]
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return &StatusError{Code: resp.StatusCode, Message: ErrorMessage(data)}
+	}
+	if tooLarge {
+		return fmt.Errorf("%w of %d bytes", ErrTooLarge, limit)
 	}
 	if out == nil || len(bytes.TrimSpace(data)) == 0 {
 		return nil

@@ -40,7 +40,7 @@ func TestDecodeResponse(t *testing.T) {
 		{name: "blank body", status: 200, body: " \n", limit: 100},
 		{name: "at the limit", status: 200, body: `{"n":12}`, limit: 8, want: answer{N: 12}},
 		{name: "over the limit", status: 200, body: `{"n":123}`, limit: 8, tooBig: true},
-		{name: "error over the limit", status: 500, body: strings.Repeat("x", 9), limit: 8, tooBig: true},
+		{name: "error over the limit", status: 500, body: strings.Repeat("x", 9), limit: 8, code: 500, msg: "xxxxxxxx"},
 		{name: "malformed", status: 200, body: `{"n":`, limit: 100, errHas: "malformed answer"},
 		{name: "stale token", status: 409, body: `{"error":"stale fencing token 3","token":7}`, limit: 100,
 			code: 409, msg: "stale fencing token 3"},
