@@ -2,14 +2,17 @@
 // (docs/api.md), shared by the server and the client.
 package api
 
-import "jobmaster/wire"
+import (
+	"jobmaster/transport"
+	"jobmaster/wire"
+)
 
 // DefaultAddress is where the client looks for masters when neither
 // --address nor JOBMASTER_ADDR is set: the masters of `jobmaster dev`.
 const DefaultAddress = "127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403"
 
 // MaxBodyBytes bounds a request body; a larger one gets 413.
-const MaxBodyBytes = 1 << 20
+const MaxBodyBytes = transport.MaxRequestBytes
 
 // Error is the body of every error answer.
 type Error struct {

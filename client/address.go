@@ -7,7 +7,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"jobmaster/transport"
 )
+
+// baseForm is the form of an address with a scheme, for messages:
+// "http://host:port".
+var baseForm = transport.BaseURL("host:port")
 
 // ParseAddresses turns a comma-separated list of master HTTP addresses, each
 // "host:port" or "http://host:port", into base URLs ("http://host:port"), in
@@ -31,7 +37,7 @@ func ParseAddresses(list string) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no master address given: expected a comma-separated list of host:port or http://host:port")
+		return nil, errors.New("no master address given: expected a comma-separated list of host:port or " + baseForm)
 	}
 	return out, nil
 }
@@ -45,17 +51,17 @@ func ParseAddress(addr string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("invalid address %q: %v", addr, err)
 		}
-		if u.Scheme != "http" {
-			return "", fmt.Errorf("invalid address %q: scheme %q is not supported, use http://host:port or host:port", addr, u.Scheme)
+		if u.Scheme != transport.Scheme {
+			return "", fmt.Errorf("invalid address %q: scheme %q is not supported, use %s or host:port", addr, u.Scheme, baseForm)
 		}
 		if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return "", fmt.Errorf("invalid address %q: expected http://host:port with nothing after the port", addr)
+			return "", fmt.Errorf("invalid address %q: expected %s with nothing after the port", addr, baseForm)
 		}
 		hostport = u.Host
 	}
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return "", fmt.Errorf("invalid address %q: expected host:port or http://host:port", addr)
+		return "", fmt.Errorf("invalid address %q: expected host:port or %s", addr, baseForm)
 	}
 	if host == "" || strings.ContainsAny(host, "/?#@ ") {
 		return "", fmt.Errorf("invalid address %q: missing or malformed host", addr)
@@ -63,10 +69,10 @@ func ParseAddress(addr string) (string, error) {
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return "", fmt.Errorf("invalid address %q: port %q is not a number between 1 and 65535", addr, port)
 	}
-	return "http://" + net.JoinHostPort(host, port), nil
+	return transport.BaseURL(net.JoinHostPort(host, port)), nil
 }
 
 // displayAddr strips the scheme from a base URL for messages.
 func displayAddr(base string) string {
-	return strings.TrimPrefix(base, "http://")
+	return transport.HostPort(base)
 }

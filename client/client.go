@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"jobmaster/transport"
 )
 
 // Defaults of a Client; see the options to change them.
@@ -28,7 +30,7 @@ const (
 type Client struct {
 	addrs          []string // base URLs, http://host:port
 	http           *http.Client
-	ownTransport   *http.Transport // closed by Close; nil with WithHTTPClient
+	own            *http.Client // closed by Close; nil with WithHTTPClient
 	timeout        time.Duration
 	attemptTimeout time.Duration
 	backoff        time.Duration // first pause between rounds
@@ -68,7 +70,7 @@ func WithRetryNotify(notify func(err *UnreachableError)) Option {
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		c.http = hc
-		c.ownTransport = nil
+		c.own = nil
 	}
 }
 
@@ -79,11 +81,12 @@ func New(addresses string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// The client honours HTTP_PROXY and NO_PROXY, as other HTTP tools do.
+	hc := transport.NewClient(transport.ClientOptions{EnvironmentProxy: true})
 	c := &Client{
 		addrs:          addrs,
-		http:           &http.Client{Transport: transport},
-		ownTransport:   transport,
+		http:           hc,
+		own:            hc,
 		timeout:        DefaultTimeout,
 		attemptTimeout: DefaultAttemptTimeout,
 		backoff:        initialBackoff,
@@ -101,8 +104,8 @@ func (c *Client) Addresses() []string {
 
 // Close releases the Client's idle connections. The Client remains usable.
 func (c *Client) Close() {
-	if c.ownTransport != nil {
-		c.ownTransport.CloseIdleConnections()
+	if c.own != nil {
+		c.own.CloseIdleConnections()
 	}
 }
 

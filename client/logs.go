@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"jobmaster/api"
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -94,7 +95,7 @@ func (c *Client) executorLogs(ctx context.Context, exec *api.Executor, base, exe
 	}
 	q := url.Values{"id": {executionID}, "stream": {stream}}
 	path := wire.PathLogs + "?" + q.Encode()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, transport.URL(base, path), nil)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -112,7 +113,7 @@ func (c *Client) executorLogs(ctx context.Context, exec *api.Executor, base, exe
 		defer cancel()
 		defer hres.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(hres.Body, 64<<10))
-		apiErr := &APIError{StatusCode: hres.StatusCode, Message: errorMessage(body), Method: http.MethodGet, Path: path}
+		apiErr := &APIError{StatusCode: hres.StatusCode, Message: transport.ErrorMessage(body), Method: http.MethodGet, Path: path}
 		return nil, fmt.Errorf("executor %q, logs of %s: %w", exec.ID, executionID, apiErr)
 	}
 	return &cancelOnClose{ReadCloser: hres.Body, cancel: cancel}, nil

@@ -10,9 +10,10 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"jobmaster/transport"
 )
 
 // request is one call to the masters.
@@ -139,7 +140,7 @@ func (c *Client) attempt(ctx context.Context, base string, req request) (*respon
 	if req.body != nil {
 		body = bytes.NewReader(req.body)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, req.method, base+req.path, body)
+	hreq, err := http.NewRequestWithContext(ctx, req.method, transport.URL(base, req.path), body)
 	if err != nil {
 		return nil, err
 	}
@@ -172,29 +173,10 @@ func (c *Client) attempt(ctx context.Context, base string, req request) (*respon
 func apiError(req request, res *response) *APIError {
 	return &APIError{
 		StatusCode: res.status,
-		Message:    errorMessage(res.body),
+		Message:    transport.ErrorMessage(res.body),
 		Method:     req.method,
 		Path:       req.path,
 	}
-}
-
-// maxMessage bounds the message taken from a body that is not JSON.
-const maxMessage = 300
-
-// errorMessage extracts the message of an {"error": "..."} body, or the
-// start of the body when it is something else.
-func errorMessage(body []byte) string {
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(body, &e) == nil && e.Error != "" {
-		return e.Error
-	}
-	msg := strings.TrimSpace(string(body))
-	if len(msg) > maxMessage {
-		msg = msg[:maxMessage] + "..."
-	}
-	return msg
 }
 
 // decode unmarshals a successful answer into v.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"jobmaster/membership"
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -82,8 +83,6 @@ func New(cfg Config) (*Executor, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("instance id: %w", err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 2
 	e := &Executor{
 		cfg:       cfg,
 		log:       cfg.Logger.With("executor", cfg.NodeID),
@@ -98,7 +97,8 @@ func New(cfg Config) (*Executor, error) {
 		kick:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		served:    make(chan struct{}),
-		client:    &http.Client{Timeout: pushTimeout, Transport: tr},
+		// Pushes honour HTTP_PROXY and NO_PROXY, as the client does.
+		client: transport.NewClient(transport.ClientOptions{Timeout: pushTimeout, MaxIdleConnsPerHost: 2, EnvironmentProxy: true}),
 	}
 	e.pushCtx, e.pushCancel = context.WithCancel(context.Background())
 	return e, nil
@@ -147,12 +147,7 @@ func (e *Executor) Start() error {
 	} else {
 		e.rt = newExecRuntime(e.cfg, e.onExit)
 	}
-	e.srv = &http.Server{
-		Handler:           e.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       time.Minute,
-		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelDebug),
-	}
+	e.srv = transport.NewServer(e.routes(), transport.ServerOptions{IdleTimeout: time.Minute, Logger: e.log})
 	e.mu.Lock()
 	e.phase = phaseRunning
 	e.lease.renew(e.cfg.Now())
@@ -161,7 +156,7 @@ func (e *Executor) Start() error {
 	e.loops.Add(2)
 	go func() {
 		defer close(e.served)
-		if err := e.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := transport.Serve(e.srv, ln); err != nil {
 			e.log.Error("http server", "err", err)
 		}
 	}()

@@ -1,18 +1,17 @@
 package executor
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
-// maxBodyBytes bounds a request body; a larger one gets 413.
-const maxBodyBytes = 1 << 20
+// jsonFormat is how an executor lays out its JSON answers: compact
+// (docs/api.md).
+const jsonFormat = transport.Compact
 
 // routes serves the executor's endpoints; every error answer is JSON.
 func (e *Executor) routes() http.Handler {
@@ -97,28 +96,11 @@ func (e *Executor) serveExecutions(w http.ResponseWriter, r *http.Request) {
 // may add optional ones without a new protocol version (an incompatible
 // change bumps wire.Version instead).
 func decodeLeaderRequest(w http.ResponseWriter, r *http.Request, v any, l *wire.Leader) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	err := dec.Decode(v)
-	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = errors.New("unexpected data after the JSON body")
-			if terr != nil && !errors.Is(terr, io.ErrUnexpectedEOF) {
-				err = terr
-			}
-		}
+	if err := transport.DecodeBody(w, r, v, transport.MaxRequestBytes); err != nil {
+		jsonFormat.Reject(w, err)
+		return false
 	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", tooBig.Limit))
-		return false
-	case errors.Is(err, io.EOF):
-		writeError(w, http.StatusBadRequest, "empty request body: want a JSON object")
-		return false
-	case err != nil:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("malformed request body: %v", err))
-		return false
-	case l.Version != wire.Version:
+	if l.Version != wire.Version {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("unsupported protocol version %d: this executor speaks version %d", l.Version, wire.Version))
 		return false
 	}
@@ -126,16 +108,9 @@ func decodeLeaderRequest(w http.ResponseWriter, r *http.Request, v any, l *wire.
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		code = http.StatusInternalServerError
-		b, _ = json.Marshal(wire.Error{Error: err.Error()})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
+	jsonFormat.WriteJSON(w, code, v)
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, wire.Error{Error: msg})
+	jsonFormat.WriteError(w, code, msg)
 }

@@ -1,16 +1,13 @@
 package executor
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"sort"
-	"strings"
 	"time"
 
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -84,36 +81,14 @@ func (e *Executor) pushOnce(ctx context.Context) {
 
 // post sends rep to the master at addr and returns its acknowledgments.
 func (e *Executor) post(ctx context.Context, addr string, rep wire.Report) ([]string, error) {
-	body, err := json.Marshal(rep)
-	if err != nil {
-		return nil, err
-	}
-	base := addr
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+wire.PathExecutorUpdate, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("push answered %s: %s", resp.Status, bytes.TrimSpace(data))
-	}
 	var ur wire.UpdateResponse
-	if len(bytes.TrimSpace(data)) > 0 {
-		if err := json.Unmarshal(data, &ur); err != nil {
-			return nil, fmt.Errorf("push answer: %w", err)
-		}
+	err := transport.PostJSON(ctx, e.client, transport.URL(addr, wire.PathExecutorUpdate), rep, &ur)
+	var se *transport.StatusError
+	if errors.As(err, &se) {
+		return nil, fmt.Errorf("push answered %w", se)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return ur.Ack, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/fsm"
+	"jobmaster/transport"
 )
 
 // snapshotSave: GET /v1/operator/snapshot streams the replicated state (a
@@ -104,7 +105,7 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 
 // forwardStream relays a request whose body is streamed once.
 func (m *Master) forwardStream(w http.ResponseWriter, r *http.Request, addr string) bool {
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), r.Body)
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, transport.URL(addr, r.URL.RequestURI()), r.Body)
 	if err != nil {
 		return false
 	}

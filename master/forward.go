@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"jobmaster/fsm"
+	"jobmaster/transport"
 )
 
 // leaderHandler serves a request on the leader. It returns a retryable
@@ -76,7 +77,7 @@ func (m *Master) leaderRead(h leaderHandler) http.HandlerFunc {
 
 func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h leaderHandler) {
 	hops, _ := strconv.Atoi(r.Header.Get(hopsHeader))
-	deadline := time.Now().Add(m.cfg.RequestWait)
+	deadline := m.cfg.Now().Add(m.cfg.RequestWait)
 	for {
 		s, changed := m.sessionWatch()
 		if s != nil {
@@ -93,7 +94,7 @@ func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h
 				return
 			}
 		}
-		if time.Now().After(deadline) {
+		if m.cfg.Now().After(deadline) {
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "no leader available (an election may be in progress); retry shortly")
 			return
@@ -131,7 +132,7 @@ func (m *Master) leaderHTTPAddr() string {
 func (m *Master) forward(w http.ResponseWriter, r *http.Request, body []byte, addr string, hops int) bool {
 	ctx, cancel := context.WithTimeout(r.Context(), m.cfg.RequestWait+5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, r.Method, transport.URL(addr, r.URL.RequestURI()), bytes.NewReader(body))
 	if err != nil {
 		return false
 	}
@@ -147,7 +148,16 @@ func (m *Master) forward(w http.ResponseWriter, r *http.Request, body []byte, ad
 		return false
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	return relayAnswer(w, resp, transport.MaxResponseBytes)
+}
+
+// relayAnswer copies a forwarded request's answer to w. It reads the answer
+// whole before relaying it, so that one cut short is not relayed and the
+// request is retried (it returns false, having written nothing). An answer
+// longer than buffer bytes (a snapshot of a large state) is streamed on
+// after that many: a failure past that point cuts it short.
+func relayAnswer(w http.ResponseWriter, resp *http.Response, buffer int64) bool {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, buffer))
 	if err != nil {
 		return false
 	}
@@ -160,5 +170,8 @@ func (m *Master) forward(w http.ResponseWriter, r *http.Request, body []byte, ad
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(data)
+	if int64(len(data)) == buffer {
+		_, _ = io.Copy(w, resp.Body)
+	}
 	return true
 }

@@ -1,10 +1,7 @@
 package master
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"path"
 	"runtime/debug"
@@ -13,6 +10,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/jobspec"
+	"jobmaster/transport"
 )
 
 // routes builds the HTTP API (docs/api.md).
@@ -109,29 +107,23 @@ func recoverPanics(m *Master, h http.Handler) http.Handler {
 	})
 }
 
+// jsonFormat is how a master lays out its JSON answers (docs/api.md).
+const jsonFormat = transport.Indented
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	jsonFormat.WriteJSON(w, status, v)
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, api.Error{Error: msg})
+	jsonFormat.WriteError(w, status, msg)
 }
 
 // readBody reads a request body of at most api.MaxBodyBytes; a larger one
 // is a 413.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+	body, err := transport.ReadBody(w, r, api.MaxBodyBytes)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", api.MaxBodyBytes))
-		} else {
-			writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
-		}
+		jsonFormat.Reject(w, err)
 		return nil, false
 	}
 	return body, true

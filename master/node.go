@@ -46,6 +46,7 @@ import (
 
 	"jobmaster/fsm"
 	"jobmaster/membership"
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -92,11 +93,11 @@ func New(cfg Config) (*Master, error) {
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),
 		replaceCh:      make(chan replaceRequest),
-		client: &http.Client{Transport: &http.Transport{
+		client: transport.NewClient(transport.ClientOptions{
+			DialTimeout:         time.Second,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     30 * time.Second,
-			DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
-		}},
+		}),
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -129,11 +130,11 @@ func New(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.gossip = g
-	m.httpSrv = &http.Server{Handler: m.routes(), ReadHeaderTimeout: 10 * time.Second}
+	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{})
 	m.goFunc(m.monitorLeadership)
 	m.goFunc(m.watchMembership)
 	m.goFunc(func() {
-		if err := m.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := transport.Serve(m.httpSrv, ln); err != nil {
 			m.log.Error("http server", "err", err)
 		}
 	})

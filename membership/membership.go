@@ -82,6 +82,9 @@ type Config struct {
 	// ReapAfter is how long a dead or departed member stays listed (default
 	// 30m); until then the node also tries to rejoin it.
 	ReapAfter time.Duration
+	// Now is the clock that dates status changes (Member.Since) and reaps
+	// members by; default time.Now. Memberlist's own timers do not follow it.
+	Now func() time.Time
 	// Slow, when set, replaces the failure detector's timings: many
 	// members sharing one machine (the benchmarks' fleet of simulated
 	// executors) cannot answer probes within the LAN timings, and their
@@ -122,6 +125,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.ReapAfter == 0 {
 		cfg.ReapAfter = 30 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	host, portStr, err := net.SplitHostPort(cfg.BindAddr)
 	if err != nil {
@@ -206,9 +212,10 @@ func (n *Node) rejoin() {
 		}
 		n.mu.Lock()
 		reaped := false
+		now := n.cfg.Now()
 		for id, m := range n.members {
 			switch {
-			case m.Status != StatusAlive && time.Since(m.Since) > n.cfg.ReapAfter:
+			case m.Status != StatusAlive && now.Sub(m.Since) > n.cfg.ReapAfter:
 				delete(n.members, id)
 				reaped = true
 			case m.Status == StatusDead:
@@ -341,7 +348,7 @@ func (n *Node) observe(node *memberlist.Node, status string) {
 	if status == StatusDead && meta.Leaving {
 		status = StatusLeft
 	}
-	since := time.Now()
+	since := n.cfg.Now()
 	if prev, ok := n.members[node.Name]; ok && prev.Status == status {
 		since = prev.Since
 	}

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,5 +93,34 @@ func TestDeadMembersAreReaped(t *testing.T) {
 	waitFor(t, "m1 to see e1", func() bool { _, ok := m1.Get("e1"); return ok })
 	require.NoError(t, e1.Shutdown())
 	waitFor(t, "e1 dead", func() bool { m, _ := m1.Get("e1"); return m.Status == StatusDead })
+	waitFor(t, "e1 reaped", func() bool { _, ok := m1.Get("e1"); return !ok })
+}
+
+// TestReapingFollowsTheClock: a dead member's Since and its reaping come
+// from Config.Now. With a reap delay of an hour that the wall clock never
+// reaches in this test, only the injected clock can reap it.
+func TestReapingFollowsTheClock(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreProbe)
+	start := time.Now().Round(0) // near the wall clock, so that only a jump of this clock reaps
+	var elapsed atomic.Int64     // nanoseconds after start
+	now := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
+	a := freePort(t)
+	m1, err := Start(Config{NodeID: "m1", BindAddr: a, ReconnectInterval: 50 * time.Millisecond, ReapAfter: time.Hour, Now: now,
+		Meta: Meta{Role: RoleMaster, HTTPAddr: "x", Version: 1}})
+	require.NoError(t, err)
+	defer m1.Shutdown()
+	e1, err := Start(Config{NodeID: "e1", BindAddr: freePort(t), Join: []string{a}, Meta: Meta{Role: RoleExecutor, HTTPAddr: "y", Version: 1}})
+	require.NoError(t, err)
+	waitFor(t, "m1 to see e1", func() bool { _, ok := m1.Get("e1"); return ok })
+	m, _ := m1.Get("e1")
+	require.Equal(t, start, m.Since)
+
+	elapsed.Store(int64(10 * time.Minute))
+	require.NoError(t, e1.Shutdown())
+	waitFor(t, "e1 dead", func() bool { m, _ := m1.Get("e1"); return m.Status == StatusDead })
+	m, _ = m1.Get("e1")
+	require.Equal(t, start.Add(10*time.Minute), m.Since, "dead since the clock's reading")
+
+	elapsed.Store(int64(10*time.Minute + 61*time.Minute))
 	waitFor(t, "e1 reaped", func() bool { _, ok := m1.Get("e1"); return !ok })
 }

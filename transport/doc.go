@@ -1,0 +1,34 @@
+// Package transport is how jobmaster's roles speak HTTP to each other: the
+// one client every role uses to reach its peers, the one way a role's HTTP
+// server is set up, the URLs they dial, the JSON bodies they exchange, the
+// size limits on those bodies, and the errors a failed exchange becomes.
+// Outside tests and test harnesses, nothing else in jobmaster builds an
+// http.Client or writes a scheme.
+//
+// # Vocabulary
+//
+//   - Role: a master, an executor, or the client (the CLI and anything
+//     built on package client).
+//   - Peer: the other end of an exchange. Masters are the peers of
+//     executors, of other masters (forwarding) and of the client; executors
+//     are the peers of masters and of the client (logs).
+//   - Address: where a peer's HTTP server listens, as a role knows it:
+//     "host:port", or a base URL that already carries a scheme
+//     ("http://host:port", a trailing slash allowed).
+//   - Base URL: an address with its scheme, "http://host:port" (Scheme). URL
+//     builds one from an address and appends a path.
+//   - Request body / answer: what a role sends, and what its peer sends back.
+//     Both are JSON except where an endpoint says otherwise (snapshots, logs).
+//   - Error body: the JSON object {"error": "message"} that every error
+//     answer carries.
+//   - Limit: the most bytes a role reads of a body: MaxRequestBytes of a
+//     request body (more is a 413), MaxResponseBytes of a peer's answer (more
+//     is ErrTooLarge, unless the answer is an error anyway).
+//   - Status error: an answer whose status is not 2xx, as a *StatusError
+//     carrying the status code and the peer's message. A server answers
+//     its own request errors (413, 400) as the same type.
+//
+// Transport errors (no connection, a timeout) are returned as net/http
+// returns them; callers that must tell them apart use errors.Is and
+// errors.As on them, never the error's text.
+package transport
