@@ -3,7 +3,6 @@
 package api
 
 import (
-	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -11,8 +10,9 @@ import (
 // --address nor JOBMASTER_ADDR is set: the masters of `jobmaster dev`.
 const DefaultAddress = "127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403"
 
-// MaxBodyBytes bounds a request body; a larger one gets 413.
-const MaxBodyBytes = transport.MaxRequestBytes
+// MaxBodyBytes bounds a request body, on masters and executors alike; a
+// larger one gets 413 (package transport enforces it).
+const MaxBodyBytes = 1 << 20
 
 // Error is the body of every error answer.
 type Error struct {

@@ -128,6 +128,7 @@ func (e *Executor) Start() error {
 			BindAddr: e.cfg.GossipAddr,
 			Join:     e.cfg.Join,
 			Logger:   e.cfg.Logger,
+			Now:      e.cfg.Now,
 			Slow:     e.cfg.SlowGossip,
 			Meta: membership.Meta{
 				Role:     membership.RoleExecutor,

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"testing"
 	"time"
 
 	"jobmaster/api"
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -53,7 +53,7 @@ func (c *Cluster) Leader() *Node {
 				continue
 			}
 			var cl api.Cluster
-			if err := getJSON("http://"+m.HTTPAddr+"/v1/cluster?stale", &cl); err != nil || cl.Leader == nil {
+			if err := getJSON(transport.URL(m.HTTPAddr, "/v1/cluster?stale"), &cl); err != nil || cl.Leader == nil {
 				return false
 			}
 			for _, x := range c.Masters {
@@ -69,7 +69,7 @@ func (c *Cluster) Leader() *Node {
 			return false
 		}
 		var cl api.Cluster
-		return getJSON("http://"+leader.HTTPAddr+"/v1/cluster", &cl) == nil && cl.Leader != nil && *cl.Leader == leader.ID
+		return getJSON(transport.URL(leader.HTTPAddr, "/v1/cluster"), &cl) == nil && cl.Leader != nil && *cl.Leader == leader.ID
 	})
 	return leader
 }
@@ -137,7 +137,7 @@ func (c *Cluster) WaitJob(id string, timeout time.Duration, want ...string) *api
 // Executions asks an executor what it holds.
 func (n *Node) Executions() (*wire.Executions, error) {
 	var out wire.Executions
-	err := getJSON("http://"+n.HTTPAddr+wire.PathExecutions, &out)
+	err := getJSON(transport.URL(n.HTTPAddr, wire.PathExecutions), &out)
 	return &out, err
 }
 
@@ -149,7 +149,7 @@ func (c *Cluster) StateHashes() map[string]api.StateHash {
 			continue
 		}
 		var h api.StateHash
-		if err := getJSON("http://"+m.HTTPAddr+"/v1/state/hash", &h); err == nil {
+		if err := getJSON(transport.URL(m.HTTPAddr, "/v1/state/hash"), &h); err == nil {
 			out[m.ID] = h
 		}
 	}
@@ -183,7 +183,7 @@ func (c *Cluster) WaitSameState() {
 	})
 }
 
-var httpClient = &http.Client{Timeout: 5 * time.Second}
+var httpClient = transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second})
 
 func getJSON(url string, out any) error {
 	resp, err := httpClient.Get(url)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"jobmaster/api"
+	"jobmaster/transport"
 )
 
 // chaosConfig shapes one chaos run.
@@ -410,7 +411,7 @@ func snapshotMasters(c *Cluster) []MasterSnapshot {
 		ok := awaitCond(10*time.Second, func() bool {
 			var before, after api.StateHash
 			var list api.JobList
-			base := "http://" + m.HTTPAddr
+			base := transport.BaseURL(m.HTTPAddr)
 			if err := getJSON(base+"/v1/state/hash", &before); err != nil {
 				s.Err = err.Error()
 				return false

@@ -13,6 +13,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/client"
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -171,7 +172,7 @@ func TestPausedLeaderCausesNoRestartOrDuplicate(t *testing.T) {
 				continue
 			}
 			var cl api.Cluster
-			if getJSON("http://"+m.HTTPAddr+"/v1/cluster?stale", &cl) == nil && cl.Leader != nil && *cl.Leader != old.ID {
+			if getJSON(transport.URL(m.HTTPAddr, "/v1/cluster?stale"), &cl) == nil && cl.Leader != nil && *cl.Leader != old.ID {
 				return true
 			}
 		}

@@ -122,6 +122,7 @@ func New(cfg Config) (*Master, error) {
 		Join:     cfg.Join,
 		Meta:     m.meta(),
 		Logger:   cfg.Logger.With("node", cfg.NodeID, "component", "gossip"),
+		Now:      m.cfg.Now,
 	})
 	if err != nil {
 		m.prop.close()

@@ -4,6 +4,11 @@
 // for an executor, its slot count. Masters use it to find each other (to
 // bootstrap) and to find executors; executors use it to find masters.
 //
+// Vocabulary: a member is a node gossip knows, with its Meta and a status:
+// alive, dead (failed: memberlist's probes and the others' could not reach
+// it) or left (it said goodbye). A dead or departed member is reaped,
+// forgotten, after ReapAfter; until then it may come back under its name.
+//
 // Membership is advisory: the leader decides that an executor is lost from
 // its own heartbeats, never from gossip alone.
 package membership

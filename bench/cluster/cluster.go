@@ -22,6 +22,7 @@ import (
 	"jobmaster/api"
 	"jobmaster/internal/freeport"
 	"jobmaster/launch"
+	"jobmaster/transport"
 )
 
 // Config describes a cluster.
@@ -62,10 +63,7 @@ type Cluster struct {
 
 // HTTP is the client the harness uses for its own probes: short timeouts,
 // connections kept alive.
-var HTTP = &http.Client{
-	Timeout:   5 * time.Second,
-	Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second},
-}
+var HTTP = transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second, MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second})
 
 // FreeAddr returns a loopback host:port nobody else is handed; see freeport.
 func FreeAddr() (string, error) { return freeport.Get() }
@@ -270,7 +268,7 @@ type Leader struct {
 // /v1/cluster?stale: no forwarding, served from its state).
 func View(ctx context.Context, n *Node) (*api.Cluster, error) {
 	var out api.Cluster
-	if err := GetJSON(ctx, "http://"+n.HTTPAddr+"/v1/cluster?stale", &out); err != nil {
+	if err := GetJSON(ctx, transport.URL(n.HTTPAddr, "/v1/cluster?stale"), &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -334,7 +332,7 @@ func (c *Cluster) WaitExecutors(ctx context.Context, n int) error {
 		l, ok := c.Agreed(ctx)
 		if ok {
 			var v api.Cluster
-			if err := GetJSON(ctx, "http://"+l.Node.HTTPAddr+"/v1/cluster", &v); err == nil {
+			if err := GetJSON(ctx, transport.URL(l.Node.HTTPAddr, "/v1/cluster"), &v); err == nil {
 				alive := 0
 				for _, e := range v.Executors {
 					if e.Status == "alive" {

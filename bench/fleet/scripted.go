@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"jobmaster/membership"
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -62,7 +63,7 @@ func StartScripted(id string, slots int, join []string) (*Scripted, error) {
 		deploys: make(map[string]time.Time),
 		cancels: make(map[string]time.Time),
 		changed: make(chan struct{}),
-		client:  &http.Client{Timeout: 5 * time.Second},
+		client:  transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second}),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(wire.PathHeartbeat, s.serveHeartbeat)
@@ -310,7 +311,7 @@ func (s *Scripted) Push(ctx context.Context, st wire.ExecutionStatus) (time.Time
 	if addr == "" {
 		return time.Time{}, errors.New("no leader has contacted the scripted executor yet")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+wire.PathExecutorUpdate, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, transport.URL(addr, wire.PathExecutorUpdate), bytes.NewReader(body))
 	if err != nil {
 		return time.Time{}, err
 	}

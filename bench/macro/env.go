@@ -22,6 +22,7 @@ import (
 	"jobmaster/bench/procstat"
 	"jobmaster/bench/results"
 	"jobmaster/client"
+	"jobmaster/transport"
 )
 
 // Env is what every benchmark needs.
@@ -68,11 +69,10 @@ func (e *Env) StartCluster(ctx context.Context, name string) (*cluster.Cluster, 
 	return c, nil
 }
 
-// Clients returns one API client per master, sharing a transport sized for
-// conc concurrent requests.
-func Clients(c *cluster.Cluster, conc int) ([]*client.Client, *http.Transport, error) {
-	tr := &http.Transport{MaxIdleConns: 0, MaxIdleConnsPerHost: conc + 8, IdleConnTimeout: time.Minute}
-	hc := &http.Client{Transport: tr}
+// Clients returns one API client per master, sharing an HTTP client sized
+// for conc concurrent requests (CloseIdleConnections on it releases them).
+func Clients(c *cluster.Cluster, conc int) ([]*client.Client, *http.Client, error) {
+	hc := transport.NewClient(transport.ClientOptions{MaxIdleConnsPerHost: conc + 8, IdleConnTimeout: time.Minute})
 	var out []*client.Client
 	for _, a := range c.HTTPAddrs() {
 		cl, err := client.New(a, client.WithHTTPClient(hc), client.WithTimeout(30*time.Second))
@@ -81,7 +81,7 @@ func Clients(c *cluster.Cluster, conc int) ([]*client.Client, *http.Transport, e
 		}
 		out = append(out, cl)
 	}
-	return out, tr, nil
+	return out, hc, nil
 }
 
 // cpuWatch measures the CPU used by processes over a window.

@@ -10,6 +10,7 @@ import (
 
 	"jobmaster/bench/cluster"
 	"jobmaster/bench/results"
+	"jobmaster/transport"
 )
 
 // Failover kills the leader with SIGKILL, trial after trial, and measures
@@ -35,9 +36,8 @@ func Failover(ctx context.Context, e *Env) error {
 		return err
 	}
 	defer c.Close()
-	tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr}
+	hc := transport.NewClient(transport.ClientOptions{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute})
+	defer hc.CloseIdleConnections()
 	var toToken, toWrite, rejoin []time.Duration
 	for trial := 0; trial < trials; trial++ {
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -138,7 +138,7 @@ func Failover(ctx context.Context, e *Env) error {
 func put(ctx context.Context, hc *http.Client, n *cluster.Node, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://"+n.HTTPAddr+"/v1/jobs/"+id, bytes.NewReader([]byte(submitSpec)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, transport.URL(n.HTTPAddr, "/v1/jobs/"+id), bytes.NewReader([]byte(submitSpec)))
 	if err != nil {
 		return err
 	}
