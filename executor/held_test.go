@@ -2,6 +2,7 @@ package executor
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -230,7 +231,7 @@ func TestHeldSetProperties(t *testing.T) {
 					delete(canceled, tid)
 					continue
 				}
-				if !ok || got != want {
+				if !ok || !reflect.DeepEqual(got, want) {
 					t.Fatalf("terminal %s changed or vanished without an ack: %+v -> %+v (held %v)", tid, want, got, ok)
 				}
 			}
@@ -265,7 +266,7 @@ func equalStatuses(a, b []wire.ExecutionStatus) bool {
 		return false
 	}
 	for i := range a {
-		if a[i] != b[i] {
+		if !reflect.DeepEqual(a[i], b[i]) {
 			return false
 		}
 	}

@@ -210,7 +210,7 @@ func TestBadInputGets4xx(t *testing.T) {
 	t.Parallel()
 	e := startExecutor(t, Config{})
 	l := newLeader(t, e, 1)
-	okHdr := `"version":2,"token":1,"node":"m1","addr":""`
+	okHdr := `"version":3,"token":1,"node":"m1","addr":""`
 	huge := `{` + okHdr + `,"groups":[{"job_id":"` + strings.Repeat("x", 2<<20) + `"}]}`
 	group := func(job string, parallelism int, subtasks string) string {
 		return fmt.Sprintf(`{%s,"groups":[{"job_id":%q,"vertex":"x","parallelism":%d,"command":["true"],"subtasks":%s}]}`, okHdr, job, parallelism, subtasks)
@@ -220,13 +220,13 @@ func TestBadInputGets4xx(t *testing.T) {
 		code                     int
 		want                     string
 	}{
-		{"malformed JSON", "POST", wire.PathDeploy, `{"version":2,`, 400, "malformed"},
+		{"malformed JSON", "POST", wire.PathDeploy, `{"version":3,`, 400, "malformed"},
 		{"not an object", "POST", wire.PathHeartbeat, `[1,2]`, 400, "malformed"},
 		{"empty body", "POST", wire.PathHeartbeat, ``, 400, "empty"},
 		{"wrong type", "POST", wire.PathCancel, `{` + okHdr + `,"ids":"x"}`, 400, "malformed"},
 		{"trailing data", "POST", wire.PathHeartbeat, `{` + okHdr + `} {}`, 400, "after the JSON body"},
-		{"old version", "POST", wire.PathHeartbeat, `{"version":1,"token":1}`, 400, "version 1: this executor speaks version 2"},
-		{"new version", "POST", wire.PathDeploy, `{"version":3,"token":1,"groups":[]}`, 400, "version 3: this executor speaks version 2"},
+		{"old version", "POST", wire.PathHeartbeat, `{"version":1,"token":1}`, 400, "version 1: this executor speaks version 3"},
+		{"new version", "POST", wire.PathDeploy, `{"version":4,"token":1,"groups":[]}`, 400, "version 4: this executor speaks version 3"},
 		{"body over 1 MiB", "POST", wire.PathDeploy, huge, 413, "larger than 1048576"},
 		{"path traversal id", "POST", wire.PathDeploy, group("../..", 1, "[0,0,0]"), 400, "execution id"},
 		{"dot-dot component", "POST", wire.PathDeploy, group("..", 1, "[0,0,0]"), 400, "not allowed"},
@@ -259,7 +259,7 @@ func TestArbitraryBodiesNeverCrash(t *testing.T) {
 	t.Parallel()
 	e := startExecutor(t, Config{})
 	l := newLeader(t, e, 1)
-	fragments := []string{`{`, `}`, `[`, `]`, `"version":2`, `"token":1`, `"groups":[`, `"subtasks":[`, `"ids":[`, `"ack":[`, `"job_id":"j"`,
+	fragments := []string{`{`, `}`, `[`, `]`, `"version":3`, `"token":1`, `"groups":[`, `"subtasks":[`, `"ids":[`, `"ack":[`, `"job_id":"j"`,
 		`"vertex":"v"`, `"command":["true"]`, `"parallelism":1`, `0,0,0`, `null`, `,`, `:`, `"x"`, `-1`, `1e999`, `"\u0000"`, `"../.."`, `{"env":{"SIM_DURATION":"1h"}}`}
 	rapid.Check(t, func(rt *rapid.T) {
 		parts := rapid.SliceOfN(rapid.SampledFrom(fragments), 0, 20).Draw(rt, "body")
@@ -571,7 +571,7 @@ func TestLeaderRequestsMayCarryFieldsThisVersionDoesNotKnow(t *testing.T) {
 	t.Parallel()
 	e := startExecutor(t, Config{})
 	l := newLeader(t, e, 1)
-	body := `{"version":2,"token":1,"node":"m1","from_a_newer_leader":true,"groups":[]}`
+	body := `{"version":3,"token":1,"node":"m1","from_a_newer_leader":true,"groups":[]}`
 	code, b := l.do(http.MethodPost, wire.PathDeploy, []byte(body))
 	require.Equal(t, http.StatusOK, code, "%s", b)
 }

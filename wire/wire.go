@@ -22,8 +22,10 @@ import (
 
 // Version is the protocol version. Bump it on any incompatible change;
 // adding an optional field is compatible (peers ignore fields they do not
-// know). Version 2 sends a deploy's tasks in groups (TaskGroup).
-const Version = 2
+// know). Version 2 sends a deploy's tasks in groups (TaskGroup); version 3
+// carries data between tasks: outputs and inputs of tasks, partitions in
+// reports, release, and the executors' partition endpoints (partition.go).
+const Version = 3
 
 // Timing that both sides rely on.
 const (
@@ -111,6 +113,10 @@ type Task struct {
 	Slot        int               `json:"slot"`
 	Command     []string          `json:"command"`
 	Env         map[string]string `json:"env,omitempty"`
+	// Outputs are the vertices that consume this task's output, Inputs
+	// what it reads (partition.go).
+	Outputs []Output `json:"outputs,omitempty"`
+	Inputs  []Input  `json:"inputs,omitempty"`
 }
 
 // DeployRequest asks an executor to run tasks. Deploying an execution the
@@ -136,6 +142,8 @@ type TaskGroup struct {
 	Parallelism int               `json:"parallelism"`
 	Command     []string          `json:"command"`
 	Env         map[string]string `json:"env,omitempty"`
+	Outputs     []Output          `json:"outputs,omitempty"`
+	Inputs      []Input           `json:"inputs,omitempty"`
 	Subtasks    []int             `json:"subtasks"`
 }
 
@@ -158,7 +166,7 @@ func NewDeployRequest(l Leader, tasks []Task) DeployRequest {
 			i = len(req.Groups)
 			at[k] = i
 			req.Groups = append(req.Groups, TaskGroup{JobID: t.JobID, Vertex: t.Vertex, Parallelism: t.Parallelism,
-				Command: t.Command, Env: t.Env})
+				Command: t.Command, Env: t.Env, Outputs: t.Outputs, Inputs: t.Inputs})
 		}
 		g := &req.Groups[i]
 		g.Subtasks = append(g.Subtasks, t.Subtask, t.Attempt, t.Slot)
@@ -168,11 +176,13 @@ func NewDeployRequest(l Leader, tasks []Task) DeployRequest {
 
 func (g *TaskGroup) holds(t Task) bool {
 	return g.JobID == t.JobID && g.Vertex == t.Vertex && g.Parallelism == t.Parallelism &&
-		slices.Equal(g.Command, t.Command) && maps.Equal(g.Env, t.Env)
+		slices.Equal(g.Command, t.Command) && maps.Equal(g.Env, t.Env) &&
+		slices.Equal(g.Outputs, t.Outputs) && slices.EqualFunc(g.Inputs, t.Inputs, Input.equal)
 }
 
 // Tasks expands the groups into tasks, group by group. The tasks of a group share
-// its Command slice and Env map: read them, do not change them. A group
+// its Command, Outputs and Inputs slices and Env map: read them, do not
+// change them. A group
 // whose Subtasks is not a whole number of triples is an error.
 func (r *DeployRequest) Tasks() ([]Task, error) {
 	n := 0
@@ -189,7 +199,8 @@ func (r *DeployRequest) Tasks() ([]Task, error) {
 		for k := 0; k < len(g.Subtasks); k += 3 {
 			sub, att, slot := g.Subtasks[k], g.Subtasks[k+1], g.Subtasks[k+2]
 			out = append(out, Task{ExecutionID: ExecutionID(g.JobID, g.Vertex, sub, att), JobID: g.JobID, Vertex: g.Vertex,
-				Subtask: sub, Parallelism: g.Parallelism, Attempt: att, Slot: slot, Command: g.Command, Env: g.Env})
+				Subtask: sub, Parallelism: g.Parallelism, Attempt: att, Slot: slot, Command: g.Command, Env: g.Env,
+				Outputs: g.Outputs, Inputs: g.Inputs})
 		}
 	}
 	return out, nil
@@ -240,6 +251,9 @@ type Report struct {
 	LeaseMs    int64             `json:"lease_ms,omitempty"`
 	Partial    bool              `json:"partial,omitempty"`
 	Executions []ExecutionStatus `json:"executions"`
+	// Partitions is every partition the executor holds (in a full report;
+	// a partial one may list some).
+	Partitions []Partition `json:"partitions,omitempty"`
 }
 
 // ExecutionStatus is one execution as an executor sees it.
@@ -253,6 +267,13 @@ type ExecutionStatus struct {
 	State       State  `json:"state"`
 	// Message explains a terminal state ("exit status 1", "lease expired").
 	Message string `json:"message,omitempty"`
+	// Bytes is, for a FINISHED task with outputs, the size of the
+	// partition it left (the files that are consumer indexes).
+	Bytes int64 `json:"bytes,omitempty"`
+	// Unavailable lists, for a task that FAILED because it could not read
+	// an input, the producer executions whose partitions it could not
+	// fetch.
+	Unavailable []string `json:"unavailable,omitempty"`
 }
 
 // UpdateResponse answers a push: the terminal executions now recorded.
