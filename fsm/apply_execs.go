@@ -46,6 +46,9 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 	which := make([]int, 0, len(c.Slots))
 	var missing error
 	s.forEachInRegion(j, c.Region, func(e *Execution) {
+		if e.State == wire.StateFinished {
+			return // kept by a restart that re-runs other subtasks
+		}
 		i, ok := assign[s.keyOf(j, e)]
 		if !ok {
 			if missing == nil {
@@ -71,6 +74,9 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 	placed := make([]Execution, 0, len(which))
 	n := 0
 	s.forEachInRegion(j, c.Region, func(e *Execution) {
+		if e.State == wire.StateFinished {
+			return
+		}
 		a := &c.Slots[which[n]]
 		n++
 		e.State = wire.StateDeploying
@@ -167,7 +173,20 @@ func (s *State) applyReport(index uint64, c *ReportExecutions) Result {
 		switch {
 		case e.State.Terminal():
 		case u.State.Terminal():
-			s.endExecution(e, u.State, c.Time, u.Message)
+			if j := s.jobs[e.Job]; u.State == wire.StateFinished && j != nil && !j.Status.Terminal() && !j.Status.ending() && hasConsumers(j, e.VertexIndex) {
+				s.trackPartition(e, u.Bytes, index)
+			}
+			st := u.State
+			if st == wire.StateFailed && len(u.Unavailable) > 0 {
+				if e.State == wire.StateCanceling {
+					// Its input was released because it is being
+					// cancelled: the cancel is what ended it.
+					st = wire.StateCanceled
+				} else {
+					s.unavailable(e, u.Unavailable, c.Time, u.Message)
+				}
+			}
+			s.endExecution(e, st, c.Time, u.Message)
 		case u.State == wire.StateRunning && e.State == wire.StateDeploying:
 			e.State = wire.StateRunning
 			e.StartTime = c.Time
@@ -191,6 +210,10 @@ func (s *State) applyFail(c *FailExecutions) Result {
 }
 
 func (s *State) applyExecutorLost(c *ExecutorLost) Result {
+	// Partitions first: a job that needed one restarts once, and the
+	// failures of its executions on the executor are then part of that
+	// restart.
+	s.losePartitions(s.partitionsOn(c.Executor), c.Time, "lost with executor "+c.Executor)
 	reason := fmt.Sprintf("executor %s lost", c.Executor)
 	for _, id := range sortedKeys(s.byExecutor[c.Executor]) {
 		if e := s.execs[id]; e != nil && !e.State.Terminal() {

@@ -53,15 +53,35 @@ func (s *State) applySubmit(index uint64, c *SubmitJob) Result {
 // attempt 0 for a new job, the next attempt on restart (next == true), whose
 // previous attempts have all ended and are dropped. The region becomes ready
 // or waiting.
+//
+// A restart limited to some subtasks (RegionState.Rerun) creates new
+// attempts of those only; the others keep their FINISHED attempt and its
+// partition.
 func (s *State) newAttempts(j *Job, ri int, next bool) {
 	cur := s.currentOf(j)
 	r := &j.Regions[ri]
+	var only map[Subtask]bool
+	if next && len(r.Rerun) > 0 {
+		only = make(map[Subtask]bool, len(r.Rerun))
+		for _, st := range r.Rerun {
+			only[st] = true
+		}
+	}
+	r.Rerun = nil
 	for _, vi := range r.Vertices {
 		v := &j.Vertices[vi]
 		vid := j.Spec.Vertices[vi].ID
 		for i := range v.Attempts {
+			if only != nil && !only[Subtask{vi, i}] {
+				continue
+			}
 			if next {
-				delete(s.execs, ExecutionID(j.ID, vid, i, v.Attempts[i]))
+				old := ExecutionID(j.ID, vid, i, v.Attempts[i])
+				if e := s.execs[old]; e != nil && e.State == wire.StateFinished {
+					v.Finished--
+				}
+				s.dropPartition(s.partitions[old])
+				delete(s.execs, old)
 				v.Attempts[i]++
 			}
 			e := &Execution{
@@ -77,7 +97,9 @@ func (s *State) newAttempts(j *Job, ri int, next bool) {
 			cur[vi][i] = e
 			s.live[regionRef{j.ID, ri}]++
 		}
-		v.Finished = 0
+		if only == nil {
+			v.Finished = 0
+		}
 	}
 	s.setRegionStatus(j, ri, RegionWaiting)
 	if s.upstreamFinished(j, ri) {
@@ -141,6 +163,7 @@ func (s *State) stopJob(j *Job, st JobStatus, msg string, now int64) {
 	s.forEachCurrent(j, func(e *Execution) {
 		s.cancelExecution(e, now)
 	})
+	s.releaseUnneeded(j)
 	s.maybeEnd(j, now)
 }
 
@@ -215,6 +238,7 @@ func (s *State) applyForget(c *ForgetJobs) Result {
 		next := 0
 		s.forEachCurrent(j, func(e *Execution) {
 			next = max(next, e.Attempt+1)
+			s.dropPartition(s.partitions[e.ID])
 			delete(s.execs, e.ID)
 		})
 		delete(s.current, id) // nothing of a terminal job is live

@@ -19,12 +19,15 @@ func TestCodecRoundTripsEveryCommand(t *testing.T) {
 		&ExecutorLost{Fenced: f, Executor: "e"},
 		&RestartRegions{Fenced: f, Job: "a"},
 		&ForgetJobs{Fenced: f, IDs: []string{"a", "b"}},
+		&ReportExecutions{Fenced: f, Executor: "e", Updates: []ReportUpdate{{ID: "a/v/0/0", State: wire.StateFinished, Bytes: 42},
+			{ID: "a/w/0/0", State: wire.StateFailed, Unavailable: []string{"a/v/0/0"}}}},
+		&LosePartitions{Fenced: f, Executor: "e", IDs: []string{"a/v/0/0"}, Reason: "gone"},
 	}
 	entry := MustEncode(cmds...)
 	got, err := Decode(entry)
 	require.NoError(t, err)
 	require.Equal(t, cmds, got)
-	for i := 1; i <= int(TypeForgetJobs); i++ {
+	for i := 1; i <= int(TypeLosePartitions); i++ {
 		require.NotEqual(t, "unknown", CommandType(i).String(), "type %d has a name", i)
 	}
 }

@@ -21,6 +21,7 @@ const (
 	TypeExecutorLost        CommandType = 7
 	TypeRestartRegions      CommandType = 8
 	TypeForgetJobs          CommandType = 9
+	TypeLosePartitions      CommandType = 10
 )
 
 func (t CommandType) String() string {
@@ -43,6 +44,8 @@ func (t CommandType) String() string {
 		return "restart-regions"
 	case TypeForgetJobs:
 		return "forget-jobs"
+	case TypeLosePartitions:
+		return "lose-partitions"
 	}
 	return "unknown"
 }
@@ -114,11 +117,16 @@ type ReportExecutions struct {
 	Updates  []ReportUpdate `codec:"u"`
 }
 
-// ReportUpdate is one execution's state as its executor reported it.
+// ReportUpdate is one execution's state as its executor reported it. Bytes
+// is, for a FINISHED producer, the size of its partition; Unavailable, for
+// a consumer that FAILED because it could not read inputs, the producer
+// executions whose partitions it could not fetch.
 type ReportUpdate struct {
-	ID      string     `codec:"id"`
-	State   wire.State `codec:"s"`
-	Message string     `codec:"m,omitempty"`
+	ID          string     `codec:"id"`
+	State       wire.State `codec:"s"`
+	Message     string     `codec:"m,omitempty"`
+	Bytes       int64      `codec:"b,omitempty"`
+	Unavailable []string   `codec:"un,omitempty"`
 }
 
 // FailExecutions fails executions placed on Executor that the leader found
@@ -157,6 +165,16 @@ type ForgetJobs struct {
 	PruneBefore int64    `codec:"prune,omitempty"`
 }
 
+// LosePartitions records that an executor no longer holds partitions the
+// state tracks on it (a report taken after they were recorded lacks them).
+// A partition a consumer still needs makes its producer run again.
+type LosePartitions struct {
+	Fenced
+	Executor string   `codec:"e"`
+	IDs      []string `codec:"ids"`
+	Reason   string   `codec:"m"`
+}
+
 // Type implementations.
 func (*EstablishLeadership) Type() CommandType { return TypeEstablishLeadership }
 func (*SubmitJob) Type() CommandType           { return TypeSubmitJob }
@@ -167,6 +185,7 @@ func (*FailExecutions) Type() CommandType      { return TypeFailExecutions }
 func (*ExecutorLost) Type() CommandType        { return TypeExecutorLost }
 func (*RestartRegions) Type() CommandType      { return TypeRestartRegions }
 func (*ForgetJobs) Type() CommandType          { return TypeForgetJobs }
+func (*LosePartitions) Type() CommandType      { return TypeLosePartitions }
 
 func (*EstablishLeadership) token() uint64 { return 0 }
 
@@ -191,6 +210,8 @@ func newCommand(t CommandType) Command {
 		return &RestartRegions{}
 	case TypeForgetJobs:
 		return &ForgetJobs{}
+	case TypeLosePartitions:
+		return &LosePartitions{}
 	}
 	return nil
 }

@@ -126,8 +126,23 @@ func (h *harness) exec(id string) Execution {
 func checkInvariants(t tb, s *State) {
 	t.Helper()
 	// The derived indexes equal a rebuild from scratch.
-	r := &State{jobs: s.jobs, execs: s.execs}
+	r := &State{jobs: s.jobs, execs: s.execs, partitions: s.partitions}
 	require.NoError(t, r.rebuildDerived(nil))
+	require.Equal(t, r.partsOn, s.partsOn, "partitions per executor")
+	// Every tracked partition is the FINISHED current attempt of a producer
+	// subtask, on the executor that ran it, of a job that runs and has a
+	// consumer region still to finish.
+	for id, p := range s.partitions {
+		require.Equal(t, id, p.ID)
+		e := s.execs[id]
+		require.NotNil(t, e, "partition %s of no execution", id)
+		require.Equal(t, wire.StateFinished, e.State, "partition %s of a %s execution", id, e.State)
+		require.Equal(t, e.Executor, p.Executor, "partition %s's executor", id)
+		j := s.jobs[p.Job]
+		require.NotNil(t, j, "partition %s of no job", id)
+		require.Same(t, e, s.current[j.ID][p.VertexIndex][p.Subtask], "partition %s is of the current attempt", id)
+		require.True(t, s.partitionNeeded(j, p), "partition %s tracked but not needed (job %s)", id, j.Status)
+	}
 	require.Equal(t, len(r.byExecutor), len(s.byExecutor), "byExecutor")
 	for ex, m := range r.byExecutor {
 		require.Len(t, s.byExecutor[ex], len(m), "byExecutor[%s]", ex)
@@ -185,4 +200,12 @@ func checkInvariants(t tb, s *State) {
 		}
 	}
 	require.Equal(t, count, len(s.execs), "executions that are no current attempt")
+	// A ready region can be placed: what it does not re-run has FINISHED.
+	for ref := range s.ready {
+		j := s.jobs[ref.job]
+		s.forEachInRegion(j, ref.region, func(e *Execution) {
+			require.True(t, e.State == wire.StateScheduled || e.State == wire.StateFinished,
+				"%s is %s in a ready region", e.ID, e.State)
+		})
+	}
 }

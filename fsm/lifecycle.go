@@ -53,6 +53,7 @@ func (s *State) endExecution(e *Execution, st wire.State, now int64, msg string)
 				}
 			}
 			s.refreshActive(j, now)
+			s.releaseUnneeded(j)
 		}
 	case RegionRestarting:
 		// The restart waits for every execution of the region to end.
@@ -81,6 +82,7 @@ func (s *State) handleFailure(j *Job, ri int, cause string, now int64) {
 	for _, r := range s.failoverScope(j, ri) {
 		s.setRegionStatus(j, r, RegionRestarting)
 		j.Regions[r].RestartAt = now + delay
+		j.Regions[r].Rerun = nil
 		s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now) })
 	}
 	s.refreshActive(j, now)

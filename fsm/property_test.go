@@ -18,6 +18,10 @@ var propertySpecs = []string{
 		"failover":"full","restart":{"strategy":"exponential-delay","initial_delay":"1s","max_delay":"4s","attempts":3}}`,
 	`{"vertices":[{"id":"v","parallelism":3,"command":["x"]}],"restart":{"strategy":"failure-rate","max_failures":2,"interval":"10s","delay":"0s"}}`,
 	`{"vertices":[{"id":"v","parallelism":1,"command":["x"]}],"restart":{"strategy":"none"}}`,
+	// Data exchange: a blocking all-to-all edge and a forward one.
+	`{"vertices":[{"id":"g","parallelism":2,"command":["x"]},{"id":"s","parallelism":2,"command":["x"],"inputs":[{"from":"g","mode":"blocking"}]},
+		{"id":"f","parallelism":2,"command":["x"],"inputs":[{"from":"s","mode":"blocking","distribution":"forward"}]}],
+		"restart":{"strategy":"fixed-delay","attempts":4,"delay":"500ms"}}`,
 }
 
 var (
@@ -30,7 +34,7 @@ var (
 // deliberately stale or ill-fitting one).
 func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 	f := func() Fenced { return Fenced{Token: *token, Time: *now} }
-	switch rapid.IntRange(0, 11).Draw(t, "kind") {
+	switch rapid.IntRange(0, 12).Draw(t, "kind") {
 	case 0:
 		return &SubmitJob{Fenced: f(), ID: rapid.SampledFrom(propertyJobs).Draw(t, "job"),
 			Spec: parseSpec(t, rapid.SampledFrom(propertySpecs).Draw(t, "spec"))}
@@ -77,7 +81,17 @@ func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 		c := &ReportExecutions{Fenced: f(), Executor: ex}
 		for _, e := range live {
 			if rapid.Bool().Draw(t, "include") {
-				c.Updates = append(c.Updates, ReportUpdate{ID: e.ID, State: rapid.SampledFrom(propertyStates).Draw(t, "state")})
+				u := ReportUpdate{ID: e.ID, State: rapid.SampledFrom(propertyStates).Draw(t, "state")}
+				switch {
+				case u.State == wire.StateFinished:
+					u.Bytes = int64(rapid.IntRange(0, 100).Draw(t, "bytes"))
+				case u.State == wire.StateFailed && rapid.Bool().Draw(t, "unavailable"):
+					// A consumer that could not fetch some partition.
+					if ps := s.Partitions(); len(ps) > 0 {
+						u.Unavailable = []string{rapid.SampledFrom(ps).Draw(t, "partition").ID}
+					}
+				}
+				c.Updates = append(c.Updates, u)
 			}
 		}
 		if rapid.IntRange(0, 4).Draw(t, "unknown") == 0 {
@@ -98,6 +112,16 @@ func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 			return &ForgetJobs{Fenced: f(), IDs: []string{rapid.SampledFrom(propertyJobs).Draw(t, "job")}}
 		}
 		return &ExecutorLost{Fenced: f(), Executor: rapid.SampledFrom(propertyExecutors).Draw(t, "executor")}
+	case 12:
+		// Partitions a report no longer shows.
+		ex := rapid.SampledFrom(propertyExecutors).Draw(t, "executor")
+		c := &LosePartitions{Fenced: f(), Executor: ex, Reason: "gone from " + ex}
+		for _, p := range s.PartitionsOn(ex) {
+			if rapid.Bool().Draw(t, "lose") {
+				c.IDs = append(c.IDs, p.ID)
+			}
+		}
+		return c
 	default:
 		*now += int64(rapid.IntRange(0, 5000).Draw(t, "tick"))
 		return &RestartRegions{Fenced: f(), Job: rapid.SampledFrom(propertyJobs).Draw(t, "job")}

@@ -16,9 +16,10 @@ import (
 
 // snapshotFormat is the version of the snapshot stream. Restore accepts every
 // version listed in the fixture tests under testdata/. Format 3 appended
-// StartTime to each execution's array (older ones decode without it); an
-// older master refuses it by number rather than misreading it.
-const snapshotFormat = 3
+// StartTime to each execution's array (older ones decode without it);
+// format 4 appends the result partitions after the tombstones. An older
+// master refuses a newer format by number rather than misreading it.
+const snapshotFormat = 4
 
 // snapshotHeader opens a snapshot stream; Jobs jobs, Execs executions and
 // (from format 2) Tombstones tombstones follow, each a msgpack value, in id
@@ -34,6 +35,8 @@ type snapshotHeader struct {
 	Execs   int    `codec:"execs"`
 	// Tombstones: format 2.
 	Tombstones int `codec:"tombs,omitempty"`
+	// Partitions: format 4.
+	Partitions int `codec:"parts,omitempty"`
 }
 
 // Capture is a point-in-time copy of the state, taken quickly under the
@@ -43,16 +46,21 @@ type Capture struct {
 	jobs   []*Job
 	execs  []Execution
 	tombs  []Tombstone
+	parts  []Partition
 }
 
 // Capture copies the state.
 func (s *State) Capture() *Capture {
 	c := &Capture{
 		header: snapshotHeader{Format: snapshotFormat, Index: s.index, Epoch: s.epoch, Leader: s.leader, Cluster: s.cluster,
-			Jobs: len(s.jobs), Execs: len(s.execs), Tombstones: len(s.forgotten)},
+			Jobs: len(s.jobs), Execs: len(s.execs), Tombstones: len(s.forgotten), Partitions: len(s.partitions)},
 		jobs:  make([]*Job, 0, len(s.jobs)),
 		execs: make([]Execution, 0, len(s.execs)),
 		tombs: make([]Tombstone, 0, len(s.forgotten)),
+		parts: make([]Partition, 0, len(s.partitions)),
+	}
+	for _, p := range s.partitions {
+		c.parts = append(c.parts, *p)
 	}
 	for _, t := range s.forgotten {
 		c.tombs = append(c.tombs, t)
@@ -98,6 +106,7 @@ func (c *Capture) encode(w io.Writer, h snapshotHeader) error {
 	sort.Slice(c.jobs, func(a, b int) bool { return c.jobs[a].ID < c.jobs[b].ID })
 	sort.Slice(c.execs, func(a, b int) bool { return c.execs[a].ID < c.execs[b].ID })
 	sort.Slice(c.tombs, func(a, b int) bool { return c.tombs[a].ID < c.tombs[b].ID })
+	sort.Slice(c.parts, func(a, b int) bool { return c.parts[a].ID < c.parts[b].ID })
 	enc := codec.NewEncoder(w, msgpackHandle)
 	if err := enc.Encode(&h); err != nil {
 		return fmt.Errorf("snapshot header: %w", err)
@@ -115,6 +124,11 @@ func (c *Capture) encode(w io.Writer, h snapshotHeader) error {
 	for i := range c.tombs {
 		if err := enc.Encode(&c.tombs[i]); err != nil {
 			return fmt.Errorf("snapshot tombstone %s: %w", c.tombs[i].ID, err)
+		}
+	}
+	for i := range c.parts {
+		if err := enc.Encode(&c.parts[i]); err != nil {
+			return fmt.Errorf("snapshot partition %s: %w", c.parts[i].ID, err)
 		}
 	}
 	return nil
@@ -173,6 +187,13 @@ func Restore(r io.Reader) (*State, error) {
 			return nil, fmt.Errorf("snapshot tombstone %d: %w", i, err)
 		}
 		s.forgotten[t.ID] = t
+	}
+	for i := 0; i < h.Partitions; i++ {
+		p := &Partition{}
+		if err := dec.Decode(p); err != nil {
+			return nil, fmt.Errorf("snapshot partition %d: %w", i, err)
+		}
+		s.partitions[p.ID] = p
 	}
 	if err := s.rebuildDerived(pointers(execs)); err != nil {
 		return nil, err
@@ -246,6 +267,12 @@ func (s *State) rebuildDerived(execs iter.Seq[*Execution]) error {
 			}
 			s.canceling[e.Executor][e.ID] = struct{}{}
 		}
+	}
+	for _, p := range s.partitions {
+		if j := s.jobs[p.Job]; j == nil || p.VertexIndex < 0 || p.VertexIndex >= len(j.Vertices) || p.Subtask < 0 || p.Subtask >= len(j.Vertices[p.VertexIndex].Attempts) {
+			return fmt.Errorf("snapshot: partition %s has no job subtask", p.ID)
+		}
+		s.indexPartition(p)
 	}
 	for _, j := range s.jobs {
 		for ri, r := range j.Regions {

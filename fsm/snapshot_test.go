@@ -40,6 +40,11 @@ func fixtureState(t *testing.T) *State {
 	h.submit("gone", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
 	h.apply(&CancelJob{Fenced: h.fenced(), ID: "gone"})
 	h.apply(&ForgetJobs{Fenced: h.fenced(), IDs: []string{"gone"}})
+	// A finished producer leaves a partition (format 4).
+	h.submit("data", `{"vertices":[{"id":"gen","parallelism":2,"command":["true"]},
+		{"id":"sum","parallelism":1,"command":["true"],"inputs":[{"from":"gen","mode":"blocking"}]}]}`)
+	h.placeAll("e3")
+	h.report("e3", ReportUpdate{ID: "data/gen/0/0", State: wire.StateFinished, Bytes: 42})
 	checkInvariants(t, h.s)
 	return h.s
 }
@@ -59,6 +64,9 @@ func dump(t *testing.T, s *State) []byte {
 	}
 	if s.cluster != "" {
 		out["cluster"] = s.cluster
+	}
+	if len(s.partitions) > 0 {
+		out["partitions"] = s.Partitions()
 	}
 	if len(s.forgotten) > 0 {
 		var tombs []Tombstone

@@ -73,6 +73,9 @@ type State struct {
 	// forgotten remembers, per forgotten job id, the attempt its next
 	// incarnation starts at, so that execution ids are never reused.
 	forgotten map[string]Tombstone
+	// partitions are the result partitions held for consumers, by producer
+	// execution id.
+	partitions map[string]*Partition
 
 	// derived
 	byExecutor map[string]map[string]*Execution // live, placed executions
@@ -90,14 +93,17 @@ type State struct {
 	// execution: walking a job's executions then builds no ids and looks
 	// nothing up.
 	current map[string][][]*Execution
+	// partsOn indexes partitions by the executor that holds them.
+	partsOn map[string]map[string]*Partition
 }
 
 // NewState returns an empty state.
 func NewState() *State {
 	s := &State{
-		jobs:      make(map[string]*Job),
-		execs:     make(map[string]*Execution),
-		forgotten: make(map[string]Tombstone),
+		jobs:       make(map[string]*Job),
+		execs:      make(map[string]*Execution),
+		forgotten:  make(map[string]Tombstone),
+		partitions: make(map[string]*Partition),
 	}
 	s.resetDerived()
 	return s
@@ -112,6 +118,7 @@ func (s *State) resetDerived() {
 	s.canceling = make(map[string]map[string]struct{})
 	s.live = make(map[regionRef]int)
 	s.current = make(map[string][][]*Execution)
+	s.partsOn = make(map[string]map[string]*Partition)
 }
 
 // currentOf returns job j's table of current executions, creating it.
@@ -202,6 +209,8 @@ func (s *State) Apply(index uint64, c Command) Result {
 		return s.applyRestart(c)
 	case *ForgetJobs:
 		return s.applyForget(c)
+	case *LosePartitions:
+		return s.applyLosePartitions(c)
 	}
 	return Result{Err: fmt.Errorf("unknown command %T", c)}
 }

@@ -91,6 +91,16 @@ type RegionState struct {
 	Status     RegionStatus `codec:"s"`
 	// RestartAt is when a restarting region may restart (unix ms).
 	RestartAt int64 `codec:"ra,omitempty"`
+	// Rerun, when set, limits a restart to these subtasks: the producers
+	// whose partitions were lost, in a region whose other subtasks' output
+	// is still there (partitions.go). Empty: every subtask restarts.
+	Rerun []Subtask `codec:"rr,omitempty" json:",omitempty"`
+}
+
+// Subtask names one subtask of a job: a vertex (by index) and its index.
+type Subtask struct {
+	Vertex int `codec:"v"`
+	Index  int `codec:"i"`
 }
 
 // RestartState is the restart strategy's bookkeeping for one job.
@@ -146,6 +156,24 @@ type Execution struct {
 // protocol's, where executors derive ids from deployed tasks.
 func ExecutionID(job, vertex string, subtask, attempt int) string {
 	return wire.ExecutionID(job, vertex, subtask, attempt)
+}
+
+// Partition is a result partition the state tracks: the output of one
+// FINISHED producer execution, the current attempt of its subtask, held by
+// the executor that ran it until no consumer region needs it any more
+// (partitions.go).
+type Partition struct {
+	// ID is the producer execution's id.
+	ID          string `codec:"id"`
+	Job         string `codec:"j"`
+	VertexIndex int    `codec:"vi"`
+	Subtask     int    `codec:"s"`
+	Attempt     int    `codec:"a"`
+	Executor    string `codec:"e"`
+	Bytes       int64  `codec:"b"`
+	// Index is the log index at which it was recorded: a report asked for
+	// before then may lack it.
+	Index uint64 `codec:"i"`
 }
 
 // Tombstone is what remains of a forgotten job: a job submitted again under

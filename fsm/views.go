@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"jobmaster/jobspec"
+	"jobmaster/wire"
 )
 
 // Views are copies: a caller may keep them while the state moves on.
@@ -151,8 +152,22 @@ func (s *State) Canceling() map[string][]string {
 	return out
 }
 
-// ExecutorsWithWork lists the executors that have live executions, in order.
-func (s *State) ExecutorsWithWork() []string { return sortedKeys(s.byExecutor) }
+// ExecutorsWithWork lists the executors that have live executions or hold
+// tracked partitions, in order: the leader keeps track of them, and
+// declares them lost when they stop answering.
+func (s *State) ExecutorsWithWork() []string {
+	if len(s.partsOn) == 0 {
+		return sortedKeys(s.byExecutor)
+	}
+	ids := make(map[string]bool, len(s.byExecutor)+len(s.partsOn))
+	for id := range s.byExecutor {
+		ids[id] = true
+	}
+	for id := range s.partsOn {
+		ids[id] = true
+	}
+	return sortedKeys(ids)
+}
 
 // UsedSlots returns, per executor, the numbers of the slots in use.
 func (s *State) UsedSlots() map[string][]int {
@@ -233,10 +248,16 @@ func (s *State) readyRegion(r regionRef) ReadyRegion {
 		index int
 	}
 	seen := make(map[gi]bool)
+	cur := s.current[j.ID]
 	for _, vi := range j.Regions[r.region].Vertices {
 		v := &j.Spec.Vertices[vi]
-		rr.Executions += v.Parallelism
 		for i := 0; i < v.Parallelism; i++ {
+			// A region that re-runs some subtasks keeps the others'
+			// FINISHED attempts: only the SCHEDULED ones need a slot.
+			if e := cur[vi][i]; e == nil || e.State != wire.StateScheduled {
+				continue
+			}
+			rr.Executions++
 			k := gi{v.SlotSharingGroup, i}
 			if seen[k] {
 				continue
@@ -282,12 +303,16 @@ func (s *State) NextRestart() int64 {
 	return next
 }
 
-// TaskSpec is what an executor needs to run an execution.
+// TaskSpec is what an executor needs to run an execution: with data
+// edges, the consumers it writes for and the producer attempts it reads (the
+// sources' executors; their addresses are the leader's to fill in).
 type TaskSpec struct {
 	Execution   Execution
 	Parallelism int
 	Command     []string
 	Env         map[string]string
+	Outputs     []wire.Output
+	Inputs      []wire.Input
 }
 
 // TaskSpec returns the deployment of a placed execution.
@@ -300,19 +325,41 @@ func (s *State) TaskSpec(id string) (TaskSpec, bool) {
 }
 
 func (s *State) taskSpec(e *Execution) TaskSpec {
-	v := &s.jobs[e.Job].Spec.Vertices[e.VertexIndex]
-	return TaskSpec{Execution: *e, Parallelism: v.Parallelism, Command: v.Command, Env: v.Env}
+	j := s.jobs[e.Job]
+	v := &j.Spec.Vertices[e.VertexIndex]
+	ts := TaskSpec{Execution: *e, Parallelism: v.Parallelism, Command: v.Command, Env: v.Env}
+	ts.Outputs, ts.Inputs = s.dataEdges(j, e.VertexIndex)
+	return ts
 }
 
 // TaskSpecs returns the deployments of placed executions (Placed of a
-// place-region result).
+// place-region result). The executions of one vertex share its outputs and
+// inputs (read them, do not change them).
 func (s *State) TaskSpecs(placed []Execution) []TaskSpec {
+	type edges struct {
+		outputs []wire.Output
+		inputs  []wire.Input
+	}
+	type vertex struct {
+		job string
+		vi  int
+	}
+	memo := make(map[vertex]edges)
 	out := make([]TaskSpec, 0, len(placed))
 	for i := range placed {
-		if j := s.jobs[placed[i].Job]; j != nil {
-			v := &j.Spec.Vertices[placed[i].VertexIndex]
-			out = append(out, TaskSpec{Execution: placed[i], Parallelism: v.Parallelism, Command: v.Command, Env: v.Env})
+		j := s.jobs[placed[i].Job]
+		if j == nil {
+			continue
 		}
+		vi := placed[i].VertexIndex
+		v := &j.Spec.Vertices[vi]
+		ed, ok := memo[vertex{j.ID, vi}]
+		if !ok {
+			ed.outputs, ed.inputs = s.dataEdges(j, vi)
+			memo[vertex{j.ID, vi}] = ed
+		}
+		out = append(out, TaskSpec{Execution: placed[i], Parallelism: v.Parallelism, Command: v.Command, Env: v.Env,
+			Outputs: ed.outputs, Inputs: ed.inputs})
 	}
 	return out
 }

@@ -216,6 +216,17 @@ func (s *Spec) Normalize() error {
 			default:
 				return fieldErr(f+".mode", "must be %q or %q, got %q", ModePipelined, ModeBlocking, in.Mode)
 			}
+			switch in.Distribution {
+			case "", DistributionAllToAll:
+				in.Distribution = ""
+			case DistributionForward:
+				if p := s.Vertices[index[in.From]].Parallelism; p != v.Parallelism {
+					return fieldErr(f+".distribution", "a forward edge needs equal parallelism on both sides: %q has %d, %q has %d",
+						in.From, p, v.ID, v.Parallelism)
+				}
+			default:
+				return fieldErr(f+".distribution", "must be %q or %q, got %q", DistributionAllToAll, DistributionForward, in.Distribution)
+			}
 		}
 		if len(v.Inputs) == 0 {
 			v.Inputs = nil

@@ -20,6 +20,15 @@ const (
 	ModeBlocking  = "blocking"
 )
 
+// Edge distributions: which producer subtasks' output a consumer subtask
+// reads. All-to-all (the default): subtask j of the consumer reads what every
+// producer subtask wrote for j. Forward: subtask j reads only what producer
+// subtask j wrote for it; both sides have the same parallelism.
+const (
+	DistributionAllToAll = "all-to-all"
+	DistributionForward  = "forward"
+)
+
 // Failover scopes.
 const (
 	FailoverRegion = "region"
@@ -59,10 +68,16 @@ type Vertex struct {
 }
 
 // Input is an edge from the vertex named From into the vertex that lists it.
+// A normalized Input leaves Distribution empty for all-to-all, the default,
+// so that specs from before distributions existed stay equal to new ones.
 type Input struct {
-	From string `json:"from"`
-	Mode string `json:"mode,omitempty"`
+	From         string `json:"from"`
+	Mode         string `json:"mode,omitempty"`
+	Distribution string `json:"distribution,omitempty"`
 }
+
+// Forward reports whether the edge's distribution is forward.
+func (in Input) Forward() bool { return in.Distribution == DistributionForward }
 
 // Restart is a restart strategy with its parameters. Which fields apply
 // depends on Strategy; see docs/configuration.md for each default.

@@ -91,6 +91,9 @@ func TestParseErrors(t *testing.T) {
 			{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"a"}]},
 			{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]}]}`, "vertices: the job graph has a cycle"},
 		{"bad mode", v(`,{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"a","mode":"push"}]}`), `vertices[1].inputs[0].mode`},
+		{"bad distribution", v(`,{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"a","distribution":"hash"}]}`), `vertices[1].inputs[0].distribution: must be "all-to-all" or "forward", got "hash"`},
+		{"forward with unequal parallelism", v(`,{"id":"b","parallelism":2,"command":["x"],"inputs":[{"from":"a","distribution":"forward"}]}`),
+			`vertices[1].inputs[0].distribution: a forward edge needs equal parallelism on both sides: "a" has 1, "b" has 2`},
 		{"reserved env", `{"vertices":[{"id":"a","parallelism":1,"command":["x"],"env":{"JOBMASTER_JOB_ID":"x"}}]}`, "JOBMASTER_ variables"},
 		{"bad failover", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"failover":"some"}`, "failover: must be"},
 		{"bad strategy", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"sometimes"}}`, `restart.strategy: unknown strategy "sometimes"`},
@@ -126,4 +129,22 @@ func TestDurationJSONRoundTrip(t *testing.T) {
 	var d Duration
 	require.NoError(t, d.UnmarshalJSON(b))
 	require.Equal(t, Duration(1500*time.Millisecond), d)
+}
+
+// TestDistributionNormalized: all-to-all, given or not, is the same spec;
+// forward stays.
+func TestDistributionNormalized(t *testing.T) {
+	spec := func(dist string) *Spec {
+		in := `{"from":"a"}`
+		if dist != "" {
+			in = `{"from":"a","distribution":"` + dist + `"}`
+		}
+		s, err := Parse([]byte(`{"vertices":[{"id":"a","parallelism":2,"command":["x"]},{"id":"b","parallelism":2,"command":["x"],"inputs":[` + in + `]}]}`))
+		require.NoError(t, err)
+		return s
+	}
+	require.Equal(t, spec(""), spec("all-to-all"))
+	require.True(t, spec("forward").Vertices[1].Inputs[0].Forward())
+	require.False(t, spec("").Vertices[1].Inputs[0].Forward())
+	require.NotEqual(t, spec(""), spec("forward"))
 }

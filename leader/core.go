@@ -72,9 +72,10 @@ func (c *Core) fenced(now time.Time) fsm.Fenced {
 type Ready struct {
 	// Propose is the commands to commit, in one batch.
 	Propose []fsm.Command
-	// Cancel and Deploy are the requests to send to executors.
-	Cancel []Cancel
-	Deploy []Deploy
+	// Cancel, Deploy and Release are the requests to send to executors.
+	Cancel  []Cancel
+	Deploy  []Deploy
+	Release []Release
 	// Executor is the executor a report came from, and Ack the terminal
 	// executions it may forget.
 	Executor string
@@ -93,11 +94,17 @@ type Ready struct {
 
 // Empty reports whether r asks for nothing.
 func (r *Ready) Empty() bool {
-	return len(r.Propose)+len(r.Cancel)+len(r.Deploy)+len(r.Ack)+len(r.Changes)+len(r.Events) == 0 && !r.Kick
+	return len(r.Propose)+len(r.Cancel)+len(r.Deploy)+len(r.Release)+len(r.Ack)+len(r.Changes)+len(r.Events) == 0 && !r.Kick
 }
 
 // Cancel asks an executor to stop executions.
 type Cancel struct {
+	Executor string
+	IDs      []string
+}
+
+// Release asks an executor to delete partitions nobody needs.
+type Release struct {
 	Executor string
 	IDs      []string
 }
@@ -158,6 +165,8 @@ func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
 			}
 		case *fsm.ExecutorLost:
 			r.event(slog.LevelWarn, "executor lost: its executions failed", "executor", cmd.Executor)
+		case *fsm.LosePartitions:
+			r.event(slog.LevelWarn, "partitions lost", "executor", cmd.Executor, "ids", cmd.IDs, "reason", cmd.Reason)
 		}
 	}
 	r.Propose = nil

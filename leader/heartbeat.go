@@ -99,7 +99,7 @@ func (c *Core) HeartbeatAnswered(read Reader, h Heartbeat, rep *wire.Report, now
 	x.lease = lease
 	c.mu.Unlock()
 
-	r := c.report(read, h.Executor, rep.Executions, h.Base, h.Sent, now, false)
+	r := c.report(read, h.Executor, rep.Executions, rep.Partitions, h.Base, h.Sent, now, false)
 	if change != nil {
 		r.Changes = append([]Change{*change}, r.Changes...)
 	}

@@ -11,18 +11,21 @@ import (
 )
 
 // Partial handles a partial report received at now: a push of state
-// changes, or the answer to a deploy. Only the executions it names are
-// compared, so nothing can be missing from it.
-func (c *Core) Partial(read Reader, executor string, reported []wire.ExecutionStatus, now time.Time) Ready {
-	return c.report(read, executor, reported, 0, now, now, true)
+// changes (with the partitions it lists, if any), or the answer to a
+// deploy. Only the executions it names are compared, so nothing can be
+// missing from it.
+func (c *Core) Partial(read Reader, executor string, reported []wire.ExecutionStatus, partitions []wire.Partition, now time.Time) Ready {
+	return c.report(read, executor, reported, partitions, 0, now, now, true)
 }
 
 // report reconciles a report taken at asOf (with the state at index base
-// then) against the executions expected on the executor, and turns the
-// verdicts into a Ready: the commands recording it, the cancels of unknown
-// and cancelling executions, the redeployments of pending ones, the acks.
-func (c *Core) report(read Reader, executor string, reported []wire.ExecutionStatus, base uint64, asOf, now time.Time, partial bool) Ready {
+// then) against the executions and partitions expected on the executor,
+// and turns the verdicts into a Ready: the commands recording it, the
+// cancels of unknown and cancelling executions, the redeployments of
+// pending ones, the releases of partitions nobody needs, the acks.
+func (c *Core) report(read Reader, executor string, reported []wire.ExecutionStatus, partitions []wire.Partition, base uint64, asOf, now time.Time, partial bool) Ready {
 	r := Ready{Executor: executor}
+	c.reportPartitions(read, &r, executor, partitions, base, now, partial)
 	var expected []fsm.Execution
 	if partial {
 		ids := make([]string, len(reported))
@@ -41,7 +44,7 @@ func (c *Core) report(read Reader, executor string, reported []wire.ExecutionSta
 		return r
 	}
 	r.Ack = res.Ack
-	r.Propose = reconcile.Commands(executor, res, c.token, now.UnixMilli(), c.cfg.AckDeadline)
+	r.Propose = append(reconcile.Commands(executor, res, c.token, now.UnixMilli(), c.cfg.AckDeadline), r.Propose...)
 	r.kickOnCommit = len(r.Propose) > 0
 	if len(res.Cancel) > 0 {
 		r.event(slog.LevelInfo, "cancelling executions", "executor", executor, "ids", res.Cancel)
@@ -61,6 +64,29 @@ func (c *Core) report(read Reader, executor string, reported []wire.ExecutionSta
 		}
 	}
 	return r
+}
+
+// reportPartitions reconciles the partitions a report lists (every one the
+// executor holds, for a full report) against those the state tracks there:
+// it adds to r the releases of untracked ones and the lose-partitions
+// command for tracked ones the executor no longer holds.
+func (c *Core) reportPartitions(read Reader, r *Ready, executor string, partitions []wire.Partition, base uint64, now time.Time, partial bool) {
+	if partial && len(partitions) == 0 {
+		return
+	}
+	var res reconcile.PartitionResult
+	read(func(st *fsm.State) {
+		res = reconcile.Partitions(reconcile.PartitionInput{Tracked: st.PartitionsOn(executor), Reported: partitions,
+			Partial: partial, BaseIndex: base, ProducerLive: st.ProducerLive})
+	})
+	if len(res.Release) > 0 {
+		r.Release = append(r.Release, Release{Executor: executor, IDs: res.Release})
+	}
+	if len(res.Lost) > 0 {
+		r.Propose = append(r.Propose, &fsm.LosePartitions{Fenced: c.fenced(now), Executor: executor, IDs: res.Lost,
+			Reason: "no longer held by executor " + executor})
+		r.kickOnCommit = true
+	}
 }
 
 // Cancels returns a cancel for every execution the state has just marked

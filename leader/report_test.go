@@ -23,7 +23,7 @@ func TestDeployCancelAck(t *testing.T) {
 	id := deploys[0].Tasks[0].Execution.ID
 
 	// The deploy's answer acknowledges the deployment.
-	r := w.core.Partial(w.read, "e1", []wire.ExecutionStatus{{ExecutionID: id, State: wire.StateRunning}}, t0)
+	r := w.core.Partial(w.read, "e1", []wire.ExecutionStatus{{ExecutionID: id, State: wire.StateRunning}}, nil, t0)
 	if len(r.Propose) != 1 {
 		t.Fatalf("answer: proposed %v, want the report recorded", r.Propose)
 	}

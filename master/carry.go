@@ -40,6 +40,9 @@ func (t *tracker) carry(r leader.Ready, wait bool) []string {
 	for _, d := range r.Deploy {
 		t.do(wait, func() { t.core.QueueAcks(d.Executor, t.sendDeploy(d)) })
 	}
+	for _, x := range r.Release {
+		t.do(wait, func() { t.sendRelease(x) })
+	}
 	return r.Ack
 }
 
@@ -86,7 +89,7 @@ func (t *tracker) heartbeat(id string) {
 // push carries out an executor's push of state changes and returns the acks
 // for its answer.
 func (t *tracker) push(rep *wire.Report) []string {
-	return t.carry(t.core.Partial(t.read, rep.Executor, rep.Executions, t.m.cfg.Now()), true)
+	return t.carry(t.core.Partial(t.read, rep.Executor, rep.Executions, rep.Partitions, t.m.cfg.Now()), true)
 }
 
 // sendDeploy deploys tasks on an executor; its answer acknowledges them,
@@ -97,10 +100,20 @@ func (t *tracker) sendDeploy(d leader.Deploy) []string {
 		return nil
 	}
 	wt := make([]wire.Task, len(d.Tasks))
+	addressed := make(map[*wire.Input][]wire.Input) // the tasks of a vertex share their inputs
 	for i, ts := range d.Tasks {
 		e := &ts.Execution
 		wt[i] = wire.Task{ExecutionID: e.ID, JobID: e.Job, Vertex: e.Vertex, Subtask: e.Subtask,
-			Parallelism: ts.Parallelism, Attempt: e.Attempt, Slot: e.Slot, Command: ts.Command, Env: ts.Env}
+			Parallelism: ts.Parallelism, Attempt: e.Attempt, Slot: e.Slot, Command: ts.Command, Env: ts.Env,
+			Outputs: ts.Outputs}
+		if len(ts.Inputs) > 0 {
+			in, ok := addressed[&ts.Inputs[0]]
+			if !ok {
+				in = t.addressInputs(ts.Inputs)
+				addressed[&ts.Inputs[0]] = in
+			}
+			wt[i].Inputs = in
+		}
 	}
 	req := wire.NewDeployRequest(t.leader(), wt)
 	var resp wire.DeployResponse
@@ -108,7 +121,35 @@ func (t *tracker) sendDeploy(d leader.Deploy) []string {
 		t.m.log.Warn("deploy failed; the reconciler retries it", "executor", d.Executor, "tasks", len(d.Tasks), "redeploy", d.Redeploy, "err", err)
 		return nil
 	}
-	return t.carry(t.core.Partial(t.read, d.Executor, resp.Executions, t.m.cfg.Now()), true)
+	return t.carry(t.core.Partial(t.read, d.Executor, resp.Executions, nil, t.m.cfg.Now()), true)
+}
+
+// addressInputs fills in the HTTP address of each source's executor, from
+// the executor table: the consumer's executor fetches from there. A source
+// whose executor the table does not know keeps an empty address, and its
+// fetch fails as unavailable.
+func (t *tracker) addressInputs(inputs []wire.Input) []wire.Input {
+	out := make([]wire.Input, len(inputs))
+	for i, in := range inputs {
+		in.Sources = append([]wire.Source(nil), in.Sources...)
+		for k := range in.Sources {
+			in.Sources[k].Addr = t.core.Addr(in.Sources[k].Executor)
+		}
+		out[i] = in
+	}
+	return out
+}
+
+// sendRelease asks an executor to delete partitions nobody needs.
+func (t *tracker) sendRelease(x leader.Release) {
+	addr := t.core.Addr(x.Executor)
+	if addr == "" {
+		return
+	}
+	err := postJSON(t.s.ctx, t.m.client, addr, wire.PathRelease, wire.ReleaseRequest{Leader: t.leader(), IDs: x.IDs}, nil, t.m.cfg.CancelRPCTimeout)
+	if err != nil {
+		t.m.log.Debug("release failed; the next report repeats it", "executor", x.Executor, "err", err)
+	}
 }
 
 // sendCancel asks an executor to stop executions.

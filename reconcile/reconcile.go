@@ -92,7 +92,7 @@ func Reconcile(in Input) Result {
 		case !ok:
 			out.Cancel = append(out.Cancel, r.ExecutionID)
 		case st.Terminal():
-			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st, Message: r.Message})
+			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st, Message: r.Message, Bytes: r.Bytes, Unavailable: r.Unavailable})
 		case !e.Deployed || (st == wire.StateRunning && e.State == wire.StateDeploying):
 			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st})
 			if e.State == wire.StateCanceling {
@@ -149,4 +149,61 @@ func Commands(executor string, r Result, token uint64, now int64, ackDeadline ti
 			Reason: fmt.Sprintf("deployment to executor %s not acknowledged within %s", executor, ackDeadline)})
 	}
 	return cmds
+}
+
+// PartitionInput is an executor's report of the partitions it holds, and
+// what the leader tracks there.
+type PartitionInput struct {
+	// Tracked is the partitions the state tracks on the executor.
+	Tracked []fsm.Partition
+	// Reported is what the executor said it holds.
+	Reported []wire.Partition
+	// Partial is set for a push, which need not list every partition.
+	Partial bool
+	// BaseIndex is the state's applied index when the report was asked for.
+	BaseIndex uint64
+	// ProducerLive reports whether an execution has not ended in the state:
+	// a partition of it is in flight (its FINISHED is not recorded yet).
+	ProducerLive func(id string) bool
+}
+
+// PartitionResult is what to do about the partitions of one report.
+type PartitionResult struct {
+	// Release is the partitions the executor holds that nobody needs: the
+	// state does not track them (released, superseded, or of a forgotten
+	// job). The executor deletes them; the request repeats with every report
+	// that still shows them.
+	Release []string
+	// Lost is the tracked partitions a full report asked for after they were
+	// recorded lacks: the executor no longer holds them (lose-partitions).
+	Lost []string
+}
+
+// Partitions reconciles the partitions of one report (the rules on
+// partitions, in docs/architecture.md): one the leader does not track is
+// released, unless its producer has not ended in the state; one it tracks
+// that a full report lacks is lost, unless it was recorded after the
+// report was asked for.
+func Partitions(in PartitionInput) PartitionResult {
+	var out PartitionResult
+	tracked := make(map[string]bool, len(in.Tracked))
+	for _, p := range in.Tracked {
+		tracked[p.ID] = true
+	}
+	reported := make(map[string]bool, len(in.Reported))
+	for _, p := range in.Reported {
+		reported[p.ID] = true
+		if !tracked[p.ID] && (in.ProducerLive == nil || !in.ProducerLive(p.ID)) {
+			out.Release = append(out.Release, p.ID)
+		}
+	}
+	if in.Partial {
+		return out
+	}
+	for _, p := range in.Tracked {
+		if !reported[p.ID] && p.Index <= in.BaseIndex {
+			out.Lost = append(out.Lost, p.ID)
+		}
+	}
+	return out
 }

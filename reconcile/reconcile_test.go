@@ -88,3 +88,35 @@ func TestCommands(t *testing.T) {
 	require.Contains(t, cmds[2].(*fsm.FailExecutions).Reason, "not acknowledged within 10s")
 	require.Empty(t, Commands("e1", Result{Cancel: []string{"x"}}, 7, 99, time.Second))
 }
+
+func TestPartitions(t *testing.T) {
+	tracked := []fsm.Partition{{ID: "j/g/0/0", Index: 5}, {ID: "j/g/1/0", Index: 9}}
+	live := func(id string) bool { return id == "j/g/2/0" }
+	rep := func(ids ...string) []wire.Partition {
+		var out []wire.Partition
+		for _, id := range ids {
+			out = append(out, wire.Partition{ID: id})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name          string
+		reported      []wire.Partition
+		partial       bool
+		base          uint64
+		release, lost []string
+	}{
+		{"all there", rep("j/g/0/0", "j/g/1/0"), false, 9, nil, nil},
+		{"one gone", rep("j/g/1/0"), false, 9, nil, []string{"j/g/0/0"}},
+		{"recorded after the report was asked for", rep(), false, 6, nil, []string{"j/g/0/0"}},
+		{"untracked: released", rep("j/g/0/0", "j/g/1/0", "old/g/0/0"), false, 9, []string{"old/g/0/0"}, nil},
+		{"producer not ended yet: in flight", rep("j/g/0/0", "j/g/1/0", "j/g/2/0"), false, 9, nil, nil},
+		{"partial: nothing lost", rep("x/g/0/0"), true, 9, []string{"x/g/0/0"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Partitions(PartitionInput{Tracked: tracked, Reported: c.reported, Partial: c.partial, BaseIndex: c.base, ProducerLive: live})
+			require.Equal(t, c.release, got.Release, "release")
+			require.Equal(t, c.lost, got.Lost, "lost")
+		})
+	}
+}

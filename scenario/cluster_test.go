@@ -190,6 +190,11 @@ func (c *cluster) carry(core *leader.Core, r leader.Ready) []string {
 	for _, d := range r.Deploy {
 		c.sendDeploy(d, core.Token())
 	}
+	for _, x := range r.Release {
+		if e := c.execs[x.Executor]; e != nil {
+			c.releaseOn(e, x.IDs, core.Token())
+		}
+	}
 	return r.Ack
 }
 
@@ -272,7 +277,7 @@ func (c *cluster) sendDeploy(d leader.Deploy, token uint64) {
 	ids := make([]string, 0, len(d.Tasks))
 	for _, ts := range d.Tasks {
 		x := &ts.Execution
-		e.post(deployMsg{id: x.ID, token: token, placed: x.DeployTime, index: x.DeployIndex})
+		e.post(deployMsg{id: x.ID, token: token, placed: x.DeployTime, index: x.DeployIndex, outputs: len(ts.Outputs) > 0, inputs: ts.Inputs})
 		ids = append(ids, x.ID)
 	}
 	verb := "deploy"
@@ -280,6 +285,28 @@ func (c *cluster) sendDeploy(d leader.Deploy, token uint64) {
 		verb = "redeploy"
 	}
 	c.out.printf("%s %s %s", verb, e.id, strings.Join(ids, " "))
+	// What the consumers read, once per vertex: the attempts the state
+	// names, on their executors.
+	shown := map[string]bool{}
+	for _, ts := range d.Tasks {
+		x := &ts.Execution
+		key := x.Job + "/" + x.Vertex
+		for _, in := range ts.Inputs {
+			if in.Mode != wire.ModeBlocking || shown[key+"<"+in.Vertex] {
+				continue
+			}
+			shown[key+"<"+in.Vertex] = true
+			srcs := make([]string, len(in.Sources))
+			for i, s := range in.Sources {
+				srcs[i] = s.Execution + " on " + s.Executor
+			}
+			dist := ""
+			if in.Forward {
+				dist = " (forward)"
+			}
+			c.out.printf("  %s reads %s%s: %s", key, in.Vertex, dist, strings.Join(srcs, ", "))
+		}
+	}
 }
 
 // post puts a deploy request in flight; a request of the same leader for an
@@ -367,7 +394,13 @@ func (c *cluster) deliverRequest(e *simExecutor, msgs []deployMsg) {
 		if t, ok := e.held[m.id]; ok {
 			already = append(already, m.id+" "+string(t.state))
 		} else {
-			e.held[m.id] = &task{id: m.id, placed: m.index, state: wire.StateRunning}
+			t := &task{id: m.id, placed: m.index, state: wire.StateRunning, outputs: m.outputs}
+			if missing := c.fetchInputs(e, m); len(missing) > 0 {
+				t.state, t.unavailable = wire.StateFailed, missing
+				t.message = "input unavailable: " + strings.Join(missing, " ")
+				c.out.printf("%s cannot fetch %s for %s", e.id, strings.Join(missing, " "), m.id)
+			}
+			e.held[m.id] = t
 			started = append(started, m.id)
 		}
 		answer = append(answer, e.statusOf(m.id))
@@ -388,7 +421,7 @@ func (c *cluster) deliverRequest(e *simExecutor, msgs []deployMsg) {
 	if err != nil {
 		return
 	}
-	core.QueueAcks(e.id, c.carry(core, core.Partial(c.read, e.id, answer, c.now)))
+	core.QueueAcks(e.id, c.carry(core, core.Partial(c.read, e.id, answer, nil, c.now)))
 }
 
 // sendHeartbeat sends a heartbeat of the leader with this token to e, with
@@ -466,6 +499,45 @@ func (c *cluster) heartbeat(e *simExecutor, token uint64) error {
 	e.answers = e.answers[:len(e.answers)-1]
 	c.receiveHeartbeat(e, a, false)
 	return nil
+}
+
+// fetchInputs is a consumer's executor fetching the blocking inputs of the
+// task m deploys, before the task starts: it returns the sources it could
+// not fetch (their executor down or frozen, or not holding the partition).
+// Pipelined inputs stream from producers that run beside it; the simulation
+// does not follow their bytes.
+func (c *cluster) fetchInputs(e *simExecutor, m deployMsg) []string {
+	sub := mustExecutionName(m.id).subtask
+	var missing []string
+	for _, in := range m.inputs {
+		if in.Mode != wire.ModeBlocking {
+			continue
+		}
+		for _, src := range in.Sources {
+			if in.Forward && src.Subtask != sub {
+				continue
+			}
+			c.inv.checkSource(c, m.id, src)
+			holder := c.execs[src.Executor]
+			if holder == nil || holder.status != up || !holder.parts[src.Execution] {
+				missing = append(missing, src.Execution)
+			}
+		}
+	}
+	return missing
+}
+
+// releaseOn asks e to delete partitions nobody needs.
+func (c *cluster) releaseOn(e *simExecutor, ids []string, token uint64) {
+	what := "release " + e.id + " " + strings.Join(ids, " ")
+	if !c.reachable(e, what, token) {
+		return
+	}
+	c.inv.checkRelease(c, e, ids)
+	c.out.printf("%s", what)
+	for _, id := range ids {
+		delete(e.parts, id)
+	}
 }
 
 func (c *cluster) reachable(e *simExecutor, what string, token uint64) bool {

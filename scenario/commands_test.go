@@ -37,6 +37,7 @@ func init() {
 		"kill-executor":     cmdKill,
 		"restart-executor":  cmdRestartExecutor,
 		"freeze-executor":   cmdFreeze,
+		"drop-partition":    cmdDropPartition,
 		"thaw-executor":     cmdThaw,
 		"mute-executor":     cmdMute,
 		"unmute-executor":   cmdUnmute,
@@ -420,10 +421,36 @@ func cmdExit(c *cluster, cmd command) error {
 		t.state, t.message = wire.StateCanceled, ""
 	case code == 0:
 		t.state = wire.StateFinished
+		if t.outputs {
+			e.parts[t.id] = true
+		}
 	default:
 		t.state, t.message = wire.StateFailed, fmt.Sprintf("exit status %d", code)
 	}
 	c.out.printf("%s: %s %s", e.id, t.id, t.state)
+	return nil
+}
+
+// drop-partition e1 <execution id>: the partition's files are deleted
+// behind the executor's back (a disk replaced, a cleanup gone wrong).
+func cmdDropPartition(c *cluster, cmd command) error {
+	eid, err := cmd.arg(0)
+	if err != nil {
+		return err
+	}
+	e, err := c.executor(eid)
+	if err != nil {
+		return err
+	}
+	id, err := cmd.arg(1)
+	if err != nil {
+		return err
+	}
+	if !e.parts[id] {
+		return fmt.Errorf("%s holds no partition %s", eid, id)
+	}
+	delete(e.parts, id)
+	c.out.printf("%s no longer holds partition %s", eid, id)
 	return nil
 }
 

@@ -35,6 +35,9 @@ type simExecutor struct {
 	id     string
 	slots  int
 	status executorStatus
+	// parts: the partitions the executor holds (on disk: they survive a
+	// restart of the process), by producer execution id.
+	parts map[string]bool
 	// held: every execution the executor holds, live or terminal and not yet
 	// acknowledged.
 	held map[string]*task
@@ -78,6 +81,12 @@ type task struct {
 	// hang: the task ignores the cancel's SIGTERM, so it stays CANCELING
 	// until it exits.
 	hang bool
+	// outputs: the task's vertex has consumers: exiting 0 leaves a
+	// partition.
+	outputs bool
+	// unavailable: the producer executions whose partitions it could not
+	// fetch (it FAILED for them).
+	unavailable []string
 }
 
 // deployMsg is a deploy request in flight.
@@ -88,6 +97,9 @@ type deployMsg struct {
 	// FSM.
 	placed int64
 	index  uint64
+	// outputs and inputs: the task's data edges.
+	outputs bool
+	inputs  []wire.Input
 }
 
 // heartbeatAnswer is an executor's report in flight to the leader that asked
@@ -99,7 +111,7 @@ type heartbeatAnswer struct {
 }
 
 func newSimExecutor(id string, slots int, lease time.Duration, now time.Time) *simExecutor {
-	return &simExecutor{id: id, slots: slots, lease: lease, lastHeartbeat: now, held: map[string]*task{}}
+	return &simExecutor{id: id, slots: slots, lease: lease, lastHeartbeat: now, held: map[string]*task{}, parts: map[string]bool{}}
 }
 
 // heldIDs lists the held executions in id order.
@@ -130,12 +142,25 @@ func (e *simExecutor) report() wire.Report {
 	for _, id := range e.heldIDs() {
 		rep.Executions = append(rep.Executions, e.statusOf(id))
 	}
+	for _, id := range e.partIDs() {
+		rep.Partitions = append(rep.Partitions, wire.Partition{ID: id})
+	}
 	return rep
+}
+
+// partIDs lists the partitions held, in id order.
+func (e *simExecutor) partIDs() []string {
+	ids := make([]string, 0, len(e.parts))
+	for id := range e.parts {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 func (e *simExecutor) statusOf(id string) wire.ExecutionStatus {
 	t := e.held[id]
-	st := wire.ExecutionStatus{ExecutionID: id, State: t.state, Message: t.message}
+	st := wire.ExecutionStatus{ExecutionID: id, State: t.state, Message: t.message, Unavailable: t.unavailable}
 	if p, ok := parseExecutionID(id); ok {
 		st.JobID, st.Vertex, st.Subtask, st.Attempt = p.job, p.vertex, p.subtask, p.attempt
 	}

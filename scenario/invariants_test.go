@@ -241,6 +241,44 @@ func (v *invariants) checkRecord(c *cluster, e *simExecutor, record []fsm.Report
 	}
 }
 
+// checkSource checks, as a consumer's executor fetches an input of
+// execution id, that the source is what the state names: the current
+// attempt of that producer subtask, FINISHED, on that executor. A consumer
+// reads only the output of the attempt the replicated state names.
+func (v *invariants) checkSource(c *cluster, id string, src wire.Source) {
+	p, ok := c.state.Execution(src.Execution)
+	if !ok {
+		v.violate(c, "%s reads %s, which the state does not have", id, src.Execution)
+		return
+	}
+	if p.State != wire.StateFinished || p.Executor != src.Executor {
+		v.violate(c, "%s reads %s from %s, which the state has %s on %q", id, src.Execution, src.Executor, p.State, p.Executor)
+	}
+	j, _ := c.state.Job(p.Job)
+	for _, vx := range j.Vertices {
+		for _, e := range vx.Subtasks {
+			if e.Vertex == p.Vertex && e.Subtask == p.Subtask && e.ID != p.ID {
+				v.violate(c, "%s reads %s, not the current attempt %s", id, src.Execution, e.ID)
+			}
+		}
+	}
+}
+
+// checkRelease checks, as an executor is told to delete partitions, that
+// the state does not track any of them there: no partition a consumer
+// still needs is deleted.
+func (v *invariants) checkRelease(c *cluster, e *simExecutor, ids []string) {
+	tracked := map[string]bool{}
+	for _, p := range c.state.PartitionsOn(e.id) {
+		tracked[p.ID] = true
+	}
+	for _, id := range ids {
+		if tracked[id] {
+			v.violate(c, "%s told to delete partition %s, which the state tracks", e.id, id)
+		}
+	}
+}
+
 // checkLoss checks, as executor-lost for e is committed, that e, if it has a
 // lease and is up (not paused), has stopped its tasks: its lease has run
 // out, as the executor timeout, longer than the lease, promises.

@@ -42,6 +42,8 @@ func describe(cmd fsm.Command, r fsm.Result) string {
 		s = "restart " + c.Job
 	case *fsm.ForgetJobs:
 		s = "forget " + strings.Join(c.IDs, " ")
+	case *fsm.LosePartitions:
+		s = fmt.Sprintf("lose-partitions %s %s: %s", c.Executor, strings.Join(c.IDs, " "), c.Reason)
 	default:
 		s = fmt.Sprintf("%T", cmd)
 	}
@@ -154,6 +156,9 @@ func (c *cluster) printExecutor(e *simExecutor) {
 			s += " (" + t.message + ")"
 		}
 		c.out.printf("%s", s)
+	}
+	if len(e.parts) > 0 {
+		c.out.printf("  partitions: %s", strings.Join(e.partIDs(), " "))
 	}
 	for _, m := range e.inbox {
 		c.out.printf("  in flight to %s: deploy %s (token %d)", e.id, m.id, m.token)

@@ -295,9 +295,16 @@ func (p *propRun) tick() {
 func (p *propRun) fault() {
 	kind := rapid.SampledFrom([]string{
 		"kill-executor", "restart-executor", "freeze-executor", "thaw-executor",
-		"mute-executor", "unmute-executor", "drop",
+		"mute-executor", "unmute-executor", "drop", "drop-partition",
 	}).Draw(p.t, "fault")
-	p.do(kind + " " + rapid.SampledFrom(propExecutors).Draw(p.t, "executor"))
+	ex := rapid.SampledFrom(propExecutors).Draw(p.t, "executor")
+	if kind == "drop-partition" {
+		if ids := p.c.execs[ex].partIDs(); len(ids) > 0 {
+			p.do("drop-partition " + ex + " " + rapid.SampledFrom(ids).Draw(p.t, "partition"))
+		}
+		return
+	}
+	p.do(kind + " " + ex)
 }
 
 func (p *propRun) establish() {
@@ -393,11 +400,11 @@ func (p *propRun) quiet() bool {
 	}
 	for _, id := range propExecutors {
 		e := p.c.execs[id]
-		if len(e.held) > 0 || len(e.inbox) > 0 || len(e.answers) > 0 {
+		if len(e.held) > 0 || len(e.inbox) > 0 || len(e.answers) > 0 || len(e.parts) > 0 {
 			return false
 		}
 	}
-	return true
+	return p.c.state.NumPartitions() == 0
 }
 
 // genSpec draws a small job spec: up to three vertices with pipelined or
@@ -405,8 +412,9 @@ func (p *propRun) quiet() bool {
 // one of the restart strategies and failover scopes.
 func genSpec(t *rapid.T) string {
 	type input struct {
-		From string `json:"from"`
-		Mode string `json:"mode"`
+		From         string `json:"from"`
+		Mode         string `json:"mode"`
+		Distribution string `json:"distribution,omitempty"`
 	}
 	type vertex struct {
 		ID          string   `json:"id"`
@@ -420,10 +428,12 @@ func genSpec(t *rapid.T) string {
 	for i := 0; i < n; i++ {
 		v := vertex{ID: fmt.Sprintf("v%d", i), Parallelism: rapid.IntRange(1, 3).Draw(t, "parallelism"), Command: []string{"run"}}
 		if i > 0 && rapid.Bool().Draw(t, "has input") {
-			v.Inputs = []input{{
-				From: fmt.Sprintf("v%d", rapid.IntRange(0, i-1).Draw(t, "from")),
-				Mode: rapid.SampledFrom([]string{"pipelined", "blocking"}).Draw(t, "mode"),
-			}}
+			from := rapid.IntRange(0, i-1).Draw(t, "from")
+			in := input{From: fmt.Sprintf("v%d", from), Mode: rapid.SampledFrom([]string{"pipelined", "blocking"}).Draw(t, "mode")}
+			if vs[from].Parallelism == v.Parallelism && rapid.Bool().Draw(t, "forward") {
+				in.Distribution = "forward"
+			}
+			v.Inputs = []input{in}
 		}
 		if rapid.IntRange(0, 3).Draw(t, "group") == 0 {
 			v.Group = "g2"

@@ -1,0 +1,367 @@
+package fsm
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"jobmaster/jobspec"
+	"jobmaster/wire"
+)
+
+// Result partitions (docs/architecture.md, "Result partitions").
+//
+// A producer is a vertex with consumers. When the current attempt of a
+// producer subtask FINISHED, its output is a partition: the state tracks it
+// (producer execution, executor, bytes) and its executor keeps it until the
+// state no longer tracks it.
+//
+// Release: a partition is needed while its job runs, it is the output of the
+// current attempt of its subtask, and some consumer region (a region with a
+// vertex that reads it) has not FINISHED. Once not needed it is dropped, and
+// the leader has its executor delete it. A consumer region that FINISHED
+// never reads again: only a full failover restarts a finished region, and
+// that re-runs the producers too.
+//
+// Loss: a partition gone from its executor (the executor lost, its report
+// lacking it, or a consumer unable to fetch it) is dropped; if it was
+// needed, its producer runs again. That is one restart under the job's
+// restart strategy however many partitions went together: the consumer
+// regions that read a lost partition restart (with what the failover scope
+// adds), and the producer region re-runs only the lost subtasks when it is a
+// single vertex (whose other subtasks' partitions are still there), or
+// whole when it has several (a subtask inside reads its region's pipelined
+// outputs, which are gone).
+
+// consumersOf lists the vertices that read vertex vi, in index order, with
+// whether each edge is forward.
+func consumersOf(spec *jobspec.Spec, vi int) (consumers []int, forward []bool) {
+	id := spec.Vertices[vi].ID
+	for ci := range spec.Vertices {
+		for _, in := range spec.Vertices[ci].Inputs {
+			if in.From == id {
+				consumers = append(consumers, ci)
+				forward = append(forward, in.Forward())
+			}
+		}
+	}
+	return consumers, forward
+}
+
+// hasConsumers reports whether vertex vi of job j is read by another.
+func hasConsumers(j *Job, vi int) bool {
+	c, _ := consumersOf(j.Spec, vi)
+	return len(c) > 0
+}
+
+// trackPartition records the partition of producer execution e, which
+// FINISHED at log index index with bytes of output.
+func (s *State) trackPartition(e *Execution, bytes int64, index uint64) {
+	p := &Partition{ID: e.ID, Job: e.Job, VertexIndex: e.VertexIndex, Subtask: e.Subtask, Attempt: e.Attempt,
+		Executor: e.Executor, Bytes: max(bytes, 0), Index: index}
+	s.partitions[p.ID] = p
+	s.indexPartition(p)
+}
+
+func (s *State) indexPartition(p *Partition) {
+	m := s.partsOn[p.Executor]
+	if m == nil {
+		m = make(map[string]*Partition)
+		s.partsOn[p.Executor] = m
+	}
+	m[p.ID] = p
+}
+
+// dropPartition stops tracking a partition (nil: nothing).
+func (s *State) dropPartition(p *Partition) {
+	if p == nil {
+		return
+	}
+	delete(s.partitions, p.ID)
+	if m := s.partsOn[p.Executor]; m != nil {
+		delete(m, p.ID)
+		if len(m) == 0 {
+			delete(s.partsOn, p.Executor)
+		}
+	}
+}
+
+// partitionNeeded reports whether a consumer may still read partition p of
+// job j (see the package comment on release).
+func (s *State) partitionNeeded(j *Job, p *Partition) bool {
+	if j.Status.Terminal() || j.Status.ending() {
+		return false
+	}
+	cur := s.current[j.ID]
+	if p.VertexIndex >= len(cur) || p.Subtask >= len(cur[p.VertexIndex]) {
+		return false
+	}
+	if e := cur[p.VertexIndex][p.Subtask]; e == nil || e.ID != p.ID {
+		return false
+	}
+	consumers, _ := consumersOf(j.Spec, p.VertexIndex)
+	for _, ci := range consumers {
+		if j.Regions[j.Vertices[ci].Region].Status != RegionFinished {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseUnneeded drops every partition of job j that no consumer needs any
+// more: when a region of j finished, or j is ending or ended.
+func (s *State) releaseUnneeded(j *Job) {
+	for vi := range j.Vertices {
+		for _, e := range s.current[j.ID][vi] {
+			if e == nil {
+				continue
+			}
+			if p := s.partitions[e.ID]; p != nil && !s.partitionNeeded(j, p) {
+				s.dropPartition(p)
+			}
+		}
+	}
+}
+
+// partitionsOn returns the partitions tracked on an executor, in id order.
+func (s *State) partitionsOn(executor string) []*Partition {
+	m := s.partsOn[executor]
+	out := make([]*Partition, 0, len(m))
+	for _, id := range sortedKeys(m) {
+		out = append(out, m[id])
+	}
+	return out
+}
+
+// losePartitions handles partitions gone from their executor: each is
+// dropped, and every job that still needed one of them has its producers
+// run again (rerun), once per job. why says how they went ("lost with
+// executor e1").
+func (s *State) losePartitions(ps []*Partition, now int64, why string) {
+	byJob := make(map[string][]*Partition)
+	for _, p := range ps {
+		byJob[p.Job] = append(byJob[p.Job], p)
+	}
+	for _, id := range sortedKeys(byJob) {
+		j := s.jobs[id]
+		var needed []*Partition
+		for _, p := range byJob[id] {
+			if j != nil && s.partitionNeeded(j, p) {
+				needed = append(needed, p)
+			}
+			s.dropPartition(p)
+		}
+		if len(needed) > 0 {
+			s.rerun(j, needed, now, partitionCause(j, needed, why))
+		}
+	}
+}
+
+// partitionCause says which partitions went and how: "partition of gen/2
+// lost with executor e1", "partitions of gen/0, gen/2 ...".
+func partitionCause(j *Job, ps []*Partition, why string) string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = fmt.Sprintf("%s/%d", j.Spec.Vertices[p.VertexIndex].ID, p.Subtask)
+	}
+	sort.Strings(names)
+	word := "partition"
+	if len(names) > 1 {
+		word = "partitions"
+	}
+	return fmt.Sprintf("%s of %s %s", word, strings.Join(names, ", "), why)
+}
+
+// rerun is one restart of job j that produces the lost partitions again:
+// the restart strategy decides whether there is one; if so the consumer
+// regions that read them restart with their failover scope, and each
+// producer region re-runs the lost subtasks (or all of them, see the
+// package comment) after the strategy's delay.
+func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string) {
+	ok, delay, why := decideRestart(j.Spec.Restart, &j.Backoff, now, jitterSeed(j.ID, j.Backoff.Failures))
+	if !ok {
+		s.stopJob(j, JobFailing, cause+"; "+why, now)
+		return
+	}
+	j.Message = cause
+	scope := make(map[int]bool)
+	if j.Spec.Failover == jobspec.FailoverFull {
+		for r := range j.Regions {
+			if j.Regions[r].Status != RegionWaiting {
+				scope[r] = true
+			}
+		}
+	} else {
+		for _, p := range lost {
+			consumers, _ := consumersOf(j.Spec, p.VertexIndex)
+			for _, ci := range consumers {
+				r := j.Vertices[ci].Region
+				switch j.Regions[r].Status {
+				case RegionWaiting, RegionFinished:
+				case RegionReady:
+					// Not placed yet: it waits again for its input.
+					s.setRegionStatus(j, r, RegionWaiting)
+				default:
+					for _, d := range s.failoverScope(j, r) {
+						scope[d] = true
+					}
+				}
+			}
+		}
+	}
+	// Producer regions not otherwise restarting re-run what was lost: only
+	// the lost subtasks of a finished single-vertex region (its other
+	// subtasks' partitions are still there), added to those of a re-run
+	// already pending; a region that is not finished (its other subtasks
+	// are not all FINISHED) or has several vertices restarts whole.
+	partial := make(map[int]map[Subtask]bool)
+	for _, p := range lost {
+		r := j.Vertices[p.VertexIndex].Region
+		if scope[r] {
+			continue
+		}
+		rs := &j.Regions[r]
+		switch {
+		case len(rs.Vertices) == 1 && (rs.Status == RegionFinished || rs.Status == RegionRestarting && len(rs.Rerun) > 0):
+			if partial[r] == nil {
+				partial[r] = make(map[Subtask]bool)
+				for _, st := range rs.Rerun {
+					partial[r][st] = true
+				}
+			}
+			partial[r][Subtask{Vertex: p.VertexIndex, Index: p.Subtask}] = true
+		case rs.Status == RegionRestarting:
+			// A whole restart is pending: it covers the lost subtask.
+		default:
+			scope[r] = true
+		}
+	}
+	restart := func(r int, rerun []Subtask) {
+		s.setRegionStatus(j, r, RegionRestarting)
+		j.Regions[r].RestartAt = now + delay
+		j.Regions[r].Rerun = rerun
+	}
+	for r := range j.Regions {
+		switch {
+		case scope[r]:
+			restart(r, nil)
+			s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now) })
+		case partial[r] != nil:
+			subs := make([]Subtask, 0, len(partial[r]))
+			for st := range partial[r] {
+				subs = append(subs, st)
+			}
+			sort.Slice(subs, func(a, b int) bool {
+				if subs[a].Vertex != subs[b].Vertex {
+					return subs[a].Vertex < subs[b].Vertex
+				}
+				return subs[a].Index < subs[b].Index
+			})
+			restart(r, subs)
+		}
+	}
+	s.refreshActive(j, now)
+}
+
+func (s *State) applyLosePartitions(c *LosePartitions) Result {
+	var ps []*Partition
+	for _, id := range c.IDs {
+		if p := s.partitions[id]; p != nil && p.Executor == c.Executor {
+			ps = append(ps, p)
+		}
+	}
+	s.losePartitions(ps, c.Time, c.Reason)
+	return Result{}
+}
+
+// unavailable handles a consumer execution e that FAILED because it could
+// not fetch the partitions ids: those still tracked are lost. It reports
+// whether any was, in which case the failure is part of the restart that
+// re-produces them rather than one of its own.
+func (s *State) unavailable(e *Execution, ids []string, now int64, msg string) bool {
+	var ps []*Partition
+	for _, id := range ids {
+		if p := s.partitions[id]; p != nil {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) == 0 {
+		return false
+	}
+	why := "unavailable to " + e.ID
+	if msg != "" {
+		why += ": " + msg
+	}
+	s.losePartitions(ps, now, why)
+	return true
+}
+
+// Partitions lists the tracked partitions, in id order.
+func (s *State) Partitions() []Partition {
+	out := make([]Partition, 0, len(s.partitions))
+	for _, id := range sortedKeys(s.partitions) {
+		out = append(out, *s.partitions[id])
+	}
+	return out
+}
+
+// PartitionsOn lists the partitions tracked on an executor, in id order.
+func (s *State) PartitionsOn(executor string) []Partition {
+	ps := s.partitionsOn(executor)
+	out := make([]Partition, len(ps))
+	for i, p := range ps {
+		out[i] = *p
+	}
+	return out
+}
+
+// NumPartitions counts the tracked partitions.
+func (s *State) NumPartitions() int { return len(s.partitions) }
+
+// ProducerLive reports whether id is an execution the state has that has
+// not ended: a partition an executor reports for it is in flight (its
+// FINISHED not recorded yet), not unknown.
+func (s *State) ProducerLive(id string) bool {
+	e, ok := s.execs[id]
+	return ok && !e.State.Terminal()
+}
+
+// dataEdges returns the outputs and inputs of vertex vi of job j as the data
+// plane sees them: the consumers it writes for and the producers it reads,
+// each producer subtask's current attempt and executor. An edge is blocking
+// when it joins two regions; one inside a region is pipelined whatever the
+// spec says (the two run together).
+func (s *State) dataEdges(j *Job, vi int) (outputs []wire.Output, inputs []wire.Input) {
+	region := j.Vertices[vi].Region
+	mode := func(other int) string {
+		if j.Vertices[other].Region != region {
+			return wire.ModeBlocking
+		}
+		return wire.ModePipelined
+	}
+	consumers, forward := consumersOf(j.Spec, vi)
+	for k, ci := range consumers {
+		cv := &j.Spec.Vertices[ci]
+		outputs = append(outputs, wire.Output{Vertex: cv.ID, Parallelism: cv.Parallelism, Mode: mode(ci), Forward: forward[k]})
+	}
+	if len(j.Spec.Vertices[vi].Inputs) == 0 {
+		return outputs, nil
+	}
+	index := make(map[string]int, len(j.Spec.Vertices))
+	for i := range j.Spec.Vertices {
+		index[j.Spec.Vertices[i].ID] = i
+	}
+	for _, in := range j.Spec.Vertices[vi].Inputs {
+		pi := index[in.From]
+		w := wire.Input{Vertex: in.From, Mode: mode(pi), Forward: in.Forward()}
+		for i, e := range s.current[j.ID][pi] {
+			src := wire.Source{Subtask: i}
+			if e != nil {
+				src.Execution, src.Executor = e.ID, e.Executor
+			}
+			w.Sources = append(w.Sources, src)
+		}
+		inputs = append(inputs, w)
+	}
+	return outputs, inputs
+}

@@ -1,0 +1,219 @@
+package fsm
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/wire"
+)
+
+// genSum: gen (2 subtasks) feeds sum (1) through a blocking all-to-all
+// edge; each is its own region.
+const genSum = `{"vertices":[{"id":"gen","parallelism":2,"command":["x"]},
+	{"id":"sum","parallelism":1,"command":["x"],"inputs":[{"from":"gen","mode":"blocking"}]}],
+	"restart":{"strategy":"fixed-delay","attempts":2,"delay":"1s"}}`
+
+// finishGen runs gen to FINISHED, gen/0 on e1 and gen/1 on e2.
+func finishGen(t *testing.T, h *harness) {
+	t.Helper()
+	h.submit("j", genSum)
+	rr := h.s.ReadyRegions()
+	require.Len(t, rr, 1)
+	r := h.apply(&PlaceRegion{Fenced: h.fenced(), Job: "j", Region: 0, Slots: []SlotAssign{
+		{Group: "default", Index: 0, Executor: "e1", Slot: 0}, {Group: "default", Index: 1, Executor: "e2", Slot: 0}}})
+	require.NoError(t, r.Err)
+	h.report("e1", ReportUpdate{ID: "j/gen/0/0", State: wire.StateFinished, Bytes: 10})
+	h.report("e2", ReportUpdate{ID: "j/gen/1/0", State: wire.StateFinished, Bytes: 20})
+	checkInvariants(t, h.s)
+}
+
+func partitionIDs(s *State) []string {
+	var ids []string
+	for _, p := range s.Partitions() {
+		ids = append(ids, p.ID+"@"+p.Executor)
+	}
+	return ids
+}
+
+func TestPartitionTrackedUntilConsumersFinish(t *testing.T) {
+	h := newHarness(t)
+	finishGen(t, h)
+	require.Equal(t, []string{"j/gen/0/0@e1", "j/gen/1/0@e2"}, partitionIDs(h.s))
+	require.Equal(t, int64(20), h.s.PartitionsOn("e2")[0].Bytes)
+
+	// sum is deployed with both sources and reads them.
+	placed := h.placeAll("e3")
+	require.Len(t, placed, 1)
+	specs := h.s.TaskSpecs(placed)
+	require.Len(t, specs[0].Inputs, 1)
+	in := specs[0].Inputs[0]
+	require.Equal(t, wire.ModeBlocking, in.Mode)
+	require.Equal(t, []wire.Source{{Subtask: 0, Execution: "j/gen/0/0", Executor: "e1"}, {Subtask: 1, Execution: "j/gen/1/0", Executor: "e2"}}, in.Sources)
+	gen := h.s.TaskSpecs([]Execution{h.exec("j/gen/0/0")})[0]
+	require.Equal(t, []wire.Output{{Vertex: "sum", Parallelism: 1, Mode: wire.ModeBlocking}}, gen.Outputs)
+
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateRunning})
+	require.Len(t, h.s.Partitions(), 2, "still read")
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateFinished})
+	require.Equal(t, JobFinished, h.job("j").Status)
+	require.Empty(t, h.s.Partitions(), "released once the consumer region finished")
+	checkInvariants(t, h.s)
+}
+
+func TestPartitionsReleasedWhenJobStops(t *testing.T) {
+	h := newHarness(t)
+	finishGen(t, h)
+	h.apply(&CancelJob{Fenced: h.fenced(), ID: "j"})
+	require.Empty(t, h.s.Partitions())
+	checkInvariants(t, h.s)
+}
+
+// TestPartitionLostWithExecutor: the executor holding gen/0's partition is
+// lost while sum runs: one restart; gen/0 alone runs again (gen/1's
+// partition is still there), sum restarts and then reads the new attempt.
+func TestPartitionLostWithExecutor(t *testing.T) {
+	h := newHarness(t)
+	finishGen(t, h)
+	h.placeAll("e3")
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateRunning})
+
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
+	j := h.job("j")
+	require.Equal(t, JobRestarting, j.Status)
+	require.Equal(t, "partition of gen/0 lost with executor e1", j.Message)
+	require.Equal(t, 1, h.s.jobs["j"].Backoff.Failures, "one restart")
+	require.Equal(t, []string{"j/gen/1/0@e2"}, partitionIDs(h.s))
+	require.Equal(t, wire.StateCanceling, h.exec("j/sum/0/0").State, "the consumer is stopped")
+	checkInvariants(t, h.s)
+
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateCanceled})
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	require.Equal(t, wire.StateScheduled, h.exec("j/gen/0/1").State, "gen/0 runs again")
+	require.Equal(t, wire.StateFinished, h.exec("j/gen/1/0").State, "gen/1 does not")
+	require.Equal(t, wire.StateScheduled, h.exec("j/sum/0/1").State)
+	rr := h.s.ReadyRegions()
+	require.Len(t, rr, 1, "gen is ready; sum waits for it")
+	require.Equal(t, 1, rr[0].Executions)
+	require.Equal(t, []SlotNeed{{Group: "default", Index: 0}}, rr[0].Keys)
+	checkInvariants(t, h.s)
+
+	h.placeAll("e2")
+	h.report("e2", ReportUpdate{ID: "j/gen/0/1", State: wire.StateFinished, Bytes: 11})
+	placed := h.placeAll("e3")
+	require.Len(t, placed, 1)
+	in := h.s.TaskSpecs(placed)[0].Inputs[0]
+	require.Equal(t, []wire.Source{{Subtask: 0, Execution: "j/gen/0/1", Executor: "e2"}, {Subtask: 1, Execution: "j/gen/1/0", Executor: "e2"}}, in.Sources,
+		"sum reads the attempt the state names")
+	h.report("e3", ReportUpdate{ID: "j/sum/0/1", State: wire.StateFinished})
+	require.Equal(t, JobFinished, h.job("j").Status)
+	require.Empty(t, h.s.Partitions())
+	checkInvariants(t, h.s)
+}
+
+// TestPartitionUnavailableToConsumer: a consumer that cannot fetch a
+// partition fails, and that failure and the re-run are one restart.
+func TestPartitionUnavailableToConsumer(t *testing.T) {
+	h := newHarness(t)
+	finishGen(t, h)
+	h.placeAll("e3")
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateFailed, Message: "input gen/1 unavailable: connection refused",
+		Unavailable: []string{"j/gen/1/0"}})
+	j := h.job("j")
+	require.Equal(t, JobRestarting, j.Status)
+	require.Equal(t, "partition of gen/1 unavailable to j/sum/0/0: input gen/1 unavailable: connection refused", j.Message)
+	require.Equal(t, 1, h.s.jobs["j"].Backoff.Failures)
+	require.Equal(t, []string{"j/gen/0/0@e1"}, partitionIDs(h.s))
+	checkInvariants(t, h.s)
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	require.Equal(t, wire.StateScheduled, h.exec("j/gen/1/1").State)
+	require.Equal(t, wire.StateFinished, h.exec("j/gen/0/0").State)
+	checkInvariants(t, h.s)
+}
+
+// TestPartitionLostReportedGone: a partition the report no longer shows,
+// and the restart strategy exhausted: the job fails with the reason.
+func TestPartitionLostReportedGone(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"gen","parallelism":1,"command":["x"]},
+		{"id":"sum","parallelism":1,"command":["x"],"inputs":[{"from":"gen","mode":"blocking"}]}],"restart":{"strategy":"none"}}`)
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "j/gen/0/0", State: wire.StateFinished})
+	h.apply(&LosePartitions{Fenced: h.fenced(), Executor: "e2", IDs: []string{"j/gen/0/0"}, Reason: "wrong executor"})
+	require.Len(t, h.s.Partitions(), 1, "a loss on another executor changes nothing")
+	h.apply(&LosePartitions{Fenced: h.fenced(), Executor: "e1", IDs: []string{"j/gen/0/0"}, Reason: "no longer held by executor e1"})
+	j := h.job("j")
+	require.Equal(t, JobFailed, j.Status, "nothing was running: FAILING ends at once")
+	require.Equal(t, "partition of gen/0 no longer held by executor e1; restart strategy none", j.Message)
+	require.Empty(t, h.s.Partitions())
+	checkInvariants(t, h.s)
+}
+
+// TestPartitionLostAfterConsumersFinished: nobody needs it: no re-run.
+func TestPartitionLostAfterConsumersFinished(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"gen","parallelism":1,"command":["x"]},
+		{"id":"a","parallelism":1,"command":["x"],"inputs":[{"from":"gen","mode":"blocking"}]},
+		{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"a","mode":"blocking"}]}]}`)
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "j/gen/0/0", State: wire.StateFinished})
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "j/a/0/0", State: wire.StateFinished})
+	require.Equal(t, []string{"j/a/0/0@e1"}, partitionIDs(h.s), "gen's released once a finished")
+	h.placeAll("e2")
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e2"})
+	// b failed with e2 (a region failover of b alone), and a's partition,
+	// on e1, is untouched.
+	require.Equal(t, JobRestarting, h.job("j").Status)
+	require.Equal(t, []string{"j/a/0/0@e1"}, partitionIDs(h.s))
+	checkInvariants(t, h.s)
+}
+
+// TestPartitionForwardReleasedWithRegion: a forward consumer that finished
+// does not release its input while its region may still restart.
+func TestPartitionForwardReleasedWithRegion(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"gen","parallelism":2,"command":["x"]},
+		{"id":"f","parallelism":2,"command":["x"],"inputs":[{"from":"gen","mode":"blocking","distribution":"forward"}]}]}`)
+	h.placeAll("e1")
+	h.reportAll("e1", wire.StateFinished)
+	placed := h.placeAll("e1")
+	in := h.s.TaskSpecs(placed)[0].Inputs[0]
+	require.True(t, in.Forward)
+	h.report("e1", ReportUpdate{ID: "j/f/0/0", State: wire.StateFinished})
+	require.Len(t, h.s.Partitions(), 2, "f/1 has not finished: its region may restart f/0 too")
+	h.report("e1", ReportUpdate{ID: "j/f/1/0", State: wire.StateFinished})
+	require.Empty(t, h.s.Partitions())
+	checkInvariants(t, h.s)
+}
+
+// TestPartitionLostInMultiVertexRegion: a producer region of several
+// vertices re-runs whole.
+func TestPartitionLostInMultiVertexRegion(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"a","parallelism":2,"command":["x"]},
+		{"id":"b","parallelism":2,"command":["x"],"inputs":[{"from":"a"}]},
+		{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]}]}`)
+	h.placeAll("e1")
+	h.reportAll("e1", wire.StateFinished)
+	require.Empty(t, func() []string {
+		var ids []string
+		for _, p := range h.s.Partitions() {
+			if p.VertexIndex == 0 {
+				ids = append(ids, p.ID)
+			}
+		}
+		return ids
+	}(), "a's pipelined partitions are released when their region finished")
+	require.Len(t, h.s.Partitions(), 2)
+	h.apply(&LosePartitions{Fenced: h.fenced(), Executor: "e1", IDs: []string{"j/b/1/0"}, Reason: "gone"})
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	for _, id := range []string{"j/a/0/1", "j/a/1/1", "j/b/0/1", "j/b/1/1"} {
+		require.Equal(t, wire.StateScheduled, h.exec(id).State, id)
+	}
+	require.Empty(t, h.s.Partitions(), "the old attempts' partitions are superseded")
+	checkInvariants(t, h.s)
+}
