@@ -1,8 +1,11 @@
 // Package examples holds the example job specs (the *.json files beside
 // this one), embedded so that `jobmaster dev` can submit them.
 //
-//   - wordcount.json: a pipeline with a pipelined edge (split -> count) and a
-//     blocking one (count -> report); the demo job of `jobmaster dev`.
+//   - wordcount.json: the demo job of `jobmaster dev`, whose words travel
+//     through result partitions: split (4) hashes each word to one of the
+//     counters (JOBMASTER_OUTPUT_DIR/count/<j>), count (2) counts what it
+//     reads from every split subtask (JOBMASTER_INPUT_DIR/split/<i>), and
+//     report (1) merges the counts; both edges are blocking.
 //   - flaky.json: a task that fails on its first attempts, restarted with
 //     exponential-delay under region failover, beside an independent region
 //     that is left alone.

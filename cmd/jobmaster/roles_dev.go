@@ -34,6 +34,7 @@ type devOpts struct {
 	noDemo        bool
 	exitAfterDemo bool
 	failoverDemo  bool
+	lossDemo      bool
 }
 
 // newDevCmd is `jobmaster dev`: a local cluster of child processes.
@@ -49,7 +50,9 @@ progress until it finishes, then keeps the cluster running until Ctrl-C.
 
 With --failover-demo it kills the leader (kill -9) while the job runs and
 shows another master taking over with a new fencing token, and that no task
-was restarted.`,
+was restarted. With --partition-loss-demo it kills the executor holding
+split's partitions once split has finished, and shows the lost subtasks of
+split running again and the same counts coming out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd, env, &o)
@@ -64,6 +67,7 @@ was restarted.`,
 	f.BoolVar(&o.noDemo, "no-demo", false, "start the cluster without submitting the demo job")
 	f.BoolVar(&o.exitAfterDemo, "exit-after-demo", false, "stop the cluster when the demo job ends (exit 0 if it FINISHED)")
 	f.BoolVar(&o.failoverDemo, "failover-demo", false, "kill the leader while the demo job runs and show the takeover")
+	f.BoolVar(&o.lossDemo, "partition-loss-demo", false, "kill the executor holding split's partitions after split finished, and show them produced again")
 	return cmd
 }
 
@@ -97,6 +101,12 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	}
 	if o.runtime != "exec" && o.runtime != "sim" {
 		return usageErrorf(cmd, "--runtime %q: use exec or sim", o.runtime)
+	}
+	if o.failoverDemo && o.lossDemo {
+		return usageErrorf(cmd, "--failover-demo and --partition-loss-demo are two demos: pick one")
+	}
+	if o.lossDemo && o.executors < 2 {
+		return usageErrorf(cmd, "--partition-loss-demo needs at least 2 executors, got %d", o.executors)
 	}
 	if o.basePort < 1 || o.basePort+50 > 65535 {
 		return usageErrorf(cmd, "--base-port %d out of range", o.basePort)
@@ -190,8 +200,7 @@ func displayBin(bin string) string {
 }
 
 func newDevCluster(bin, dir string, o *devOpts, out io.Writer) *devCluster {
-	c := &devCluster{bin: bin, dir: dir, out: out,
-		env: []string{"DEMO_DIR=" + filepath.Join(dir, "demo")}}
+	c := &devCluster{bin: bin, dir: dir, out: out}
 	host := "127.0.0.1"
 	port := func(off int) string { return fmt.Sprintf("%s:%d", host, o.basePort+off) }
 	var gossip []string
@@ -438,7 +447,8 @@ func (c *devCluster) demo(cmd *cobra.Command, env *cliEnv, cl *client.Client, le
 		return false, fmt.Errorf("submit the demo job: %w", err)
 	}
 	fmt.Fprintf(out, "\nSubmitted the demo job examples/wordcount.json as %s:\n", id)
-	fmt.Fprintln(out, "  split (4 subtasks) --pipelined--> count (2) --blocking--> report (1)")
+	fmt.Fprintln(out, "  split (4 subtasks) --blocking--> count (2) --blocking--> report (1)")
+	fmt.Fprintln(out, "  (the words travel between the executors as result partitions)")
 	opts := &clientOpts{env: env}
 	newView := func() progressView { return opts.newView(cmd) }
 	start := time.Now()
@@ -448,8 +458,14 @@ func (c *devCluster) demo(cmd *cobra.Command, env *cliEnv, cl *client.Client, le
 			return false, err
 		}
 	}
+	var loss *lossDemo
+	if o.lossDemo {
+		if loss, err = c.killPartitionHolder(ctx, cl, id, newView, start); err != nil {
+			return false, err
+		}
+	}
 	view := newView()
-	if o.failoverDemo { // the clock goes on from the submission
+	if o.failoverDemo || o.lossDemo { // the clock goes on from the submission
 		view = sinceView{view, time.Since(start)}
 	}
 	need := 0
@@ -477,6 +493,9 @@ func (c *devCluster) demo(cmd *cobra.Command, env *cliEnv, cl *client.Client, le
 		for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
 			fmt.Fprintf(out, "  %s\n", l)
 		}
+	}
+	if loss != nil {
+		loss.summary(c, job)
 	}
 	if o.failoverDemo {
 		restarted := job.Restarts
