@@ -226,7 +226,7 @@ func (e *Executor) startTask(t wire.Task) {
 	e.mu.Unlock()
 	switch {
 	case skip:
-		err = fmt.Errorf("cancelled before it started")
+		err = fmt.Errorf("canceled before it started")
 	case t.Slot < 0 || t.Slot >= e.cfg.Slots:
 		err = fmt.Errorf("slot %d out of range: executor %s has slots 0..%d", t.Slot, e.cfg.NodeID, e.cfg.Slots-1)
 	default:

@@ -147,7 +147,7 @@ func (s *State) applyCancel(c *CancelJob) Result {
 	if j.Status.Terminal() || j.Status.ending() {
 		return Result{}
 	}
-	s.stopJob(j, JobCancelling, "cancelled by user", c.Time)
+	s.stopJob(j, JobCancelling, "canceled by user", c.Time)
 	return Result{}
 }
 

@@ -243,7 +243,7 @@ func TestRegionFailoverRestartsOnlyTheFailedRegion(t *testing.T) {
 	h.report("e1", ReportUpdate{ID: "a/x/0/1", State: wire.StateFailed})
 	j = h.job("a")
 	require.Equal(t, JobFailing, j.Status)
-	require.Contains(t, j.Message, "allows 1 restarts")
+	require.Contains(t, j.Message, "allows 1 restart")
 	require.Equal(t, wire.StateCanceling, h.exec("a/y/0/0").State)
 	h.reportAll("e1", wire.StateCanceled)
 	require.Equal(t, JobFailed, h.job("a").Status)

@@ -18,7 +18,7 @@ func decideRestart(r *jobspec.Restart, st *RestartState, now int64, seed uint64)
 		st.Failures++
 		st.LastFailure = now
 		if st.Failures > r.Attempts {
-			return false, 0, fmt.Sprintf("fixed-delay restart strategy allows %d restarts", r.Attempts)
+			return false, 0, fmt.Sprintf("fixed-delay restart strategy allows %s", plural(r.Attempts, "restart"))
 		}
 		return true, r.Delay.Milliseconds(), ""
 	case jobspec.StrategyFailureRate:
@@ -33,7 +33,7 @@ func decideRestart(r *jobspec.Restart, st *RestartState, now int64, seed uint64)
 		st.FailureTimes = append(kept, now)
 		st.Failures = len(st.FailureTimes)
 		if len(st.FailureTimes) > r.MaxFailures {
-			return false, 0, fmt.Sprintf("failure-rate restart strategy allows %d failures per %s", r.MaxFailures, r.Interval.Std())
+			return false, 0, fmt.Sprintf("failure-rate restart strategy allows %s per %s", plural(r.MaxFailures, "failure"), r.Interval.Std())
 		}
 		return true, r.Delay.Milliseconds(), ""
 	case jobspec.StrategyExponentialDelay:
@@ -44,7 +44,7 @@ func decideRestart(r *jobspec.Restart, st *RestartState, now int64, seed uint64)
 		st.LastFailure = now
 		st.Failures++
 		if r.Attempts > 0 && st.Failures > r.Attempts {
-			return false, 0, fmt.Sprintf("exponential-delay restart strategy allows %d restarts before a backoff reset", r.Attempts)
+			return false, 0, fmt.Sprintf("exponential-delay restart strategy allows %s before a backoff reset", plural(r.Attempts, "restart"))
 		}
 		maxMs := r.MaxDelay.Milliseconds()
 		if st.BackoffMs == 0 {
@@ -79,4 +79,12 @@ func jitterSeed(job string, failures int) uint64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return x
+}
+
+// plural is "1 restart", "2 restarts".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

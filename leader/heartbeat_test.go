@@ -74,3 +74,26 @@ func TestHeartbeatAcks(t *testing.T) {
 		t.Fatalf("acks sent twice: %v", h.Ack)
 	}
 }
+
+// TestExecutorsView: a lost executor offers no free slot, and one gossip
+// says failed is shown lost before it answers this session, without being
+// declared lost.
+func TestExecutorsView(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	read := stateReader(fsm.NewState())
+	c := New(Config{Heartbeat: time.Second, Timeout: 10 * time.Second}, 1, t0)
+	c.Refresh(t0, []Member{{ID: "e1", Addr: "e1:1", Slots: 4}, {ID: "e2", Addr: "e2:1", Slots: 4, Gone: true}}, nil)
+	view := c.Executors(nil)
+	if view[0].Status != "alive" || view[1].Status != "lost" || view[1].FreeSlots != 0 {
+		t.Fatalf("view %+v, want e1 alive and e2 lost with no free slot", view)
+	}
+	if r := c.Tick(read, t0.Add(time.Second)); len(r.Changes) != 0 {
+		t.Fatalf("gossip alone changed liveness: %+v", r.Changes)
+	}
+	for s := 2; s <= 10; s++ {
+		c.Tick(read, t0.Add(time.Duration(s)*time.Second))
+	}
+	if view = c.Executors(nil); view[0].Status != "lost" || view[0].FreeSlots != 0 {
+		t.Fatalf("view %+v, want e1 lost with no free slot after the timeout", view)
+	}
+}

@@ -171,13 +171,25 @@ func (c *Core) freeSlots(inUse map[string]int) int {
 }
 
 // Executors lists the table for GET /v1/cluster, given the slot numbers in
-// use on each executor.
+// use on each executor. An executor that has not answered this session and
+// that gossip says failed or left is shown lost at once (a new leader would
+// otherwise show one lost before it took over as alive for a whole
+// timeout), though only the timeout declares it lost. A lost executor
+// offers no free slot.
 func (c *Core) Executors(used map[string][]int) []api.Executor {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]api.Executor, 0, len(c.execs))
 	for _, x := range c.execs {
-		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: max(0, x.slots-len(used[x.id])), Status: string(x.status)})
+		st := x.status
+		if !x.answered && x.gone {
+			st = Lost
+		}
+		free := max(0, x.slots-len(used[x.id]))
+		if st == Lost {
+			free = 0
+		}
+		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: free, Status: string(st)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
