@@ -20,8 +20,10 @@ import (
 type raftParts struct {
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
-	store     *raftboltdb.BoltStore
-	snaps     raft.SnapshotStore
+	// guard is the transport as Raft sees it (raft_commit.go).
+	guard *commitGuard
+	store *raftboltdb.BoltStore
+	snaps raft.SnapshotStore
 	// hadState is set when the data dir held Raft state at start: the node
 	// belongs to a cluster and never bootstraps.
 	hadState bool
@@ -93,7 +95,9 @@ func openRaft(cfg *Config, f *fsm.FSM) (*raftParts, error) {
 	if err != nil {
 		return fail(err)
 	}
-	r, err := raft.NewRaft(rc, f, cache, store, snaps, trans)
+	guard := guardCommits(trans)
+	p.guard = guard
+	r, err := raft.NewRaft(rc, f, cache, store, snaps, guard)
 	if err != nil {
 		return fail(fmt.Errorf("start raft: %w", err))
 	}
@@ -113,7 +117,13 @@ func (p *raftParts) close() error {
 	}
 	if p.transport != nil {
 		p.transport.CloseStreams()
-		if err := p.transport.Close(); err != nil {
+		var err error
+		if p.guard != nil {
+			err = p.guard.Close()
+		} else {
+			err = p.transport.Close()
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
