@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -70,6 +71,9 @@ type Fetcher struct {
 	HeaderTimeout time.Duration
 	// Now is the clock the bound is measured on (default time.Now).
 	Now func() time.Time
+	// Log, if set, gets every failed attempt (debug) and every source given
+	// up (warn).
+	Log *slog.Logger
 }
 
 // Fetch copies what src holds into w, resuming at the offset it reached
@@ -122,7 +126,13 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source, w io.Writer) error {
 		}
 		wait, giveUp := Retry(first, t, failures, bound)
 		if giveUp {
+			if f.Log != nil {
+				f.Log.Warn("giving up on an input", "producer", src.Producer, "addr", src.Addr, "failing_for", t.Sub(first), "err", err)
+			}
 			return &UnavailableError{Err: fmt.Errorf("%w (failing for %s)", err, t.Sub(first).Round(time.Millisecond))}
+		}
+		if f.Log != nil {
+			f.Log.Debug("fetch failed; retrying", "producer", src.Producer, "addr", src.Addr, "offset", off, "retry_in", wait, "err", err)
 		}
 		timer := time.NewTimer(wait)
 		select {

@@ -293,7 +293,9 @@ func TestAFetchThatNoRetryCanHelpFailsAtOnce(t *testing.T) {
 
 type fullDisk struct{}
 
-func (fullDisk) Write([]byte) (int, error) { return 0, &os.PathError{Op: "write", Path: "input", Err: syscall.ENOSPC} }
+func (fullDisk) Write([]byte) (int, error) {
+	return 0, &os.PathError{Op: "write", Path: "input", Err: syscall.ENOSPC}
+}
 
 func TestAFetchThatCannotStoreFailsAsLocal(t *testing.T) {
 	s, err := Open(t.TempDir(), quiet())
