@@ -51,6 +51,8 @@ type Executor struct {
 	// answer and needs no push.
 	answering map[string]int
 	settled   chan struct{} // closed and replaced when an execution ends
+	// leaseInPlace: the last lease file write was in place (disk full).
+	leaseInPlace bool
 
 	rt         runtime
 	kick       chan struct{}  // wakes the pusher
