@@ -1,12 +1,14 @@
 package executor
 
 import (
+	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -311,4 +313,37 @@ func TestAFullDiskFailsWhatNeedsSpaceAndNothingElse(t *testing.T) {
 	again.Outputs = outs
 	l.deploy(again)
 	require.EqualValues(t, 5, l.waitState(again.ExecutionID, wire.StateFinished).Bytes)
+}
+
+// TestACancelOrAShutdownStopsAFetchInFlight: a consumer whose source does
+// not answer waits in DEPLOYING; a cancel ends it at once, and so does a
+// shutdown, long before the fetch would give up.
+func TestACancelOrAShutdownStopsAFetchInFlight(t *testing.T) {
+	t.Parallel()
+	rec := &pushRecorder{}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	e, l := dataExecutor(t, "e1", Config{FetchTimeout: time.Hour})
+	l.push = srv.URL
+	l.heartbeat()
+	src := []wire.Source{{Subtask: 0, Execution: "w/gen/0/0", Executor: "e9", Addr: freeport.Must(t)}}
+	var cs []wire.Task
+	for i := 0; i < 2; i++ {
+		c := dataTaskOf("w", "sum", i, 2, "true")
+		c.Inputs = []wire.Input{{Vertex: "gen", Mode: wire.ModeBlocking, Sources: src}}
+		cs = append(cs, c)
+	}
+	for _, st := range l.deploy(cs...).Executions {
+		require.Equal(t, wire.StateDeploying, st.State)
+	}
+	l.cancel(cs[0].ExecutionID)
+	require.Equal(t, "canceled by the leader", l.waitState(cs[0].ExecutionID, wire.StateCanceled).Message)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, e.Shutdown(ctx))
+	st, _, ok := rec.latest(cs[1].ExecutionID)
+	require.True(t, ok)
+	require.Equal(t, wire.StateCanceled, st.State)
+	require.Equal(t, "executor shutting down", st.Message)
 }

@@ -352,6 +352,13 @@ func (e *Executor) Crash() {
 	e.store.Close()
 	e.dataStop() // the tasks are dead: their pipes may close
 	e.dataWG.Wait()
+	e.mu.Lock()
+	for _, dt := range e.data { // what tidy would have closed
+		for _, sp := range dt.spools {
+			_ = sp.Close()
+		}
+	}
+	e.mu.Unlock()
 	<-e.served
 	e.client.CloseIdleConnections()
 	e.fetchCl.CloseIdleConnections()
