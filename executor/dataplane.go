@@ -56,8 +56,8 @@ type dataTask struct {
 	prepCancel context.CancelFunc
 	wg         sync.WaitGroup // its fetches and feeders
 	// Set while it is prepared (before it starts), read after it ended.
-	produces bool // registered with the store
-	spools   []*partition.Spool
+	produces bool               // registered with the store
+	spools   []*partition.Spool // guarded by the executor's mu
 	// ending: its end is queued for tidy (guarded by the executor's mu).
 	ending bool
 }
@@ -292,7 +292,9 @@ func (e *Executor) streamPipelined(dt *dataTask, in, spool string) error {
 		if err != nil {
 			return e.localError("creating the spool of "+s.String(), err)
 		}
+		e.mu.Lock()
 		dt.spools = append(dt.spools, sp)
+		e.mu.Unlock()
 		e.goData(&dt.wg, func() { sp.Feed(dt.ctx, fifo, nudge) })
 		e.goData(&dt.wg, func() {
 			err := e.fetcher.Fetch(dt.ctx, e.fetchSource(dt.task, s), sp)
@@ -380,7 +382,10 @@ func (e *Executor) tidy(it endedTask) {
 	}
 	dt.cancel()
 	dt.wg.Wait()
-	for _, sp := range dt.spools {
+	e.mu.Lock()
+	spools := dt.spools
+	e.mu.Unlock()
+	for _, sp := range spools {
 		_ = sp.Close()
 	}
 	if e.cfg.Runtime == RuntimeExec {

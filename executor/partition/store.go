@@ -249,8 +249,10 @@ func (s *Store) stage() (string, error) {
 
 // Begin registers a producer that is about to run, writing into out ("":
 // it writes nothing, as a simulated task). From now on its pipelined
-// outputs may be streamed.
+// outputs may be streamed. A partition of the same id (a job id used again
+// after it was forgotten) is released first.
 func (s *Store) Begin(m Meta, out string) {
+	s.Release([]string{m.ID})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.failed, m.ID)
