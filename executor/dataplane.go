@@ -248,7 +248,12 @@ feed:
 	return e.inputFailure(failed)
 }
 
-var errCanceledBeforeStart = errors.New("cancelled before it started")
+// The start errors of a task stopped while it was prepared; its state
+// gives the reason (the cancel's message, or the input that broke).
+var (
+	errCanceledBeforeStart = errors.New("cancelled before it started")
+	errStoppedBeforeStart  = errors.New("stopped before it started")
+)
 
 // fetchOne fetches one source into its file under in ("" discards it).
 func (e *Executor) fetchOne(dt *dataTask, s source, in string) error {

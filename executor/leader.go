@@ -272,7 +272,7 @@ func (e *Executor) startTask(t wire.Task) {
 		if err = e.prepare(dt); err == nil {
 			e.mu.Lock()
 			if e.held.stopping(id) { // cancelled, or an input broke, meanwhile
-				err = errCanceledBeforeStart
+				err = errStoppedBeforeStart
 			}
 			e.mu.Unlock()
 		}
