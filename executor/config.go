@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"jobmaster/executor/partition"
 	"jobmaster/membership"
 	"jobmaster/wire"
 )
@@ -26,6 +27,8 @@ const (
 	DefaultSlots       = 4
 	DefaultLease       = wire.DefaultLease
 	DefaultCancelGrace = 3 * time.Second
+	// DefaultFetchTimeout is Config.FetchTimeout unless set.
+	DefaultFetchTimeout = partition.DefaultTimeout
 	// killMargin is how long a SIGKILLed process group may take to die.
 	killMargin = 500 * time.Millisecond
 )
@@ -59,6 +62,12 @@ type Config struct {
 	// CancelGrace is how long a cancelled task has between SIGTERM and
 	// SIGKILL (default 3s).
 	CancelGrace time.Duration
+	// FetchTimeout is how long the fetch of one input may go on failing
+	// (no answer, 404, 409, 5xx; retried 100 ms after a failure, then
+	// twice as late each time, at most 10 s apart) before the consumer
+	// gives up: its task ends FAILED, naming the producer executions it
+	// could not fetch in Unavailable (default 60s).
+	FetchTimeout time.Duration
 	// ShimCommand starts the task shim; the executor appends the shim's
 	// arguments (see RunShim). Default: {os.Executable(), "shim"}.
 	ShimCommand []string
@@ -104,6 +113,12 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("cancel grace must be positive, got %s", c.CancelGrace))
 	case c.CancelGrace == 0:
 		c.CancelGrace = DefaultCancelGrace
+	}
+	switch {
+	case c.FetchTimeout < 0:
+		errs = append(errs, fmt.Errorf("fetch timeout must be positive, got %s", c.FetchTimeout))
+	case c.FetchTimeout == 0:
+		c.FetchTimeout = DefaultFetchTimeout
 	}
 	if c.Runtime == RuntimeExec && c.Lease > 0 && c.CancelGrace >= 0 && c.fenceAfter() < 500*time.Millisecond {
 		errs = append(errs, fmt.Errorf("lease %s is too short for a cancel grace of %s: tasks must be stopped within the lease, so it must exceed the grace by at least %s",

@@ -44,19 +44,44 @@
 //   - Runtime: how tasks run. "exec" runs every task as a real process under
 //     a shim (see RunShim) in its own process group; "sim" runs no process
 //     and ends every task after Env["SIM_DURATION"] with exit code
-//     Env["SIM_EXIT_CODE"], for tests and benchmarks.
+//     Env["SIM_EXIT_CODE"], for tests and benchmarks. A sim producer leaves
+//     an empty partition (0 bytes, kept in memory only: a restarted sim
+//     executor has none); a sim consumer fetches nothing unless
+//     Env["SIM_FETCH"] is true.
 //   - Push: every state change is sent at once to the newest leader's address
 //     (Report with Partial set); heartbeats answer with the full report.
+//   - Producer, consumer, partition: a task with outputs writes, in its
+//     JOBMASTER_OUTPUT_DIR, C/<j> for subtask j of each consumer vertex C;
+//     when it FINISHED, that output is a partition, named by its execution
+//     id, kept under DataDir/partitions/ after the execution is
+//     acknowledged and forgotten, until a leader releases it. A task with
+//     inputs reads, in its JOBMASTER_INPUT_DIR, P/<i> for subtask i of each
+//     producer vertex P: files fetched before it starts (blocking), or named
+//     pipes fed while the producer runs (pipelined). Package partition holds
+//     the rules (which files count) and moves the bytes; dataplane.go
+//     carries them out for the executor.
+//   - Fetch: the consumer's executor reads a source's bytes from the
+//     producer's executor (wire.PathPartitionData), carrying its own fence,
+//     resuming where a broken fetch stopped, retrying with backoff for up to
+//     Config.FetchTimeout; then the consumer FAILS, naming the producers it
+//     could not fetch (Unavailable).
 //
 // # Structure
 //
 // The decisions are plain code without I/O or clocks: the held set and its
 // transitions (held.go), the fencing-token check (token.go), the lease
-// (lease.go) and execution id validation (ids.go). The rest carries their
-// results out. Goroutines: the HTTP server's; the lease loop, which checks
-// the lease every Lease/20; the pusher, the only goroutine that sends pushes;
-// the sim runtime's timer loop (one per executor, however many tasks); and,
-// for the exec runtime, one waiter per task process. None of them holds the
-// executor's lock while doing I/O, except that a newer fencing token is
-// written to disk before the request carrying it is acted on.
+// (lease.go), execution id validation (ids.go), the bounds on edges and
+// fetches (edges.go), and in package partition which files count, when a
+// partition is whole and the retry schedule. The rest carries their
+// results out. Goroutines: the HTTP server's (a fetch's handler streams as
+// long as its producer runs); the lease loop, which checks the lease every
+// Lease/20; the pusher, the only goroutine that sends pushes; tidy, the only
+// one that carries out the data plane's share of an execution's end
+// (deleting inputs, discarding outputs); the sim runtime's timer loop (one
+// per executor, however many tasks); for the exec runtime, one waiter per
+// task process; and for the data plane, one per task that must fetch before
+// it starts, and two per pipelined source (its fetch and its feeder). None
+// of them holds the executor's lock while doing I/O, except that a newer
+// fencing token is written to disk before the request carrying it is acted
+// on.
 package executor

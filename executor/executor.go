@@ -6,13 +6,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"jobmaster/executor/partition"
 	"jobmaster/membership"
 	"jobmaster/transport"
 	"jobmaster/wire"
@@ -51,6 +54,23 @@ type Executor struct {
 	// answer and needs no push.
 	answering map[string]int
 	settled   chan struct{} // closed and replaced when an execution ends
+	// leaseInPlace: the last lease file write was in place (disk full).
+	leaseInPlace bool
+
+	// The data plane (dataplane.go): the executions with outputs or
+	// inputs, those whose end tidy is to carry out, and the partitions kept
+	// since the last push.
+	data     map[string]*dataTask
+	ended    []endedTask
+	newParts map[string]struct{}
+
+	store    *partition.Store
+	fetcher  *partition.Fetcher
+	fetchCl  *http.Client
+	tidyKick chan struct{}   // wakes tidy
+	dataCtx  context.Context // ends every stream (Crash, the end of Shutdown)
+	dataStop context.CancelFunc
+	dataWG   sync.WaitGroup // every data-plane goroutine
 
 	rt         runtime
 	kick       chan struct{}  // wakes the pusher
@@ -79,6 +99,16 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	store, err := partition.Open(filepath.Join(cfg.DataDir, partitionsDir), cfg.Logger.With("executor", cfg.NodeID))
+	if err != nil {
+		return nil, err
+	}
+	sweepExecutions(cfg.DataDir, cfg.Logger.With("executor", cfg.NodeID))
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, tokenFile)); errors.Is(err, fs.ErrNotExist) {
+		// A token file from the start gives a full disk one to overwrite
+		// in place (inplace.go).
+		_ = saveFence(cfg.DataDir, fc)
+	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("instance id: %w", err)
@@ -94,6 +124,10 @@ func New(cfg Config) (*Executor, error) {
 		pending:   make(map[string]struct{}),
 		answering: make(map[string]int),
 		settled:   make(chan struct{}),
+		data:      make(map[string]*dataTask),
+		newParts:  make(map[string]struct{}),
+		store:     store,
+		tidyKick:  make(chan struct{}, 1),
 		kick:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		served:    make(chan struct{}),
@@ -101,7 +135,22 @@ func New(cfg Config) (*Executor, error) {
 		client: transport.NewClient(transport.ClientOptions{Timeout: pushTimeout, MaxIdleConnsPerHost: 2, EnvironmentProxy: true}),
 	}
 	e.pushCtx, e.pushCancel = context.WithCancel(context.Background())
+	e.dataCtx, e.dataStop = context.WithCancel(context.Background())
+	// Fetches go straight to the executors that hold the bytes (no proxy)
+	// and have no overall timeout: a stream lasts as long as its producer.
+	e.fetchCl = transport.NewClient(transport.ClientOptions{DialTimeout: fetchDialTimeout, MaxIdleConnsPerHost: 16})
+	e.fetcher = &partition.Fetcher{Client: e.fetchCl, Bound: cfg.FetchTimeout, Fence: e.newestFence, Log: e.log}
 	return e, nil
+}
+
+// fetchDialTimeout bounds connecting to the executor that holds an input.
+const fetchDialTimeout = 5 * time.Second
+
+// newestFence is the fence this executor's fetches carry.
+func (e *Executor) newestFence() (string, uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.fence.Cluster, e.fence.Token
 }
 
 // Instance is the random id of this executor process's life, carried in
@@ -154,7 +203,7 @@ func (e *Executor) Start() error {
 	e.lease.renew(e.cfg.Now())
 	e.writeLeaseFileLocked()
 	e.mu.Unlock()
-	e.loops.Add(2)
+	e.loops.Add(3)
 	go func() {
 		defer close(e.served)
 		if err := transport.Serve(e.srv, ln); err != nil {
@@ -163,6 +212,7 @@ func (e *Executor) Start() error {
 	}()
 	go e.leaseLoop()
 	go e.pushLoop()
+	go e.tidyLoop()
 	e.mu.Lock()
 	fc := e.fence // a heartbeat may already be changing it
 	e.mu.Unlock()
@@ -248,6 +298,7 @@ func (e *Executor) Shutdown(ctx context.Context) error {
 		cancel()
 	}
 	e.rt.close()
+	e.store.Close() // ends the streams being served, so HTTP can stop
 	if e.gossip != nil {
 		timeout := time.Second
 		if dl, ok := ctx.Deadline(); ok {
@@ -267,6 +318,9 @@ func (e *Executor) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	e.phase = phaseStopped
 	e.mu.Unlock()
+	e.dataStop()
+	e.dataWG.Wait()
+	e.fetchCl.CloseIdleConnections()
 	e.log.Info("executor stopped")
 	return errors.Join(errs...)
 }
@@ -295,8 +349,19 @@ func (e *Executor) Crash() {
 	close(e.quit)
 	e.loops.Wait()
 	e.rt.close()
+	e.store.Close()
+	e.dataStop() // the tasks are dead: their pipes may close
+	e.dataWG.Wait()
+	e.mu.Lock()
+	for _, dt := range e.data { // what tidy would have closed
+		for _, sp := range dt.spools {
+			_ = sp.Close()
+		}
+	}
+	e.mu.Unlock()
 	<-e.served
 	e.client.CloseIdleConnections()
+	e.fetchCl.CloseIdleConnections()
 }
 
 // waitTasks waits until no execution is live.

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -14,6 +15,17 @@ type exitResult struct {
 	Code int
 	// Message, if set, explains a failure instead of "exit status <Code>".
 	Message string
+	// Bytes is the size of the partition a FINISHED producer left.
+	Bytes int64
+	// Note, if set, is added to the message of a failure ("disk full").
+	Note string
+}
+
+// startError is a start error that names the producer executions whose
+// partitions could not be fetched.
+type startError interface {
+	error
+	Unavailable() []string
 }
 
 // execution is one entry of the held set.
@@ -26,6 +38,12 @@ type execution struct {
 	// cancelMsg however its task ends.
 	canceled  bool
 	cancelMsg string
+	// failing: the task is being stopped because an input broke; the
+	// execution ends FAILED with failMsg (and the unavailable sources)
+	// however its task ends, unless a cancel comes too.
+	failing     bool
+	failMsg     string
+	unavailable []string
 }
 
 func (x *execution) terminal() bool { return x.status.State.Terminal() }
@@ -35,12 +53,22 @@ func (x *execution) terminal() bool { return x.status.State.Terminal() }
 // guards it). Transitions:
 //
 //	deploy:  (absent) -> DEPLOYING
-//	started: DEPLOYING -> RUNNING, or FAILED if the start failed;
+//	started: DEPLOYING -> RUNNING, or FAILED if the start failed (with the
+//	         unavailable sources the error names);
 //	         CANCELING (cancelled before it started) -> stays, and the task
-//	         must now be stopped; or CANCELED if it never started
+//	         must now be stopped; or CANCELED if it never started;
+//	         failing (an input broke before it started) -> stays, and the
+//	         task must now be stopped; or FAILED if it never started
 //	cancel:  DEPLOYING, RUNNING -> CANCELING
-//	exited:  any live state -> FINISHED / FAILED, or CANCELED if cancelled
+//	fail:    DEPLOYING, RUNNING -> the same state, failing: the task must be
+//	         stopped (an input broke); a cancelled execution ignores it
+//	exited:  any live state -> FINISHED (with its partition's bytes) /
+//	         FAILED (with a note), or CANCELED if cancelled, or FAILED with
+//	         the failing reason
 //	ack:     terminal -> (forgotten)
+//
+// A failing execution keeps reporting its live state until its task has
+// ended: it was not asked to stop, so it is not CANCELING.
 //
 // Terminal states never change and are only removed by ack. A forgotten
 // execution is remembered, with its last status, until prune drops it: a
@@ -96,9 +124,14 @@ func (h *heldSet) started(id string, err error) (stop bool) {
 	switch {
 	case err != nil && x.canceled:
 		x.status.State, x.status.Message = wire.StateCanceled, x.cancelMsg
+	case err != nil && x.failing:
+		x.failed()
 	case err != nil:
 		x.status.State, x.status.Message = wire.StateFailed, err.Error()
-	case x.canceled:
+		if se, ok := err.(startError); ok {
+			x.status.Unavailable = se.Unavailable()
+		}
+	case x.canceled || x.failing:
 		x.started = true
 		return true
 	default:
@@ -122,6 +155,42 @@ func (h *heldSet) cancel(id, msg string) (stop bool) {
 	return x.started
 }
 
+// fail requests that live execution id stop because an input broke,
+// ending FAILED with msg and the producer executions it could not fetch
+// (unavailable, added to those of an earlier failure). It reports whether
+// the runtime must stop the task now (as cancel does). A cancelled
+// execution is left alone: it ends CANCELED.
+func (h *heldSet) fail(id, msg string, unavailable []string) (stop bool) {
+	x, ok := h.m[id]
+	if !ok || x.terminal() || x.canceled {
+		return false
+	}
+	for _, u := range unavailable {
+		if !slices.Contains(x.unavailable, u) {
+			x.unavailable = append(x.unavailable, u)
+		}
+	}
+	if x.failing {
+		return false
+	}
+	x.failing, x.failMsg = true, msg
+	return x.started
+}
+
+// failed ends x FAILED for its failing reason.
+func (x *execution) failed() {
+	x.status.State, x.status.Message = wire.StateFailed, x.failMsg
+	if len(x.unavailable) > 0 {
+		x.status.Unavailable = slices.Sorted(slices.Values(x.unavailable))
+	}
+}
+
+// stopping reports whether id is being stopped (cancelled or failing).
+func (h *heldSet) stopping(id string) bool {
+	x, ok := h.m[id]
+	return ok && (x.canceled || x.failing)
+}
+
 // exited records that id's task ended with res.
 func (h *heldSet) exited(id string, res exitResult) {
 	x, ok := h.m[id]
@@ -129,15 +198,23 @@ func (h *heldSet) exited(id string, res exitResult) {
 		return
 	}
 	x.started = true
+	note := func(msg string) string {
+		if res.Note == "" {
+			return msg
+		}
+		return msg + " (" + res.Note + ")"
+	}
 	switch {
 	case x.canceled:
 		x.status.State, x.status.Message = wire.StateCanceled, x.cancelMsg
+	case x.failing:
+		x.failed()
 	case res.Message != "":
-		x.status.State, x.status.Message = wire.StateFailed, res.Message
+		x.status.State, x.status.Message = wire.StateFailed, note(res.Message)
 	case res.Code == 0:
-		x.status.State = wire.StateFinished
+		x.status.State, x.status.Bytes = wire.StateFinished, res.Bytes
 	default:
-		x.status.State, x.status.Message = wire.StateFailed, fmt.Sprintf("exit status %d", res.Code)
+		x.status.State, x.status.Message = wire.StateFailed, note(fmt.Sprintf("exit status %d", res.Code))
 	}
 }
 

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -15,10 +16,12 @@ import (
 func TestHeldSetTransitions(t *testing.T) {
 	const id = "j/v/0/0"
 	type step struct {
-		op    string     // deploy, started, startFailed, cancel, exit0, exit3, crashMsg, ack
-		stop  bool       // expected "stop now" answer of started/cancel
+		op    string     // deploy, started, startFailed, startUnavailable, cancel, fail, exit0, exit0bytes, exit3, exit3full, crashMsg, ack
+		stop  bool       // expected "stop now" answer of started/cancel/fail
 		state wire.State // expected state afterwards ("" = not held)
 		msg   string
+		bytes int64    // expected Bytes
+		unav  []string // expected Unavailable
 	}
 	tests := []struct {
 		name  string
@@ -85,14 +88,63 @@ func TestHeldSetTransitions(t *testing.T) {
 		}},
 		{"unknown ids are ignored", []step{
 			{op: "cancel", state: ""},
+			{op: "fail", state: ""},
 			{op: "started", state: ""},
 			{op: "exit0", state: ""},
 			{op: "ack", state: ""},
+		}},
+		{"a producer finishes with its partition's bytes", []step{
+			{op: "deploy", state: wire.StateDeploying},
+			{op: "started", state: wire.StateRunning},
+			{op: "exit0bytes", state: wire.StateFinished, bytes: 42},
+		}},
+		{"a failure notes a full disk", []step{
+			{op: "deploy", state: wire.StateDeploying},
+			{op: "started", state: wire.StateRunning},
+			{op: "exit3full", state: wire.StateFailed, msg: "exit status 3 (disk full)"},
+		}},
+		{"inputs unavailable before the start", []step{
+			{op: "deploy", state: wire.StateDeploying},
+			{op: "startUnavailable", state: wire.StateFailed, msg: "input p/0 unavailable", unav: []string{"j/p/0/0"}},
+		}},
+		{"an input breaks while the task runs", []step{
+			{op: "deploy", state: wire.StateDeploying},
+			{op: "started", state: wire.StateRunning},
+			{op: "fail", stop: true, state: wire.StateRunning},
+			{op: "fail", stop: false, state: wire.StateRunning}, // once stopped, more sources only add up
+			{op: "exit0", state: wire.StateFailed, msg: "input broke", unav: []string{"j/p/0/0", "j/p/1/0"}},
+			{op: "fail", state: wire.StateFailed, msg: "input broke", unav: []string{"j/p/0/0", "j/p/1/0"}},
+		}},
+		{"an input breaks before the start: stopped once started", []step{
+			{op: "deploy", state: wire.StateDeploying},
+			{op: "fail", stop: false, state: wire.StateDeploying},
+			{op: "started", stop: true, state: wire.StateDeploying},
+			{op: "exit0", state: wire.StateFailed, msg: "input broke", unav: []string{"j/p/0/0"}},
+		}},
+		{"an input breaks before the start, which fails", []step{
+			{op: "deploy", state: wire.StateDeploying},
+			{op: "fail", state: wire.StateDeploying},
+			{op: "startFailed", state: wire.StateFailed, msg: "input broke", unav: []string{"j/p/0/0"}},
+		}},
+		{"a cancel wins over a broken input", []step{
+			{op: "deploy", state: wire.StateDeploying},
+			{op: "started", state: wire.StateRunning},
+			{op: "fail", stop: true, state: wire.StateRunning},
+			{op: "cancel", stop: true, state: wire.StateCanceling},
+			{op: "exit3", state: wire.StateCanceled, msg: "bye"},
+		}},
+		{"a cancelled execution ignores a broken input", []step{
+			{op: "deploy", state: wire.StateDeploying},
+			{op: "started", state: wire.StateRunning},
+			{op: "cancel", stop: true, state: wire.StateCanceling},
+			{op: "fail", stop: false, state: wire.StateCanceling},
+			{op: "exit3", state: wire.StateCanceled, msg: "bye"},
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHeldSet()
+			fails := 0
 			for i, s := range tc.steps {
 				var stop bool
 				switch s.op {
@@ -102,12 +154,21 @@ func TestHeldSetTransitions(t *testing.T) {
 					stop = h.started(id, nil)
 				case "startFailed":
 					stop = h.started(id, errors.New("command not found: x"))
+				case "startUnavailable":
+					stop = h.started(id, unavailableErr{"input p/0 unavailable", []string{"j/p/0/0"}})
 				case "cancel":
 					stop = h.cancel(id, "bye")
+				case "fail":
+					stop = h.fail(id, "input broke", []string{fmt.Sprintf("j/p/%d/0", fails%2)})
+					fails++
 				case "exit0":
 					h.exited(id, exitResult{Code: 0})
+				case "exit0bytes":
+					h.exited(id, exitResult{Code: 0, Bytes: 42})
 				case "exit3":
 					h.exited(id, exitResult{Code: 3})
+				case "exit3full":
+					h.exited(id, exitResult{Code: 3, Note: "disk full"})
 				case "crashMsg":
 					h.exited(id, exitResult{Code: 137, Message: "killed"})
 				case "ack":
@@ -118,10 +179,21 @@ func TestHeldSetTransitions(t *testing.T) {
 				require.Equal(t, s.state != "", held, "step %d (%s): held", i, s.op)
 				require.Equal(t, s.state, st.State, "step %d (%s)", i, s.op)
 				require.Equal(t, s.msg, st.Message, "step %d (%s)", i, s.op)
+				require.Equal(t, s.bytes, st.Bytes, "step %d (%s): bytes", i, s.op)
+				require.Equal(t, s.unav, st.Unavailable, "step %d (%s): unavailable", i, s.op)
 			}
 		})
 	}
 }
+
+// unavailableErr is a start error that names unavailable producers.
+type unavailableErr struct {
+	msg  string
+	srcs []string
+}
+
+func (u unavailableErr) Error() string         { return u.msg }
+func (u unavailableErr) Unavailable() []string { return u.srcs }
 
 func TestHeldSetUsedSlotsAndList(t *testing.T) {
 	h := newHeldSet()
@@ -159,13 +231,19 @@ func TestHeldSetProperties(t *testing.T) {
 		h := newHeldSet()
 		terminal := map[string]wire.ExecutionStatus{} // model: terminal and not acked
 		canceled := map[string]bool{}                 // model: cancel requested while live
+		failing := map[string]bool{}                  // model: an input broke while live
 		everAcked := map[string]bool{}                // model: forgotten (never pruned here)
 		for step := 0; step < 60; step++ {
 			id := rapid.SampledFrom(ids).Draw(t, "id")
 			before := h.list()
 			beforeSt, wasHeld := h.get(id)
 			acked := map[string]bool{}
-			switch op := rapid.IntRange(0, 5).Draw(t, "op"); op {
+			switch op := rapid.IntRange(0, 6).Draw(t, "op"); op {
+			case 6:
+				h.fail(id, "input broke", []string{"p/0"})
+				if wasHeld && !beforeSt.State.Terminal() {
+					failing[id] = true
+				}
 			case 0:
 				tk := tasks[id]
 				tk.Slot = rapid.IntRange(0, 3).Draw(t, "slot")
@@ -229,6 +307,7 @@ func TestHeldSetProperties(t *testing.T) {
 					}
 					delete(terminal, tid)
 					delete(canceled, tid)
+					delete(failing, tid)
 					continue
 				}
 				if !ok || !reflect.DeepEqual(got, want) {
@@ -246,6 +325,10 @@ func TestHeldSetProperties(t *testing.T) {
 					// A cancelled execution ends CANCELED, and only it does.
 					if canceled[st.ExecutionID] != (st.State == wire.StateCanceled) {
 						t.Fatalf("%s ended %s, cancel requested: %v", st.ExecutionID, st.State, canceled[st.ExecutionID])
+					}
+					// One whose input broke ends FAILED, unless cancelled.
+					if failing[st.ExecutionID] && !canceled[st.ExecutionID] && st.State != wire.StateFailed {
+						t.Fatalf("%s ended %s after its input broke", st.ExecutionID, st.State)
 					}
 				default:
 					t.Fatalf("%s in unknown state %q", st.ExecutionID, st.State)

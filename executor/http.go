@@ -21,6 +21,9 @@ func (e *Executor) routes() http.Handler {
 	mux.HandleFunc(wire.PathHeartbeat, only(http.MethodPost, e.serveHeartbeat))
 	mux.HandleFunc(wire.PathExecutions, only(http.MethodGet, e.serveExecutions))
 	mux.HandleFunc(wire.PathLogs, only(http.MethodGet, e.serveLogs))
+	mux.HandleFunc(wire.PathRelease, only(http.MethodPost, e.serveRelease))
+	mux.HandleFunc(wire.PathPartitions, only(http.MethodGet, e.servePartitions))
+	mux.HandleFunc(wire.PathPartitionData, only(http.MethodGet, e.servePartitionData))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := fmt.Sprintf("no such endpoint: %s", r.URL.Path)
 		if strings.HasPrefix(r.URL.Path, "/v1/jobs") || strings.HasPrefix(r.URL.Path, "/v1/cluster") {
@@ -102,6 +105,10 @@ func decodeLeaderRequest(w http.ResponseWriter, r *http.Request, v any, l *wire.
 	}
 	if l.Version != wire.Version {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("unsupported protocol version %d: this executor speaks version %d", l.Version, wire.Version))
+		return false
+	}
+	if err := validCluster(l.Cluster); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return false
 	}
 	return true

@@ -84,6 +84,9 @@ func (e *Executor) cancelLocked(ids []string, msg string) []string {
 		if e.held.cancel(id, msg) {
 			stop = append(stop, id)
 		}
+		if dt := e.data[id]; dt != nil && e.held.canceled(id) {
+			dt.prepCancel() // a fetch before the start stops at once
+		}
 		e.noteLocked(id, before)
 	}
 	return stop
@@ -117,6 +120,7 @@ func (e *Executor) noteLocked(id string, before wire.State) {
 	}
 	if st.State.Terminal() {
 		e.log.Info("execution ended", "execution", id, "state", st.State, "message", st.Message)
+		e.endedLocked(id, st.State)
 		close(e.settled)
 		e.settled = make(chan struct{})
 	} else {
@@ -127,11 +131,32 @@ func (e *Executor) noteLocked(id string, before wire.State) {
 // onExit is the runtimes' callback: a task has ended. The lease is checked
 // first: a task its shim stopped because the lease ran out (the shim may see
 // it before the lease loop does) ends CANCELED for the lease like the rest.
+//
+// A producer that exited 0 keeps its output as a partition before its
+// FINISHED state is recorded, so no report shows it FINISHED before its
+// partition can be fetched; if that fails (a full disk), it FAILED.
 func (e *Executor) onExit(id string, res exitResult) {
+	e.mu.Lock()
+	dt := e.data[id]
+	keep := dt != nil && dt.produces && res.Code == 0 && res.Message == "" && !e.held.stopping(id)
+	e.mu.Unlock()
+	if keep {
+		n, err := e.store.Commit(id)
+		if err != nil {
+			res.Message = "exit status 0, but its output could not be kept: " + e.withDiskNote(err)
+		}
+		res.Bytes = n
+	}
+	if res.Code != 0 && res.Message == "" {
+		res.Note = e.diskNote(nil)
+	}
 	e.mu.Lock()
 	stop := e.expireLocked(e.cfg.Now())
 	before := e.held.state(id)
 	e.held.exited(id, res)
+	if keep && e.held.state(id) == wire.StateFinished {
+		e.newParts[id] = struct{}{} // the push of its end carries it
+	}
 	e.noteLocked(id, before)
 	e.mu.Unlock()
 	e.stopTasks(stop)
@@ -162,8 +187,12 @@ func (e *Executor) leaseLoop() {
 // deploy of many tasks costs the leader one report, not two. Should the
 // answer be lost, the next heartbeat's report carries the same states.
 func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wire.ExecutionStatus, *requestError) {
+	checked := make(map[*wire.Input]bool)
 	for _, t := range tasks {
 		if err := validateTask(t); err != nil {
+			return nil, refuse(http.StatusBadRequest, "%v", err)
+		}
+		if err := validateEdges(t, checked); err != nil {
 			return nil, refuse(http.StatusBadRequest, "%v", err)
 		}
 	}
@@ -180,6 +209,9 @@ func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wi
 		for _, t := range tasks {
 			if e.held.deploy(t) {
 				fresh = append(fresh, t)
+				if hasData(t) {
+					e.data[t.ExecutionID] = e.newDataTask(t)
+				}
 				e.noteLocked(t.ExecutionID, "")
 			}
 		}
@@ -194,7 +226,12 @@ func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wi
 		e.log.Info("deploying", "leader", l.Node, "token", l.Token, "tasks", len(fresh))
 	}
 	for _, t := range fresh {
-		e.startTask(t)
+		// A task that must fetch its inputs first starts in the
+		// background: it is DEPLOYING meanwhile, and the answer does not
+		// wait for the bytes.
+		if !e.startsLater(t) || !e.goData(nil, func() { e.startTask(t) }) {
+			e.startTask(t)
+		}
 	}
 	e.mu.Lock()
 	e.statusesLocked(tasks, out)
@@ -217,18 +254,31 @@ func (e *Executor) statusesLocked(tasks []wire.Task, out []wire.ExecutionStatus)
 	}
 }
 
-// startTask starts a registered task unless it was cancelled meanwhile.
+// startTask starts a registered task unless it was cancelled meanwhile,
+// after the data plane has prepared it (its inputs fetched, its pipes fed).
 func (e *Executor) startTask(t wire.Task) {
 	id := t.ExecutionID
 	var err error
 	e.mu.Lock()
 	skip := e.held.canceled(id)
+	dt := e.data[id]
 	e.mu.Unlock()
 	switch {
 	case skip:
-		err = fmt.Errorf("canceled before it started")
+		err = errCanceledBeforeStart
 	case t.Slot < 0 || t.Slot >= e.cfg.Slots:
 		err = fmt.Errorf("slot %d out of range: executor %s has slots 0..%d", t.Slot, e.cfg.NodeID, e.cfg.Slots-1)
+	case dt != nil:
+		if err = e.prepare(dt); err == nil {
+			e.mu.Lock()
+			if e.held.stopping(id) { // cancelled, or an input broke, meanwhile
+				err = errStoppedBeforeStart
+			}
+			e.mu.Unlock()
+		}
+		if err == nil {
+			err = e.rt.start(t)
+		}
 	default:
 		err = e.rt.start(t)
 	}
@@ -266,10 +316,33 @@ func (e *Executor) heartbeat(now time.Time, req wire.HeartbeatRequest) (wire.Rep
 	if rerr == nil {
 		e.ackLocked(req.Ack)
 		rep = e.reportLocked(e.held.list(), false)
+		rep.Partitions = e.store.List()
 	}
 	e.mu.Unlock()
 	e.stopTasks(stop)
 	return rep, rerr
+}
+
+// release handles a release request: the partitions it names are
+// deleted (unknown ids are ignored).
+func (e *Executor) release(now time.Time, req wire.ReleaseRequest) *requestError {
+	e.mu.Lock()
+	stop, rerr := e.admitRenewLocked(now, req.Leader, false)
+	e.mu.Unlock()
+	e.stopTasks(stop)
+	if rerr != nil {
+		return rerr
+	}
+	gone := e.store.Release(req.IDs)
+	if len(gone) > 0 {
+		e.log.Info("partitions released", "leader", req.Node, "partitions", len(gone))
+		e.mu.Lock()
+		for _, id := range gone {
+			delete(e.newParts, id)
+		}
+		e.mu.Unlock()
+	}
+	return nil
 }
 
 // ackLocked forgets acknowledged terminal executions.

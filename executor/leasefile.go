@@ -29,20 +29,38 @@ func monotonic() time.Duration {
 
 // writeLeaseFileLocked records that the lease now runs until Lease from
 // now. It writes a new file and renames it over the old one, so a shim
-// never reads a torn value.
+// never reads a torn value. If the filesystem is full it overwrites the
+// file in place (inplace.go), in a form a torn read cannot pass for a
+// deadline: "=N N", the deadline twice (parseLeaseFile).
 func (e *Executor) writeLeaseFileLocked() {
 	if e.cfg.Runtime != RuntimeExec {
 		return
 	}
 	path := filepath.Join(e.cfg.DataDir, leaseFileName)
-	deadline := monotonic() + e.cfg.Lease
+	deadline := strconv.FormatInt(int64(monotonic()+e.cfg.Lease), 10)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(int64(deadline), 10)), 0o644); err == nil {
+	err := os.WriteFile(tmp, []byte(deadline), 0o644)
+	if err == nil {
 		err = os.Rename(tmp, path)
-		if err != nil {
-			e.log.Warn("lease file", "err", err)
+	}
+	if err == nil {
+		if e.leaseInPlace {
+			e.leaseInPlace = false
+			e.log.Info("lease file written the usual way again")
+		}
+		return
+	}
+	_ = os.Remove(tmp)
+	if noSpace(err) {
+		if ierr := overwrite(path, []byte("="+deadline+" "+deadline+"\n"), false); ierr == nil {
+			if !e.leaseInPlace {
+				e.leaseInPlace = true
+				e.log.Warn("disk full: lease file overwritten in place", "err", err)
+			}
+			return
 		}
 	}
+	e.log.Error("cannot write the lease file: the shims will stop their tasks at the last deadline written", "err", err)
 }
 
 // readLeaseFile returns the deadline (monotonic) in a lease file.
@@ -51,7 +69,22 @@ func readLeaseFile(path string) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return parseLeaseFile(string(b))
+}
+
+// parseLeaseFile reads a lease file's contents: a deadline, or "=N N" with
+// the same deadline twice (written in place: a read torn by a concurrent
+// write has a part of each and is refused).
+func parseLeaseFile(s string) (time.Duration, bool) {
+	s = strings.TrimSpace(s)
+	if rest, ok := strings.CutPrefix(s, "="); ok {
+		a, b, ok := strings.Cut(rest, " ")
+		if !ok || a != b {
+			return 0, false
+		}
+		s = a
+	}
+	ns, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return 0, false
 	}

@@ -43,7 +43,7 @@ func (e *Executor) pushLoop() {
 func (e *Executor) pushOnce(ctx context.Context) {
 	e.mu.Lock()
 	addr := e.leaderAddr
-	if addr == "" || len(e.pending) == 0 {
+	if addr == "" || len(e.pending) == 0 && len(e.newParts) == 0 {
 		e.mu.Unlock()
 		return
 	}
@@ -59,9 +59,16 @@ func (e *Executor) pushOnce(ctx context.Context) {
 		}
 	}
 	clear(e.pending)
+	parts := make([]string, 0, len(e.newParts))
+	for id := range e.newParts {
+		parts = append(parts, id)
+	}
+	sort.Strings(parts)
+	clear(e.newParts)
 	rep := e.reportLocked(execs, true)
+	rep.Partitions = e.store.Lookup(parts)
 	e.mu.Unlock()
-	if len(execs) == 0 {
+	if len(execs) == 0 && len(rep.Partitions) == 0 {
 		return
 	}
 	ack, err := e.post(ctx, addr, rep)
@@ -73,6 +80,9 @@ func (e *Executor) pushOnce(ctx context.Context) {
 			if _, ok := e.held.get(st.ExecutionID); ok {
 				e.pending[st.ExecutionID] = struct{}{}
 			}
+		}
+		for _, p := range rep.Partitions {
+			e.newParts[p.ID] = struct{}{}
 		}
 		return
 	}

@@ -69,8 +69,11 @@ func shimArgs(grace time.Duration, leaseFile string, command []string) []string 
 }
 
 // taskEnv is a task's environment: the executor's own, the task's Env, then
-// the JOBMASTER_ variables (which the task's Env cannot override).
-func taskEnv(base []string, t wire.Task, nodeID string) ([]string, error) {
+// the JOBMASTER_ variables (which the task's Env cannot override). A task
+// with outputs sees JOBMASTER_OUTPUT_DIR, one with inputs
+// JOBMASTER_INPUT_DIR: directories in its execution directory under
+// dataDir (dataplane.go).
+func taskEnv(base []string, t wire.Task, nodeID, dataDir string) ([]string, error) {
 	env := append([]string(nil), base...)
 	keys := make([]string, 0, len(t.Env))
 	for k := range t.Env {
@@ -83,7 +86,7 @@ func taskEnv(base []string, t wire.Task, nodeID string) ([]string, error) {
 	for _, k := range keys {
 		env = append(env, k+"="+t.Env[k])
 	}
-	return append(env,
+	env = append(env,
 		"JOBMASTER_JOB_ID="+t.JobID,
 		"JOBMASTER_VERTEX="+t.Vertex,
 		"JOBMASTER_SUBTASK="+strconv.Itoa(t.Subtask),
@@ -91,7 +94,15 @@ func taskEnv(base []string, t wire.Task, nodeID string) ([]string, error) {
 		"JOBMASTER_ATTEMPT="+strconv.Itoa(t.Attempt),
 		"JOBMASTER_EXECUTION_ID="+t.ExecutionID,
 		"JOBMASTER_EXECUTOR_ID="+nodeID,
-	), nil
+	)
+	out, in, _ := taskDirs(dataDir, t.ExecutionID)
+	if len(t.Outputs) > 0 {
+		env = append(env, "JOBMASTER_OUTPUT_DIR="+out)
+	}
+	if len(t.Inputs) > 0 {
+		env = append(env, "JOBMASTER_INPUT_DIR="+in)
+	}
+	return env, nil
 }
 
 // lookCommand checks that name can be executed from dir with env's PATH,
@@ -136,10 +147,10 @@ func (r *execRuntime) start(t wire.Task) error {
 		return errors.New("empty command")
 	}
 	dir := executionDir(r.dataDir, t.ExecutionID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("working directory: %w", err)
 	}
-	env, err := taskEnv(os.Environ(), t, r.nodeID)
+	env, err := taskEnv(os.Environ(), t, r.nodeID, r.dataDir)
 	if err != nil {
 		return err
 	}

@@ -69,6 +69,11 @@ func simParams(env map[string]string) (time.Duration, int, error) {
 			return 0, 0, fmt.Errorf("%s=%q: want an integer", SimExitCodeEnv, s)
 		}
 	}
+	if s, ok := env[SimFetchEnv]; ok {
+		if _, err := strconv.ParseBool(s); err != nil {
+			return 0, 0, fmt.Errorf("%s=%q: want true or false", SimFetchEnv, s)
+		}
+	}
 	return d, code, nil
 }
 

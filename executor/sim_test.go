@@ -98,3 +98,39 @@ func BenchmarkSimExecutors(b *testing.B) {
 		}
 	}
 }
+
+// TestSimDataCostsNoGoroutines: thousands of sim producers and consumers
+// cost no goroutine each; the producers' empty partitions are reported and
+// released like any others.
+func TestSimDataCostsNoGoroutines(t *testing.T) {
+	e := startExecutor(t, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l := newLeader(t, e, 1)
+	const n = 2000
+	producers := manySimTasks("data", n, 0)
+	consumers := manySimTasks("data", n, time.Hour)
+	outs := []wire.Output{{Vertex: "w", Parallelism: n, Mode: wire.ModeBlocking}}
+	ins := []wire.Input{{Vertex: "v", Mode: wire.ModeBlocking, Sources: []wire.Source{{Subtask: 0, Execution: "data/v/0/0", Executor: "e1", Addr: e.Addr()}}}}
+	for i := range producers {
+		producers[i].Outputs = outs
+		c := &consumers[i]
+		c.Vertex, c.ExecutionID, c.Inputs = "w", fmt.Sprintf("data/w/%d/0", i), ins
+	}
+	before := goruntime.NumGoroutine()
+	l.deploy(append(producers, consumers...)...)
+	var rep wire.Report
+	waitFor(t, "every producer to leave its partition", func() bool {
+		rep = l.heartbeat()
+		return len(rep.Partitions) == n
+	})
+	require.Less(t, goruntime.NumGoroutine()-before, 50, "no goroutine per sim task")
+	for _, p := range rep.Partitions {
+		require.Zero(t, p.Bytes)
+	}
+	ids := make([]string, n)
+	for i, p := range rep.Partitions {
+		ids[i] = p.ID
+	}
+	code, b := l.post(wire.PathRelease, wire.ReleaseRequest{Leader: l.hdr(), IDs: ids})
+	require.Equal(t, 204, code, "%s", b)
+	require.Empty(t, l.heartbeat().Partitions)
+}

@@ -87,8 +87,32 @@ func loadFence(dir string) (fence, error) {
 }
 
 // saveFence stores f durably: a synced temporary file renamed over the
-// token file, then the directory synced so the rename survives a crash.
-func saveFence(dir string, fc fence) (err error) {
+// token file, then the directory synced so the rename survives a crash. If
+// the filesystem is full, the token file is overwritten in place instead
+// (inplace.go): a full disk must not refuse a new leader.
+func saveFence(dir string, fc fence) error {
+	text := fenceText(fc)
+	err := replaceFence(dir, text)
+	if err != nil && noSpace(err) {
+		if overwrite(filepath.Join(dir, tokenFile), []byte(text), true) == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// fenceText is the token file's contents for fc.
+func fenceText(fc fence) string {
+	text := strconv.FormatUint(fc.Token, 10) + "\n" + fc.Cluster + "\n"
+	for _, r := range fc.Retired {
+		text += r + "\n"
+	}
+	return text
+}
+
+// replaceFence writes text to a new file and renames it over the token
+// file.
+func replaceFence(dir, text string) (err error) {
 	f, err := os.CreateTemp(dir, tokenFile+".tmp*")
 	if err != nil {
 		return fmt.Errorf("persist fencing token: %w", err)
@@ -99,10 +123,6 @@ func saveFence(dir string, fc fence) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	text := strconv.FormatUint(fc.Token, 10) + "\n" + fc.Cluster + "\n"
-	for _, r := range fc.Retired {
-		text += r + "\n"
-	}
 	if _, err = f.WriteString(text); err != nil {
 		return fmt.Errorf("persist fencing token: %w", err)
 	}

@@ -32,6 +32,7 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 	fs.StringVar(&c.Runtime, "runtime", executor.RuntimeExec, "exec (real processes) or sim (simulated tasks, for tests and benchmarks)")
 	fs.DurationVar(&c.Lease, "lease", executor.DefaultLease, "every task is dead this long after the last heartbeat from a leader (self-fencing)")
 	fs.DurationVar(&c.CancelGrace, "cancel-grace", executor.DefaultCancelGrace, "time between SIGTERM and SIGKILL when a task is cancelled")
+	fs.DurationVar(&c.FetchTimeout, "fetch-timeout", executor.DefaultFetchTimeout, "how long fetching one input of a task may keep failing (retried with backoff from 100ms to 10s) before the task fails")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 }
 

@@ -59,13 +59,14 @@ func TestExecutorRoundTrip(t *testing.T) {
 	o.Join = []string{"127.0.0.1:9021", "127.0.0.1:9022"}
 	o.Slots, o.Runtime = 8, "sim"
 	o.Lease, o.CancelGrace = 3*time.Second, 500*time.Millisecond
+	o.FetchTimeout = 5 * time.Second
 	o.LogLevel = "warn"
 
 	argv := o.Args()
 	assert.Equal(t, []string{"executor",
 		"--node-id=e1", "--data-dir=/tmp/e1", "--http-addr=127.0.0.1:9031", "--gossip-addr=127.0.0.1:9041",
 		"--join=127.0.0.1:9021,127.0.0.1:9022", "--slots=8", "--runtime=sim",
-		"--lease=3s", "--cancel-grace=500ms", "--log-level=warn",
+		"--lease=3s", "--cancel-grace=500ms", "--fetch-timeout=5s", "--log-level=warn",
 	}, argv)
 	assert.Equal(t, o, parse(t, ExecutorCommand, ExecutorFlags, argv))
 }

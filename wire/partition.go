@@ -100,12 +100,20 @@ const (
 	// while a running producer writes. The answer's trailer HeaderEnd says
 	// how the stream ended (EndComplete: every byte, the producer
 	// FINISHED), so a fetch that breaks midway is resumed at the offset it
-	// reached, losing and duplicating nothing. 404: the holder does not
-	// hold it (released, lost, or a pipelined producer not started yet).
+	// reached, losing and duplicating nothing. An answer that ends without
+	// the trailer (a connection cut, or a running producer fetched without
+	// follow) is incomplete: fetch again from the offset reached. 404: the
+	// holder does not hold it (released, lost, or a pipelined producer not
+	// started yet). 400: a malformed or out-of-bounds parameter, or a
+	// consumer and index the producer writes nothing for; 416: an offset
+	// past the end of a complete output.
 	PathPartitionData = "/v1/internal/partition"
 	HeaderCluster     = "X-Jobmaster-Cluster"
-	HeaderToken       = "X-Jobmaster-Token"
-	HeaderEnd         = "X-Jobmaster-End"
+	// HeaderToken is not X-Jobmaster-Token, the header that carries a
+	// user's ACL token to the masters, so that the two never meet in one
+	// request.
+	HeaderToken = "X-Jobmaster-Fencing-Token"
+	HeaderEnd   = "X-Jobmaster-End"
 	// EndComplete: the stream holds every byte of the file. EndFailed: the
 	// producer ended without FINISHED; the bytes are not a whole output.
 	EndComplete = "complete"

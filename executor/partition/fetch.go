@@ -1,0 +1,230 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"jobmaster/transport"
+	"jobmaster/wire"
+)
+
+// DefaultHeaderTimeout bounds the wait for a fetch's answer to begin; the
+// bytes that follow may take as long as their producer.
+const DefaultHeaderTimeout = 10 * time.Second
+
+// maxErrorBody bounds what is read of an error answer.
+const maxErrorBody = 4 << 10
+
+// ErrProducerFailed is the error of a fetch whose stream ended with
+// EndFailed: the producer ended without FINISHED, so the bytes are not its
+// output.
+var ErrProducerFailed = errors.New("its producer ended without finishing")
+
+// UnavailableError is the error of a fetch that gave up on its source:
+// after failing for the whole bound, or at once for an answer that no retry
+// can change (a 400 or 416).
+type UnavailableError struct {
+	// Err is the last attempt's error.
+	Err error
+}
+
+func (e *UnavailableError) Error() string { return e.Err.Error() }
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// SinkError is the error of a fetch that could not store what it
+// received: the failure is local (the disk is full, say), not the source's.
+type SinkError struct{ Err error }
+
+func (e *SinkError) Error() string { return "storing the input: " + e.Err.Error() }
+func (e *SinkError) Unwrap() error { return e.Err }
+
+// Source is what one fetch reads: the bytes that subtask Index of vertex
+// Consumer reads from producer execution Producer, held by the executor
+// at Addr.
+type Source struct {
+	Addr     string
+	Producer string
+	Consumer string
+	Index    int
+	// Follow streams a running producer's (pipelined) output until it ends.
+	Follow bool
+}
+
+// Fetcher fetches partitions from the executors that hold them.
+type Fetcher struct {
+	Client *http.Client
+	// Fence returns the fetching executor's newest fence, sent with every
+	// attempt.
+	Fence func() (cluster string, token uint64)
+	// Bound is how long a source may go on failing before the fetch gives
+	// up on it (see Retry); zero is DefaultTimeout.
+	Bound time.Duration
+	// HeaderTimeout bounds the wait for an answer; zero is
+	// DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
+	// Now is the clock the bound is measured on (default time.Now).
+	Now func() time.Time
+	// Log, if set, gets every failed attempt (debug) and every source given
+	// up (warn).
+	Log *slog.Logger
+}
+
+// Fetch copies what src holds into w, resuming at the offset it reached
+// whenever an attempt breaks off, so w gets every byte once. It returns nil
+// once the stream ended with EndComplete; ErrProducerFailed if it ended with
+// EndFailed; a *SinkError if w failed; an *UnavailableError if it gave up
+// on src; ctx's error if ctx ended first. An attempt that brings bytes is
+// followed by the next one at once; one that brings none is a failure,
+// retried on the schedule of Retry.
+func (f *Fetcher) Fetch(ctx context.Context, src Source, w io.Writer) error {
+	now := f.Now
+	if now == nil {
+		now = time.Now
+	}
+	bound := f.Bound
+	if bound <= 0 {
+		bound = DefaultTimeout
+	}
+	var off int64
+	var first time.Time
+	failures := 0
+	for {
+		n, end, err := f.attempt(ctx, src, off, w)
+		off += n
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var sink *SinkError
+		var perm *UnavailableError
+		switch {
+		case errors.As(err, &sink):
+			return err
+		case errors.As(err, &perm):
+			return err
+		case end == wire.EndComplete:
+			return nil
+		case end == wire.EndFailed:
+			return ErrProducerFailed
+		case n > 0:
+			failures, first = 0, time.Time{}
+			continue
+		}
+		if err == nil {
+			err = errors.New("the answer ended without its end marker")
+		}
+		failures++
+		t := now()
+		if first.IsZero() {
+			first = t
+		}
+		wait, giveUp := Retry(first, t, failures, bound)
+		if giveUp {
+			if f.Log != nil {
+				f.Log.Warn("giving up on an input", "producer", src.Producer, "addr", src.Addr, "failing_for", t.Sub(first), "err", err)
+			}
+			return &UnavailableError{Err: fmt.Errorf("%w (failing for %s)", err, t.Sub(first).Round(time.Millisecond))}
+		}
+		if f.Log != nil {
+			f.Log.Debug("fetch failed; retrying", "producer", src.Producer, "addr", src.Addr, "offset", off, "retry_in", wait, "err", err)
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// Query is the query of a fetch of src from offset.
+func Query(src Source, offset int64) url.Values {
+	q := url.Values{
+		"id":       {src.Producer},
+		"consumer": {src.Consumer},
+		"index":    {strconv.Itoa(src.Index)},
+		"offset":   {strconv.FormatInt(offset, 10)},
+	}
+	if src.Follow {
+		q.Set("follow", "1")
+	}
+	return q
+}
+
+// attempt is one request: it returns how many bytes it copied, the end
+// marker if the answer was read to its end, and the error that stopped it.
+func (f *Fetcher) attempt(ctx context.Context, src Source, off int64, w io.Writer) (int64, string, error) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodGet,
+		transport.URL(src.Addr, wire.PathPartitionData+"?"+Query(src, off).Encode()), nil)
+	if err != nil {
+		return 0, "", &UnavailableError{Err: err}
+	}
+	cluster, token := f.Fence()
+	if cluster != "" {
+		req.Header.Set(wire.HeaderCluster, cluster)
+	}
+	req.Header.Set(wire.HeaderToken, strconv.FormatUint(token, 10))
+	wait := f.HeaderTimeout
+	if wait <= 0 {
+		wait = DefaultHeaderTimeout
+	}
+	timer := time.AfterFunc(wait, cancel)
+	resp, err := f.Client.Do(req)
+	if !timer.Stop() && err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("no answer within %s", wait)
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		serr := &transport.StatusError{Code: resp.StatusCode, Message: transport.ErrorMessage(body)}
+		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+			return 0, "", &UnavailableError{Err: serr}
+		}
+		return 0, "", serr
+	}
+	n, err := copyBody(w, resp.Body)
+	if err != nil {
+		return n, "", err
+	}
+	return n, resp.Trailer.Get(wire.HeaderEnd), nil
+}
+
+// copyBody copies body to w a chunk at a time; a failure of w is a
+// *SinkError.
+func copyBody(w io.Writer, body io.Reader) (int64, error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	var n int64
+	for {
+		m, err := body.Read(buf)
+		if m > 0 {
+			k, werr := w.Write(buf[:m])
+			n += int64(k)
+			if werr == nil && k < m {
+				werr = io.ErrShortWrite
+			}
+			if werr != nil {
+				return n, &SinkError{Err: werr}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}

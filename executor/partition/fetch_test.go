@@ -1,0 +1,328 @@
+package partition
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/transport"
+	"jobmaster/wire"
+)
+
+// holder serves a store's partitions as an executor does, minus the
+// validation and the fence check, and records every request.
+type holder struct {
+	s *Store
+	// cut, when set, ends an answer abruptly after that many bytes, for the
+	// first cuts answers.
+	cut  int
+	cuts int
+
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func (h *holder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.reqs = append(h.reqs, r)
+	cut := h.cuts > 0
+	if cut {
+		h.cuts--
+	}
+	h.mu.Unlock()
+	v := r.URL.Query()
+	index, _ := strconv.Atoi(v.Get("index"))
+	offset, _ := strconv.ParseInt(v.Get("offset"), 10, 64)
+	q := Request{Producer: v.Get("id"), Consumer: v.Get("consumer"), Index: index, Offset: offset, Follow: v.Get("follow") == "1"}
+	if cut {
+		w = &cutter{ResponseWriter: w, left: h.cut}
+	}
+	h.s.Serve(w, r, q)
+}
+
+func (h *holder) offsets() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.reqs {
+		out = append(out, r.URL.Query().Get("offset"))
+	}
+	return out
+}
+
+// cutter lets left bytes through, then breaks the connection off.
+type cutter struct {
+	http.ResponseWriter
+	left int
+}
+
+func (c *cutter) Write(p []byte) (int, error) {
+	if len(p) < c.left {
+		c.left -= len(p)
+		return c.ResponseWriter.Write(p)
+	}
+	n, _ := c.ResponseWriter.Write(p[:c.left])
+	c.left = 0
+	http.NewResponseController(c.ResponseWriter).Flush()
+	_ = n
+	panic(http.ErrAbortHandler)
+}
+
+func (c *cutter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func startHolder(t *testing.T, h *holder) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+func fetcher(t *testing.T, bound time.Duration) *Fetcher {
+	c := transport.NewClient(transport.ClientOptions{})
+	t.Cleanup(c.CloseIdleConnections)
+	return &Fetcher{Client: c, Fence: func() (string, uint64) { return "c1", 7 }, Bound: bound}
+}
+
+// committed makes a partition of meta(attempt) whose count/0 holds data.
+func committed(t *testing.T, s *Store, attempt int, data []byte) Meta {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "output")
+	require.NoError(t, os.MkdirAll(filepath.Join(out, "count"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(out, "count", "0"), data, 0o600))
+	m := meta(attempt)
+	s.Begin(m, out)
+	_, err := s.Commit(m.ID)
+	require.NoError(t, err)
+	return m
+}
+
+func random(t *testing.T, n int) []byte {
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return b
+}
+
+func TestFetchAPartition(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	data := random(t, 300_000)
+	m := committed(t, s, 0, data)
+	h := &holder{s: s}
+	addr := startHolder(t, h)
+	f := fetcher(t, time.Minute)
+
+	var got bytes.Buffer
+	require.NoError(t, f.Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count", Index: 0}, &got))
+	require.Equal(t, data, got.Bytes())
+	r := h.reqs[0]
+	require.Equal(t, "c1", r.Header.Get(wire.HeaderCluster), "the fetcher's fence travels with it")
+	require.Equal(t, "7", r.Header.Get(wire.HeaderToken))
+
+	// A file the producer did not write is empty data.
+	got.Reset()
+	require.NoError(t, f.Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count", Index: 2}, &got))
+	require.Zero(t, got.Len())
+}
+
+// TestAFetchCutMidwayLosesAndDuplicatesNothing: the holder breaks the
+// connection off three times in the middle of the data; every retry goes
+// on from the offset reached.
+func TestAFetchCutMidwayLosesAndDuplicatesNothing(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	data := random(t, 1_000_000)
+	m := committed(t, s, 0, data)
+	h := &holder{s: s, cut: 123_457, cuts: 3}
+	addr := startHolder(t, h)
+
+	var got bytes.Buffer
+	require.NoError(t, fetcher(t, time.Minute).Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count"}, &got))
+	require.Equal(t, len(data), got.Len())
+	require.True(t, bytes.Equal(data, got.Bytes()), "the same bytes, in order")
+	require.Equal(t, []string{"0", "123457", "246914", "370371"}, h.offsets())
+}
+
+// sink is a buffer that says when it holds at least n bytes.
+type sink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *sink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *sink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func pipelined() []wire.Output {
+	return []wire.Output{{Vertex: "count", Parallelism: 2, Mode: wire.ModePipelined}}
+}
+
+func TestFollowARunningProducer(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	out := filepath.Join(t.TempDir(), "output")
+	require.NoError(t, os.MkdirAll(filepath.Join(out, "count"), 0o700))
+	m := meta(0)
+	m.Outputs = pipelined()
+	s.Begin(m, out)
+	addr := startHolder(t, &holder{s: s})
+	f := fetcher(t, time.Minute)
+
+	got := &sink{}
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count", Index: 1, Follow: true}, got)
+	}()
+	// The file does not exist yet; then it grows while the fetch runs.
+	file := filepath.Join(out, "count", "1")
+	w, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	require.NoError(t, err)
+	_, err = w.WriteString("first ")
+	require.NoError(t, err)
+	waitFor(t, "the first bytes to stream before the producer ends", func() bool { return got.String() == "first " })
+	_, err = w.WriteString("second")
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	n, err := s.Commit(m.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 12, n)
+	require.NoError(t, <-done)
+	require.Equal(t, "first second", got.String())
+
+	// Without follow, a running producer's answer is incomplete: only a
+	// pipelined output of a live producer is served, and blocking is 404.
+	m2 := meta(1)
+	m2.Outputs = []wire.Output{{Vertex: "count", Parallelism: 1, Mode: wire.ModeBlocking}}
+	s.Begin(m2, t.TempDir())
+	resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m2.ID, Consumer: "count"}, 0).Encode())
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+func TestAStreamOfAFailedProducerEndsFailed(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	out := filepath.Join(t.TempDir(), "output")
+	require.NoError(t, os.MkdirAll(filepath.Join(out, "count"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(out, "count", "0"), []byte("half"), 0o600))
+	m := meta(0)
+	m.Outputs = pipelined()
+	s.Begin(m, out)
+	addr := startHolder(t, &holder{s: s})
+	f := fetcher(t, time.Minute)
+	got := &sink{}
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count", Index: 0, Follow: true}, got)
+	}()
+	waitFor(t, "the bytes so far", func() bool { return got.String() == "half" })
+	s.Discard(m.ID)
+	require.ErrorIs(t, <-done, ErrProducerFailed)
+	// A fetch that comes later learns it at once too.
+	require.ErrorIs(t, f.Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count", Follow: true}, &sink{}), ErrProducerFailed)
+}
+
+func TestAFetchGivesUpAfterItsBound(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	h := &holder{s: s}
+	addr := startHolder(t, h)
+	err = fetcher(t, 300*time.Millisecond).Fetch(context.Background(), Source{Addr: addr, Producer: "j/gen/0/0", Consumer: "count"}, &sink{})
+	var un *UnavailableError
+	require.ErrorAs(t, err, &un)
+	require.Contains(t, err.Error(), "404 Not Found: partition j/gen/0/0 is not held here")
+	require.Greater(t, len(h.offsets()), 1, "it retried")
+}
+
+func TestAFetchThatNoRetryCanHelpFailsAtOnce(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	m := committed(t, s, 0, []byte("abc"))
+	h := &holder{s: s}
+	addr := startHolder(t, h)
+	f := fetcher(t, time.Hour)
+	var un *UnavailableError
+	err = f.Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count", Index: 3}, &sink{})
+	require.ErrorAs(t, err, &un)
+	require.Contains(t, err.Error(), "400 Bad Request: producer j/gen/1/0 writes nothing for subtask 3")
+	require.Len(t, h.offsets(), 1)
+
+	resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count"}, 4).Encode())
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusRequestedRangeNotSatisfiable, resp.StatusCode)
+}
+
+type fullDisk struct{}
+
+func (fullDisk) Write([]byte) (int, error) {
+	return 0, &os.PathError{Op: "write", Path: "input", Err: syscall.ENOSPC}
+}
+
+func TestAFetchThatCannotStoreFailsAsLocal(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	m := committed(t, s, 0, []byte("abc"))
+	addr := startHolder(t, &holder{s: s})
+	err = fetcher(t, time.Hour).Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count"}, fullDisk{})
+	var local *SinkError
+	require.ErrorAs(t, err, &local)
+	require.True(t, errors.Is(err, syscall.ENOSPC))
+}
+
+func TestAFetchEndsWithItsContext(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	m := meta(0)
+	m.Outputs = pipelined()
+	s.Begin(m, t.TempDir())
+	addr := startHolder(t, &holder{s: s})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- fetcher(t, time.Hour).Fetch(ctx, Source{Addr: addr, Producer: m.ID, Consumer: "count", Follow: true}, &sink{})
+	}()
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	s.Discard(m.ID)
+}

@@ -1,0 +1,217 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A pipelined input reaches its task through a named pipe, fed from a
+// spool file: the fetch appends what arrives to the spool, at the pace of
+// the producer, and a feeder copies the spool into the pipe, at the pace
+// of the task. So a task may read its pipes in any order, one after
+// another: what it does not read yet waits on disk, never in memory, and
+// no producer waits for it.
+//
+// The pipe reaches end of file only when the fetch ended complete and the
+// task has read every byte; a failed fetch leaves the pipe open (the task
+// is stopped, and must not take the bytes for a whole output), until the
+// consumer's context ends.
+
+// Spool is one pipelined input's spool file: one writer (the fetch), one
+// reader (Feed).
+type Spool struct {
+	f *os.File
+
+	mu      sync.Mutex
+	size    int64
+	ended   bool
+	err     error         // the fetch's outcome, once ended
+	changed chan struct{} // closed and replaced on every change
+}
+
+// CreateSpool creates a new spool file at path (0600).
+func CreateSpool(path string) (*Spool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &Spool{f: f, changed: make(chan struct{})}, nil
+}
+
+// Write appends p to the spool.
+func (s *Spool) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	off := s.size
+	s.mu.Unlock()
+	n, err := s.f.WriteAt(p, off)
+	if n > 0 {
+		s.mu.Lock()
+		s.size += int64(n)
+		s.signalLocked()
+		s.mu.Unlock()
+	}
+	return n, err
+}
+
+// End records the fetch's outcome: nil when the stream ended complete.
+func (s *Spool) End(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return
+	}
+	s.ended, s.err = true, err
+	s.signalLocked()
+}
+
+func (s *Spool) signalLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Close closes the spool file (the caller deletes it).
+func (s *Spool) Close() error { return s.f.Close() }
+
+// Nudge wakes the feeders of one consumer that wait for their task to open
+// a pipe: when the task opens or finishes one pipe, it is likely to open
+// another soon.
+type Nudge struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// NewNudge returns a Nudge.
+func NewNudge() *Nudge { return &Nudge{ch: make(chan struct{})} }
+
+func (n *Nudge) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ch
+}
+
+// Wake wakes every feeder waiting on n.
+func (n *Nudge) Wake() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	close(n.ch)
+	n.ch = make(chan struct{})
+}
+
+// A feeder looks for its task's reader this often: at once when nudged,
+// then less and less often.
+const (
+	minOpenPoll = 2 * time.Millisecond
+	maxOpenPoll = time.Second
+)
+
+// FeedResult is how a feed ended.
+type FeedResult int
+
+const (
+	// Fed: every byte went into the pipe, which was closed (end of file).
+	Fed FeedResult = iota
+	// ReaderGone: the task closed the pipe before the end.
+	ReaderGone
+	// Stopped: ctx ended (the consumer ended), or the fetch failed and ctx
+	// ended later; the task never saw end of file.
+	Stopped
+)
+
+// Feed copies the spool into the named pipe fifo: it waits for the task to
+// open the pipe (a writer that opened it first would block, or make an
+// early end of file), then copies the spool as it grows, and closes the
+// pipe once the fetch ended complete and every byte is in. nudge (may be
+// nil) is woken when the pipe is opened and when it is closed.
+func (s *Spool) Feed(ctx context.Context, fifo string, nudge *Nudge) FeedResult {
+	w, err := openWriter(ctx, fifo, nudge)
+	if err != nil {
+		return Stopped
+	}
+	if nudge != nil {
+		nudge.Wake()
+	}
+	// Closing the pipe unblocks a write stuck on a task that reads no
+	// more; ctx ends only once the task is gone.
+	stop := context.AfterFunc(ctx, func() { w.Close() })
+	defer stop()
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	var off int64
+	for {
+		s.mu.Lock()
+		size, ended, ferr, changed := s.size, s.ended, s.err, s.changed
+		s.mu.Unlock()
+		if off < size {
+			n, err := s.f.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					if errors.Is(werr, syscall.EPIPE) {
+						w.Close()
+						return ReaderGone
+					}
+					return Stopped
+				}
+				off += int64(n)
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				ended, ferr = true, err // the spool is unreadable: never an end of file
+			} else {
+				continue
+			}
+		}
+		if ended && ferr == nil {
+			w.Close()
+			if nudge != nil {
+				nudge.Wake()
+			}
+			return Fed
+		}
+		if ended {
+			<-ctx.Done()
+			return Stopped
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return Stopped
+		}
+	}
+}
+
+// openWriter opens fifo for writing once a reader has it open.
+func openWriter(ctx context.Context, fifo string, nudge *Nudge) (*os.File, error) {
+	wait := minOpenPoll
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var woken <-chan struct{}
+		if nudge != nil {
+			woken = nudge.wait()
+		}
+		// Non-blocking: ENXIO while no reader has the pipe open. The file
+		// is pollable, so later writes wait for the reader without
+		// blocking a thread.
+		w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			return w, nil
+		}
+		if !errors.Is(err, syscall.ENXIO) {
+			return nil, err
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-woken:
+			wait = minOpenPoll
+		case <-timer.C:
+			wait = min(2*wait, maxOpenPoll)
+		}
+	}
+}
