@@ -308,8 +308,10 @@ func (e *Executor) cancel(now time.Time, req wire.CancelRequest) *requestError {
 }
 
 // heartbeat handles a heartbeat: it forgets the acknowledged executions and
-// answers the full report.
+// answers the full report. A partition whose files are gone from disk is
+// no longer listed (the leader then counts it lost).
 func (e *Executor) heartbeat(now time.Time, req wire.HeartbeatRequest) (wire.Report, *requestError) {
+	e.store.Verify()
 	e.mu.Lock()
 	stop, rerr := e.admitRenewLocked(now, req.Leader, !req.Probe)
 	var rep wire.Report

@@ -235,6 +235,9 @@ func TestPartitionLostWithExecutor(t *testing.T) {
 			require.Zero(t, s.Attempt, "gen/%d's partition was not lost: it does not run again", s.Index)
 		}
 	}
+	// The killed executor comes back with the old partitions on its disk:
+	// nobody tracks them, so they are released.
+	host.Restart(false)
 	c.waitNoBytes(t, "lost")
 }
 

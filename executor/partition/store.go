@@ -471,6 +471,55 @@ func (s *Store) remove(gone []*held) {
 	}
 }
 
+// Verify drops the partitions whose files are gone from disk (deleted
+// behind the executor's back: a cleanup, a replaced disk), so that the
+// next report no longer lists them and the leader learns they are lost.
+// It returns the ids it dropped. The files are checked outside the
+// store's lock.
+func (s *Store) Verify() []string {
+	s.mu.Lock()
+	check := make(map[string]string, len(s.held))
+	for id, h := range s.held {
+		if h.dir != "" {
+			check[id] = h.dir
+		}
+	}
+	s.mu.Unlock()
+	var gone []string
+	for id, dir := range check {
+		if !present(dir) {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	sort.Strings(gone)
+	s.mu.Lock()
+	var dropped []string
+	for _, id := range gone {
+		if h, ok := s.held[id]; ok && h.dir == check[id] {
+			delete(s.held, id)
+			dropped = append(dropped, id)
+		}
+	}
+	s.mu.Unlock()
+	if len(dropped) > 0 {
+		s.log.Warn("partitions gone from disk: no longer held", "partitions", dropped)
+	}
+	return dropped
+}
+
+// present reports whether a partition directory still has its metadata
+// and its data directory.
+func present(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, metaFile)); err != nil {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(dir, dataDir))
+	return err == nil && fi.IsDir()
+}
+
 // List returns every partition held, sorted by id (never nil).
 func (s *Store) List() []wire.Partition {
 	s.mu.Lock()

@@ -218,3 +218,23 @@ func TestTombstonesAreBounded(t *testing.T) {
 	require.False(t, old, "the oldest are forgotten")
 	require.True(t, strings.HasPrefix(s.failedFIF[0], "j/gen/1/"))
 }
+
+// TestVerifyDropsPartitionsGoneFromDisk: a partition deleted behind the
+// store's back is no longer listed; the others stay.
+func TestVerifyDropsPartitionsGoneFromDisk(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, quiet())
+	require.NoError(t, err)
+	for a := 0; a < 2; a++ {
+		out := filepath.Join(t.TempDir(), "output")
+		write(t, filepath.Join(out, "count", "0"), "data")
+		s.Begin(meta(a), out)
+		_, err := s.Commit(meta(a).ID)
+		require.NoError(t, err)
+	}
+	require.Empty(t, s.Verify(), "both are there")
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, filepath.FromSlash(meta(0).ID))))
+	require.Equal(t, []string{meta(0).ID}, s.Verify())
+	require.Equal(t, []string{meta(1).ID}, ids(s.List()))
+	require.Empty(t, s.Verify(), "dropped once")
+}
