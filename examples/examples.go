@@ -9,6 +9,9 @@
 //   - flaky.json: a task that fails on its first attempts, restarted with
 //     exponential-delay under region failover, beside an independent region
 //     that is left alone.
+//   - sums.json: the two-stage job of docs/api.md: gen (3) sends each of the
+//     numbers 1 to 300 to the sum subtask of its parity, sum (2) adds what
+//     it reads; the two sums add up to 45150.
 //   - wide.json: 24 subtasks in 8 slots, thanks to slot sharing: subtask i of
 //     the three pipelined vertices shares one slot.
 package examples

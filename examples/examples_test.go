@@ -14,7 +14,7 @@ import (
 func TestExamplesAreValidSpecs(t *testing.T) {
 	files, err := fs.Glob(FS, "*.json")
 	require.NoError(t, err)
-	require.Len(t, files, 3)
+	require.Len(t, files, 4)
 	for _, f := range files {
 		b, err := FS.ReadFile(f)
 		require.NoError(t, err)
@@ -35,4 +35,19 @@ func TestReadmeSpecIsValid(t *testing.T) {
 	for _, v := range spec.Vertices {
 		require.Equal(t, "sh", v.Command[0], "vertex %s runs a command every machine has", v.ID)
 	}
+}
+
+// The two-stage job of docs/api.md is examples/sums.json.
+func TestAPIDocSumsIsTheExample(t *testing.T) {
+	b, err := os.ReadFile("../docs/api.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)This job sums the numbers.*?```json\n(.*?)\n```").FindSubmatch(b)
+	require.NotNil(t, m, "docs/api.md shows the sums job")
+	doc, err := jobspec.Parse(m[1])
+	require.NoError(t, err)
+	file, err := FS.ReadFile("sums.json")
+	require.NoError(t, err)
+	want, err := jobspec.Parse(file)
+	require.NoError(t, err)
+	require.Equal(t, want, doc)
 }
