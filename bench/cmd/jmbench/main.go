@@ -41,6 +41,7 @@ var benchmarks = []struct {
 	{"e2e", macro.EndToEnd},
 	{"failover", macro.Failover},
 	{"reconcile", macro.Reconciliation},
+	{"exchange", macro.Exchange},
 }
 
 func main() {
