@@ -36,6 +36,8 @@ var rules = []struct {
 		"the public API's bodies are types the client shares; the client must not pull in a master"},
 	{"client", []string{"jobmaster/fsm", "jobmaster/master", "jobmaster/executor", "jobmaster/leader"},
 		"the Go client talks HTTP to masters; it must not link their code"},
+	{"pki", []string{"jobmaster/transport", "jobmaster/master", "jobmaster/executor", "jobmaster/membership", "net/http"},
+		"the PKI issues and reads certificates; how connections use them is package transport's, so the CA tool and the identity rule stay free of any role"},
 }
 
 func TestImportBoundaries(t *testing.T) {
