@@ -13,7 +13,7 @@ import (
 
 // baseForm is the form of an address with a scheme, for messages:
 // "http://host:port".
-var baseForm = transport.BaseURL("host:port")
+var baseForm = transport.BaseURLScheme(transport.SchemeHTTP, "host:port")
 
 // ParseAddresses turns a comma-separated list of master HTTP addresses, each
 // "host:port" or "http://host:port", into base URLs ("http://host:port"), in
@@ -51,7 +51,7 @@ func ParseAddress(addr string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("invalid address %q: %v", addr, err)
 		}
-		if u.Scheme != transport.Scheme {
+		if u.Scheme != transport.SchemeHTTP {
 			return "", fmt.Errorf("invalid address %q: scheme %q is not supported, use %s or host:port", addr, u.Scheme, baseForm)
 		}
 		if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
@@ -69,7 +69,7 @@ func ParseAddress(addr string) (string, error) {
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return "", fmt.Errorf("invalid address %q: port %q is not a number between 1 and 65535", addr, port)
 	}
-	return transport.BaseURL(net.JoinHostPort(host, port)), nil
+	return transport.BaseURLScheme(transport.SchemeHTTP, net.JoinHostPort(host, port)), nil
 }
 
 // displayAddr strips the scheme from a base URL for messages.

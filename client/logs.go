@@ -95,7 +95,7 @@ func (c *Client) executorLogs(ctx context.Context, exec *api.Executor, base, exe
 	}
 	q := url.Values{"id": {executionID}, "stream": {stream}}
 	path := wire.PathLogs + "?" + q.Encode()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, transport.URL(base, path), nil)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, transport.URL(c.http, base, path), nil)
 	if err != nil {
 		cancel()
 		return nil, err

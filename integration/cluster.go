@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"jobmaster/client"
 	"jobmaster/internal/freeport"
 	"jobmaster/launch"
+	"jobmaster/transport"
 )
 
 // Options shape a test cluster. Timings are short so that faults resolve
@@ -70,6 +72,9 @@ type Cluster struct {
 	Masters   []*Node
 	Executors []*Node
 	Client    *client.Client
+	// HTTP is the harness's own client for probes of single nodes: short
+	// timeouts, and the cluster's TLS when it has it.
+	HTTP *http.Client
 	// Net is the namespaces of the nodes (nil on loopback).
 	Net *Network
 }
@@ -86,6 +91,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		dir = t.TempDir()
 	}
 	c := &Cluster{t: t, opts: opts, dir: dir}
+	c.HTTP = transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second})
 	if opts.Netns {
 		nw, err := NewNetwork(opts.CutMode)
 		if err != nil {

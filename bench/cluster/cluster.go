@@ -268,7 +268,7 @@ type Leader struct {
 // /v1/cluster?stale: no forwarding, served from its state).
 func View(ctx context.Context, n *Node) (*api.Cluster, error) {
 	var out api.Cluster
-	if err := GetJSON(ctx, transport.URL(n.HTTPAddr, "/v1/cluster?stale"), &out); err != nil {
+	if err := GetJSON(ctx, transport.URL(HTTP, n.HTTPAddr, "/v1/cluster?stale"), &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -332,7 +332,7 @@ func (c *Cluster) WaitExecutors(ctx context.Context, n int) error {
 		l, ok := c.Agreed(ctx)
 		if ok {
 			var v api.Cluster
-			if err := GetJSON(ctx, transport.URL(l.Node.HTTPAddr, "/v1/cluster"), &v); err == nil {
+			if err := GetJSON(ctx, transport.URL(HTTP, l.Node.HTTPAddr, "/v1/cluster"), &v); err == nil {
 				alive := 0
 				for _, e := range v.Executors {
 					if e.Status == "alive" {

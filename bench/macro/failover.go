@@ -138,7 +138,7 @@ func Failover(ctx context.Context, e *Env) error {
 func put(ctx context.Context, hc *http.Client, n *cluster.Node, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, transport.URL(n.HTTPAddr, "/v1/jobs/"+id), bytes.NewReader([]byte(submitSpec)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, transport.URL(hc, n.HTTPAddr, "/v1/jobs/"+id), bytes.NewReader([]byte(submitSpec)))
 	if err != nil {
 		return err
 	}
