@@ -49,7 +49,8 @@ func (c *Client) Logs(ctx context.Context, jobID, vertex string, subtask int, st
 	if exec == nil || exec.HTTPAddr == "" {
 		return nil, fmt.Errorf("executor %q, which ran execution %s, is not known to the cluster: its logs are unavailable", st.Executor, st.ExecutionID)
 	}
-	base, err := ParseAddress(exec.HTTPAddr)
+	// The executor is reached as the master that answered last was.
+	base, err := parseAddress(exec.HTTPAddr, schemeOf(c.addrs[c.first()]))
 	if err != nil {
 		return nil, fmt.Errorf("executor %q advertises a bad HTTP address: %w", exec.ID, err)
 	}
