@@ -61,6 +61,8 @@ type Executor struct {
 	srv        *http.Server
 	gossip     *membership.Node
 	client     *http.Client
+	tls        *transport.TLS // nil: TLS off (tls.go)
+	gossipKeys [][]byte
 	pushCtx    context.Context
 	pushCancel context.CancelFunc
 }
@@ -76,6 +78,10 @@ func New(cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	fc, err := loadFence(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	tl, gossipKeys, err := loadSecurity(&cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +104,10 @@ func New(cfg Config) (*Executor, error) {
 		quit:      make(chan struct{}),
 		served:    make(chan struct{}),
 		// Pushes honour HTTP_PROXY and NO_PROXY, as the client does.
-		client: transport.NewClient(transport.ClientOptions{Timeout: pushTimeout, MaxIdleConnsPerHost: 2, EnvironmentProxy: true}),
+		client: transport.NewClient(transport.ClientOptions{Timeout: pushTimeout, MaxIdleConnsPerHost: 2, EnvironmentProxy: true,
+			TLS: tl, PeerCheck: transport.NodePeer}),
+		tls:        tl,
+		gossipKeys: gossipKeys,
 	}
 	e.pushCtx, e.pushCancel = context.WithCancel(context.Background())
 	return e, nil
@@ -130,6 +139,7 @@ func (e *Executor) Start() error {
 			Logger:   e.cfg.Logger,
 			Now:      e.cfg.Now,
 			Slow:     e.cfg.SlowGossip,
+			Keys:     e.gossipKeys,
 			Meta: membership.Meta{
 				Role:     membership.RoleExecutor,
 				HTTPAddr: advertiseAddr(ln.Addr().String(), e.cfg.GossipAddr),
@@ -148,7 +158,7 @@ func (e *Executor) Start() error {
 	} else {
 		e.rt = newExecRuntime(e.cfg, e.onExit)
 	}
-	e.srv = transport.NewServer(e.routes(), transport.ServerOptions{IdleTimeout: time.Minute, Logger: e.log})
+	e.srv = transport.NewServer(e.routes(), transport.ServerOptions{IdleTimeout: time.Minute, Logger: e.log, TLS: e.tls})
 	e.mu.Lock()
 	e.phase = phaseRunning
 	e.lease.renew(e.cfg.Now())
@@ -167,7 +177,8 @@ func (e *Executor) Start() error {
 	fc := e.fence // a heartbeat may already be changing it
 	e.mu.Unlock()
 	e.log.Info("executor started", "http", e.Addr(), "gossip", e.cfg.GossipAddr, "slots", e.cfg.Slots,
-		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "fencing_token", fc.Token, "cluster", fc.Cluster, "instance", e.instance)
+		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "fencing_token", fc.Token, "cluster", fc.Cluster, "instance", e.instance,
+		"tls", e.tls != nil, "gossip_encrypted", len(e.gossipKeys) > 0)
 	return nil
 }
 

@@ -120,6 +120,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		o.Join, o.BootstrapExpect = gossip, opts.Masters
 		o.ExecutorHeartbeat, o.ExecutorLease, o.ExecutorTimeout = opts.Heartbeat, opts.Lease, opts.Timeout
 		o.LogLevel = "debug"
+		o.Insecure = c.insecure()
 		n.args = o.Args
 	}
 	for i := 0; i < opts.Executors; i++ {
@@ -190,6 +191,7 @@ func (c *Cluster) AddExecutor() *Node {
 	o.Slots, o.Runtime = c.opts.Slots, c.opts.Runtime
 	o.Lease, o.CancelGrace = c.opts.Lease, 500*time.Millisecond
 	o.LogLevel = "debug"
+	o.Insecure = c.insecure()
 	n.args = o.Args
 	c.Executors = append(c.Executors, n)
 	return n
@@ -212,3 +214,7 @@ func (c *Cluster) Close() {
 		c.dumpLogs()
 	}
 }
+
+// insecure says whether the nodes need --insecure: in network namespaces
+// they listen beyond loopback, and without TLS they would refuse to start.
+func (c *Cluster) insecure() bool { return c.Net != nil }

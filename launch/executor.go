@@ -33,6 +33,7 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 	fs.DurationVar(&c.Lease, "lease", executor.DefaultLease, "every task is dead this long after the last heartbeat from a leader (self-fencing)")
 	fs.DurationVar(&c.CancelGrace, "cancel-grace", executor.DefaultCancelGrace, "time between SIGTERM and SIGKILL when a task is cancelled")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	securityFlags(fs, &c.TLS, &c.GossipKeys, &c.GossipKeyring, &c.Insecure)
 }
 
 // DefaultExecutor is the options of an executor started with no flags.
