@@ -28,13 +28,14 @@ const (
 
 // Client talks to a cluster of masters. It is safe for concurrent use.
 type Client struct {
-	addrs          []string // base URLs, http://host:port
+	addrs          []string // base URLs, http(s)://host:port
 	http           *http.Client
 	own            *http.Client // closed by Close; nil with WithHTTPClient
 	timeout        time.Duration
 	attemptTimeout time.Duration
 	backoff        time.Duration // first pause between rounds
 	notify         func(*UnreachableError)
+	tls            transport.TLSFiles // WithCACert, WithClientCert
 
 	mu   sync.Mutex
 	last int // index in addrs of the master that last answered
@@ -66,7 +67,9 @@ func WithRetryNotify(notify func(err *UnreachableError)) Option {
 }
 
 // WithHTTPClient makes the Client send its requests through hc. Its Timeout
-// should be zero: the Client bounds calls through contexts.
+// should be zero: the Client bounds calls through contexts. hc brings its
+// own TLS (transport.NewClient's), and its scheme is what host:port
+// addresses take; WithCACert and WithClientCert then do nothing.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		c.http = hc
@@ -74,19 +77,27 @@ func WithHTTPClient(hc *http.Client) Option {
 	}
 }
 
+// WithCACert makes the Client trust the CA certificates in file (PEM) and
+// reach the masters over https: "host:port" addresses become
+// "https://host:port". Without it, an https:// address is verified against
+// the system's roots.
+func WithCACert(file string) Option {
+	return func(c *Client) { c.tls.CA = file }
+}
+
+// WithClientCert makes the Client present the certificate in certFile (with
+// its key in keyFile) to the masters and executors, and reach them over
+// https, as WithCACert does.
+func WithClientCert(certFile, keyFile string) Option {
+	return func(c *Client) { c.tls.Cert, c.tls.Key = certFile, keyFile }
+}
+
 // New returns a Client for the masters in addresses, a comma-separated list
-// of "host:port" or "http://host:port" (see ParseAddresses).
+// of "host:port", "http://host:port" or "https://host:port" (see
+// ParseAddresses). With WithCACert or WithClientCert, "host:port" means
+// https; a CA or certificate file that cannot be read is an error.
 func New(addresses string, opts ...Option) (*Client, error) {
-	addrs, err := ParseAddresses(addresses)
-	if err != nil {
-		return nil, err
-	}
-	// The client honours HTTP_PROXY and NO_PROXY, as other HTTP tools do.
-	hc := transport.NewClient(transport.ClientOptions{EnvironmentProxy: true})
 	c := &Client{
-		addrs:          addrs,
-		http:           hc,
-		own:            hc,
 		timeout:        DefaultTimeout,
 		attemptTimeout: DefaultAttemptTimeout,
 		backoff:        initialBackoff,
@@ -94,10 +105,28 @@ func New(addresses string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(c)
 	}
+	if c.http == nil {
+		var tl *transport.TLS
+		if c.tls.On() {
+			var err error
+			if tl, err = transport.LoadTLS(c.tls); err != nil {
+				return nil, err
+			}
+		}
+		// The client honours HTTP_PROXY and NO_PROXY, as other HTTP tools do.
+		hc := transport.NewClient(transport.ClientOptions{EnvironmentProxy: true, TLS: tl})
+		c.http, c.own = hc, hc
+	}
+	addrs, err := parseAddresses(addresses, transport.Scheme(c.http))
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.addrs = addrs
 	return c, nil
 }
 
-// Addresses returns the masters' base URLs (http://host:port) in list order.
+// Addresses returns the masters' base URLs (http(s)://host:port) in list order.
 func (c *Client) Addresses() []string {
 	return append([]string(nil), c.addrs...)
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"jobmaster/api"
+	"jobmaster/transport"
 )
 
 // Cluster returns the masters (with their Raft roles and the leader), the
@@ -18,13 +19,13 @@ func (c *Client) Cluster(ctx context.Context) (*api.Cluster, error) {
 	return &out, nil
 }
 
-// Health asks the one master at address ("host:port" or "http://host:port",
-// not necessarily one of the Client's) whether it knows a leader, without
+// Health asks the one master at address ("host:port" or a base URL, not
+// necessarily one of the Client's) whether it knows a leader, without
 // failing over to another master. A master that knows no leader answers 503:
 // Health then returns its answer with a nil Leader and no error. Any other
 // failure (unreachable, unexpected status) is an error.
 func (c *Client) Health(ctx context.Context, address string) (*api.Health, error) {
-	base, err := ParseAddress(address)
+	base, err := parseAddress(address, transport.Scheme(c.http))
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,8 @@ func (c *Client) Logs(ctx context.Context, jobID, vertex string, subtask int, st
 	if exec == nil || exec.HTTPAddr == "" {
 		return nil, fmt.Errorf("executor %q, which ran execution %s, is not known to the cluster: its logs are unavailable", st.Executor, st.ExecutionID)
 	}
-	base, err := ParseAddress(exec.HTTPAddr)
+	// The executor is reached as the master that answered last was.
+	base, err := parseAddress(exec.HTTPAddr, schemeOf(c.addrs[c.first()]))
 	if err != nil {
 		return nil, fmt.Errorf("executor %q advertises a bad HTTP address: %w", exec.ID, err)
 	}
@@ -95,7 +96,7 @@ func (c *Client) executorLogs(ctx context.Context, exec *api.Executor, base, exe
 	}
 	q := url.Values{"id": {executionID}, "stream": {stream}}
 	path := wire.PathLogs + "?" + q.Encode()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, transport.URL(base, path), nil)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, transport.URL(c.http, base, path), nil)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -140,7 +140,7 @@ func (c *Client) attempt(ctx context.Context, base string, req request) (*respon
 	if req.body != nil {
 		body = bytes.NewReader(req.body)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, req.method, transport.URL(base, req.path), body)
+	hreq, err := http.NewRequestWithContext(ctx, req.method, transport.URL(c.http, base, req.path), body)
 	if err != nil {
 		return nil, err
 	}

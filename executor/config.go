@@ -10,6 +10,7 @@ import (
 
 	"jobmaster/executor/partition"
 	"jobmaster/membership"
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -71,6 +72,17 @@ type Config struct {
 	// ShimCommand starts the task shim; the executor appends the shim's
 	// arguments (see RunShim). Default: {os.Executable(), "shim"}.
 	ShimCommand []string
+	// Security (tls.go, docs/security.md). TLS names the executor's CA,
+	// certificate and key (all three or none); the certificate must be an
+	// executor's for NodeID.
+	TLS transport.TLSFiles
+	// GossipKeys (the first used) or GossipKeyring (a file of keys, read
+	// again on Reload) encrypt gossip.
+	GossipKeys    []string
+	GossipKeyring string
+	// Insecure lets an executor listening beyond loopback start without
+	// TLS or a gossip key (with a warning).
+	Insecure bool
 	// Logger receives the executor's log (default: discarded).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).

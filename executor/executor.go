@@ -81,6 +81,8 @@ type Executor struct {
 	srv        *http.Server
 	gossip     *membership.Node
 	client     *http.Client
+	tls        *transport.TLS // nil: TLS off (tls.go)
+	gossipKeys [][]byte
 	pushCtx    context.Context
 	pushCancel context.CancelFunc
 }
@@ -109,6 +111,10 @@ func New(cfg Config) (*Executor, error) {
 		// in place (inplace.go).
 		_ = saveFence(cfg.DataDir, fc)
 	}
+	tl, gossipKeys, err := loadSecurity(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("instance id: %w", err)
@@ -132,13 +138,17 @@ func New(cfg Config) (*Executor, error) {
 		quit:      make(chan struct{}),
 		served:    make(chan struct{}),
 		// Pushes honour HTTP_PROXY and NO_PROXY, as the client does.
-		client: transport.NewClient(transport.ClientOptions{Timeout: pushTimeout, MaxIdleConnsPerHost: 2, EnvironmentProxy: true}),
+		client: transport.NewClient(transport.ClientOptions{Timeout: pushTimeout, MaxIdleConnsPerHost: 2, EnvironmentProxy: true,
+			TLS: tl, PeerCheck: transport.NodePeer}),
+		tls:        tl,
+		gossipKeys: gossipKeys,
 	}
 	e.pushCtx, e.pushCancel = context.WithCancel(context.Background())
 	e.dataCtx, e.dataStop = context.WithCancel(context.Background())
 	// Fetches go straight to the executors that hold the bytes (no proxy)
 	// and have no overall timeout: a stream lasts as long as its producer.
-	e.fetchCl = transport.NewClient(transport.ClientOptions{DialTimeout: fetchDialTimeout, MaxIdleConnsPerHost: 16})
+	e.fetchCl = transport.NewClient(transport.ClientOptions{DialTimeout: fetchDialTimeout, MaxIdleConnsPerHost: 16,
+		TLS: tl, PeerCheck: transport.ExecutorOnly})
 	e.fetcher = &partition.Fetcher{Client: e.fetchCl, Bound: cfg.FetchTimeout, Fence: e.newestFence, Log: e.log}
 	return e, nil
 }
@@ -179,6 +189,7 @@ func (e *Executor) Start() error {
 			Logger:   e.cfg.Logger,
 			Now:      e.cfg.Now,
 			Slow:     e.cfg.SlowGossip,
+			Keys:     e.gossipKeys,
 			Meta: membership.Meta{
 				Role:     membership.RoleExecutor,
 				HTTPAddr: advertiseAddr(ln.Addr().String(), e.cfg.GossipAddr),
@@ -197,7 +208,7 @@ func (e *Executor) Start() error {
 	} else {
 		e.rt = newExecRuntime(e.cfg, e.onExit)
 	}
-	e.srv = transport.NewServer(e.routes(), transport.ServerOptions{IdleTimeout: time.Minute, Logger: e.log})
+	e.srv = transport.NewServer(e.routes(), transport.ServerOptions{IdleTimeout: time.Minute, Logger: e.log, TLS: e.tls})
 	e.mu.Lock()
 	e.phase = phaseRunning
 	e.lease.renew(e.cfg.Now())
@@ -217,7 +228,8 @@ func (e *Executor) Start() error {
 	fc := e.fence // a heartbeat may already be changing it
 	e.mu.Unlock()
 	e.log.Info("executor started", "http", e.Addr(), "gossip", e.cfg.GossipAddr, "slots", e.cfg.Slots,
-		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "fencing_token", fc.Token, "cluster", fc.Cluster, "instance", e.instance)
+		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "fencing_token", fc.Token, "cluster", fc.Cluster, "instance", e.instance,
+		"tls", e.tls != nil, "gossip_encrypted", len(e.gossipKeys) > 0)
 	return nil
 }
 

@@ -31,7 +31,7 @@ func (e *Executor) routes() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, msg)
 	})
-	return mux
+	return e.guard(mux)
 }
 
 // only restricts a handler to one method.

@@ -92,7 +92,7 @@ func (e *Executor) pushOnce(ctx context.Context) {
 // post sends rep to the master at addr and returns its acknowledgments.
 func (e *Executor) post(ctx context.Context, addr string, rep wire.Report) ([]string, error) {
 	var ur wire.UpdateResponse
-	err := transport.PostJSON(ctx, e.client, transport.URL(addr, wire.PathExecutorUpdate), rep, &ur)
+	err := transport.PostJSON(ctx, e.client, transport.URL(e.client, addr, wire.PathExecutorUpdate), rep, &ur)
 	var se *transport.StatusError
 	if errors.As(err, &se) {
 		return nil, fmt.Errorf("push answered %w", se)

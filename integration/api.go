@@ -53,7 +53,7 @@ func (c *Cluster) Leader() *Node {
 				continue
 			}
 			var cl api.Cluster
-			if err := getJSON(transport.URL(m.HTTPAddr, "/v1/cluster?stale"), &cl); err != nil || cl.Leader == nil {
+			if err := c.getJSON(c.URL(m.HTTPAddr, "/v1/cluster?stale"), &cl); err != nil || cl.Leader == nil {
 				return false
 			}
 			for _, x := range c.Masters {
@@ -69,7 +69,7 @@ func (c *Cluster) Leader() *Node {
 			return false
 		}
 		var cl api.Cluster
-		return getJSON(transport.URL(leader.HTTPAddr, "/v1/cluster"), &cl) == nil && cl.Leader != nil && *cl.Leader == leader.ID
+		return c.getJSON(c.URL(leader.HTTPAddr, "/v1/cluster"), &cl) == nil && cl.Leader != nil && *cl.Leader == leader.ID
 	})
 	return leader
 }
@@ -137,7 +137,7 @@ func (c *Cluster) WaitJob(id string, timeout time.Duration, want ...string) *api
 // Executions asks an executor what it holds.
 func (n *Node) Executions() (*wire.Executions, error) {
 	var out wire.Executions
-	err := getJSON(transport.URL(n.HTTPAddr, wire.PathExecutions), &out)
+	err := n.c.getJSON(n.c.URL(n.HTTPAddr, wire.PathExecutions), &out)
 	return &out, err
 }
 
@@ -149,7 +149,7 @@ func (c *Cluster) StateHashes() map[string]api.StateHash {
 			continue
 		}
 		var h api.StateHash
-		if err := getJSON(transport.URL(m.HTTPAddr, "/v1/state/hash"), &h); err == nil {
+		if err := c.getJSON(c.URL(m.HTTPAddr, "/v1/state/hash"), &h); err == nil {
 			out[m.ID] = h
 		}
 	}
@@ -183,10 +183,12 @@ func (c *Cluster) WaitSameState() {
 	})
 }
 
-var httpClient = transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second})
+// URL is the URL of path at the node at addr, as the harness reaches it.
+func (c *Cluster) URL(addr, path string) string { return transport.URL(c.HTTP, addr, path) }
 
-func getJSON(url string, out any) error {
-	resp, err := httpClient.Get(url)
+// getJSON GETs url through the harness's client and decodes a 200 answer.
+func (c *Cluster) getJSON(url string, out any) error {
+	resp, err := c.HTTP.Get(url)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/client"
-	"jobmaster/transport"
 )
 
 // Bugs the chaos suite found in the product, each kept as a minimal
@@ -76,7 +75,7 @@ func TestBugDeposedLeaderServesStaleReads(t *testing.T) {
 		old.Resume()
 		// The old leader's first answers, before it learns of the new term.
 		for i := 0; i < 20; i++ {
-			resp, err := httpClient.Get(transport.URL(old.HTTPAddr, "/v1/jobs/"+id))
+			resp, err := c.HTTP.Get(c.URL(old.HTTPAddr, "/v1/jobs/"+id))
 			if err != nil {
 				continue
 			}

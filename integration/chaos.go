@@ -411,16 +411,16 @@ func snapshotMasters(c *Cluster) []MasterSnapshot {
 		ok := awaitCond(10*time.Second, func() bool {
 			var before, after api.StateHash
 			var list api.JobList
-			base := transport.BaseURL(m.HTTPAddr)
-			if err := getJSON(base+"/v1/state/hash", &before); err != nil {
+			base := transport.BaseURL(c.HTTP, m.HTTPAddr)
+			if err := c.getJSON(base+"/v1/state/hash", &before); err != nil {
 				s.Err = err.Error()
 				return false
 			}
-			if err := getJSON(base+"/v1/jobs?stale", &list); err != nil {
+			if err := c.getJSON(base+"/v1/jobs?stale", &list); err != nil {
 				s.Err = err.Error()
 				return false
 			}
-			if err := getJSON(base+"/v1/state/hash", &after); err != nil {
+			if err := c.getJSON(base+"/v1/state/hash", &after); err != nil {
 				s.Err = err.Error()
 				return false
 			}

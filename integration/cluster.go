@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,7 +11,11 @@ import (
 
 	"jobmaster/client"
 	"jobmaster/internal/freeport"
+	"jobmaster/internal/pkitest"
 	"jobmaster/launch"
+	"jobmaster/membership"
+	"jobmaster/pki"
+	"jobmaster/transport"
 )
 
 // Options shape a test cluster. Timings are short so that faults resolve
@@ -34,6 +39,12 @@ type Options struct {
 	// Dir holds the nodes' data directories and logs (default: a
 	// temporary directory removed after the test).
 	Dir string
+	// TLS runs every node secure, as `jobmaster dev` does: TLS with
+	// certificates from a CA in Dir/tls (Cluster.CA), gossip encrypted
+	// with the keyring file Cluster.GossipKeyring, and --acl on masters.
+	// The harness's clients then use TLS too. Off, the nodes run insecure
+	// on loopback, as they always have.
+	TLS bool
 }
 
 func (o *Options) defaults() {
@@ -70,8 +81,15 @@ type Cluster struct {
 	Masters   []*Node
 	Executors []*Node
 	Client    *client.Client
+	// HTTP is the harness's own client for probes of single nodes: short
+	// timeouts, and the cluster's TLS when it has it.
+	HTTP *http.Client
 	// Net is the namespaces of the nodes (nil on loopback).
 	Net *Network
+	// CA issued the nodes' certificates and GossipKeyring is their
+	// keyring file (Options.TLS; nil and "" otherwise).
+	CA            *pkitest.CA
+	GossipKeyring string
 }
 
 func freeAddr(t testing.TB) string { return freeport.Must(t) }
@@ -86,6 +104,15 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		dir = t.TempDir()
 	}
 	c := &Cluster{t: t, opts: opts, dir: dir}
+	var clientOpts []client.Option
+	if opts.TLS {
+		c.secure()
+		f := c.CA.Files(pki.Client, "harness")
+		clientOpts = []client.Option{client.WithCACert(f.CA), client.WithClientCert(f.Cert, f.Key)}
+		c.HTTP = transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second, TLS: c.CA.Load(pki.Client, "harness")})
+	} else {
+		c.HTTP = transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second})
+	}
 	if opts.Netns {
 		nw, err := NewNetwork(opts.CutMode)
 		if err != nil {
@@ -114,12 +141,16 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		o.Join, o.BootstrapExpect = gossip, opts.Masters
 		o.ExecutorHeartbeat, o.ExecutorLease, o.ExecutorTimeout = opts.Heartbeat, opts.Lease, opts.Timeout
 		o.LogLevel = "debug"
+		if c.CA != nil {
+			o.TLS, o.GossipKeyring, o.ACL = c.CA.Files(pki.Server, n.ID), c.GossipKeyring, true
+		}
+		o.Insecure = c.insecure()
 		n.args = o.Args
 	}
 	for i := 0; i < opts.Executors; i++ {
 		c.AddExecutor()
 	}
-	cl, err := client.New(strings.Join(httpAddrs, ","), client.WithTimeout(20*time.Second))
+	cl, err := client.New(strings.Join(httpAddrs, ","), append(clientOpts, client.WithTimeout(20*time.Second))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +199,11 @@ func (c *Cluster) Node(id string) *Node {
 }
 
 // AddExecutor defines (but does not start) one more executor.
-func (c *Cluster) AddExecutor() *Node {
+func (c *Cluster) AddExecutor() *Node { return c.AddExecutorWith(nil) }
+
+// AddExecutorWith is AddExecutor with tweak (if not nil) applied to the
+// executor's options last.
+func (c *Cluster) AddExecutorWith(tweak func(*launch.Executor)) *Node {
 	var gossip []string
 	for _, m := range c.Masters {
 		gossip = append(gossip, m.GossipAddr)
@@ -184,6 +219,13 @@ func (c *Cluster) AddExecutor() *Node {
 	o.Slots, o.Runtime = c.opts.Slots, c.opts.Runtime
 	o.Lease, o.CancelGrace = c.opts.Lease, 500*time.Millisecond
 	o.LogLevel = "debug"
+	if c.CA != nil {
+		o.TLS, o.GossipKeyring = c.CA.Files(pki.Executor, n.ID), c.GossipKeyring
+	}
+	o.Insecure = c.insecure()
+	if tweak != nil {
+		tweak(&o)
+	}
 	n.args = o.Args
 	c.Executors = append(c.Executors, n)
 	return n
@@ -204,5 +246,24 @@ func (c *Cluster) Close() {
 	}
 	if c.t.Failed() {
 		c.dumpLogs()
+	}
+}
+
+// insecure says whether the nodes need --insecure: in network namespaces
+// they listen beyond loopback, and without TLS they would refuse to start.
+func (c *Cluster) insecure() bool { return c.Net != nil && c.CA == nil }
+
+// secure creates the cluster's CA and gossip keyring (Options.TLS).
+func (c *Cluster) secure() {
+	c.t.Helper()
+	dir := filepath.Join(c.dir, "tls")
+	c.CA = pkitest.New(dir)
+	key, err := membership.NewKey()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.GossipKeyring = filepath.Join(dir, "gossip.keyring")
+	if err := membership.WriteKeyring(c.GossipKeyring, []string{key}); err != nil {
+		c.t.Fatal(err)
 	}
 }

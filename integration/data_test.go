@@ -15,7 +15,6 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/client"
-	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -70,7 +69,7 @@ func (c *Cluster) waitNoBytes(t *testing.T, job string) {
 				continue
 			}
 			var ps wire.Partitions
-			if err := getJSON(transport.URL(e.HTTPAddr, wire.PathPartitions), &ps); err != nil {
+			if err := c.getJSON(c.URL(e.HTTPAddr, wire.PathPartitions), &ps); err != nil {
 				return false
 			}
 			for _, p := range ps.Partitions {

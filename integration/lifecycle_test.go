@@ -13,7 +13,6 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/client"
-	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -172,7 +171,7 @@ func TestPausedLeaderCausesNoRestartOrDuplicate(t *testing.T) {
 				continue
 			}
 			var cl api.Cluster
-			if getJSON(transport.URL(m.HTTPAddr, "/v1/cluster?stale"), &cl) == nil && cl.Leader != nil && *cl.Leader != old.ID {
+			if c.getJSON(c.URL(m.HTTPAddr, "/v1/cluster?stale"), &cl) == nil && cl.Leader != nil && *cl.Leader != old.ID {
 				return true
 			}
 		}

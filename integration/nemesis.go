@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"jobmaster/transport"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -166,7 +165,7 @@ func (c *Cluster) currentLeader(timeout time.Duration) *Node {
 			var cl struct {
 				Leader *string `json:"leader"`
 			}
-			if getJSON(transport.URL(m.HTTPAddr, "/v1/cluster?stale"), &cl) == nil && cl.Leader != nil {
+			if c.getJSON(c.URL(m.HTTPAddr, "/v1/cluster?stale"), &cl) == nil && cl.Leader != nil {
 				if l := c.Node(*cl.Leader); l != nil && l.Running() && !l.Paused() {
 					return l
 				}
@@ -191,7 +190,7 @@ func (c *Cluster) executorStatus(id string) string {
 			Status string `json:"status"`
 		} `json:"executors"`
 	}
-	if getJSON(transport.URL(l.HTTPAddr, "/v1/cluster"), &cl) != nil {
+	if c.getJSON(c.URL(l.HTTPAddr, "/v1/cluster"), &cl) != nil {
 		return ""
 	}
 	for _, e := range cl.Executors {

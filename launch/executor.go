@@ -34,6 +34,7 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 	fs.DurationVar(&c.CancelGrace, "cancel-grace", executor.DefaultCancelGrace, "time between SIGTERM and SIGKILL when a task is cancelled")
 	fs.DurationVar(&c.FetchTimeout, "fetch-timeout", executor.DefaultFetchTimeout, "how long fetching one input of a task may keep failing (retried with backoff from 100ms to 10s) before the task fails")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	securityFlags(fs, &c.TLS, &c.GossipKeys, &c.GossipKeyring, &c.Insecure)
 }
 
 // DefaultExecutor is the options of an executor started with no flags.

@@ -27,7 +27,20 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"jobmaster/transport"
 )
+
+// securityFlags registers the flags of TLS, gossip encryption and
+// --insecure, which both roles take (docs/security.md).
+func securityFlags(fs *pflag.FlagSet, tls *transport.TLSFiles, keys *[]string, keyring *string, insecure *bool) {
+	fs.StringVar(&tls.CA, "tls-ca", "", "PEM file of the CA certificates to trust (with --tls-cert and --tls-key: TLS on every port; reread on SIGHUP)")
+	fs.StringVar(&tls.Cert, "tls-cert", "", "PEM file of this node's certificate, from 'jobmaster tls cert create' (reread on SIGHUP)")
+	fs.StringVar(&tls.Key, "tls-key", "", "PEM file of this node's private key (reread on SIGHUP)")
+	fs.Var(newListValue(keys, nil), "gossip-key", "comma-separated base64 gossip encryption keys, the first used and the others accepted ('jobmaster operator gossip keygen' makes one; the process list shows them: prefer --gossip-keyring)")
+	fs.StringVar(keyring, "gossip-keyring", "", "file of gossip keys, one per line, the first used and the others accepted; reread on SIGHUP (instead of --gossip-key)")
+	fs.BoolVar(insecure, "insecure", false, "start even when listening beyond loopback without TLS, a gossip key or (masters) ACLs")
+}
 
 // render is the argv of command for the options o: register binds a scratch
 // FlagSet to a fresh options value, which takes the defaults (and so every

@@ -39,6 +39,8 @@ func ServerFlags(fs *pflag.FlagSet, o *Server) {
 	fs.DurationVar(&c.JobRetention, "job-retention", master.DefaultJobRetention, "forget a job this long after it ended (0: keep ended jobs forever)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.RaftLogLevel, "raft-log-level", "warn", "log level of the Raft library")
+	securityFlags(fs, &c.TLS, &c.GossipKeys, &c.GossipKeyring, &c.Insecure)
+	fs.BoolVar(&c.ACL, "acl", false, "turn ACLs on; needed, with TLS and a gossip key, to listen beyond loopback without --insecure (ACL enforcement arrives with the token system: today the flag only satisfies that check)")
 }
 
 // DefaultServer is the options of a master started with no flags.

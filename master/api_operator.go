@@ -105,7 +105,7 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 
 // forwardStream relays a request whose body is streamed once.
 func (m *Master) forwardStream(w http.ResponseWriter, r *http.Request, addr string) bool {
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, transport.URL(addr, r.URL.RequestURI()), r.Body)
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, transport.URL(m.client, addr, r.URL.RequestURI()), r.Body)
 	if err != nil {
 		return false
 	}

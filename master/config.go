@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"jobmaster/leader"
+	"jobmaster/transport"
 	"jobmaster/wire"
 	"log/slog"
 	"os"
@@ -56,6 +57,21 @@ type Config struct {
 	// RequestWait is how long an API request waits for a leader during an
 	// election before answering 503.
 	RequestWait time.Duration
+
+	// Security (tls.go, docs/security.md). TLS names the master's CA,
+	// certificate and key (--tls-ca, --tls-cert, --tls-key: all three or
+	// none); the certificate must be a server's for NodeID.
+	TLS transport.TLSFiles
+	// GossipKeys (--gossip-key, the first used) or GossipKeyring (a file
+	// of keys, read again on Reload) encrypt gossip.
+	GossipKeys    []string
+	GossipKeyring string
+	// ACL is --acl. ACL enforcement arrives with the token system; until
+	// then it only counts as on for the start check (exposure).
+	ACL bool
+	// Insecure lets a master listening beyond loopback start without TLS,
+	// a gossip key or ACLs (with a warning).
+	Insecure bool
 
 	Logger *slog.Logger
 	// RaftLog receives hashicorp/raft's own log (default: stderr), at

@@ -132,7 +132,7 @@ func (m *Master) leaderHTTPAddr() string {
 func (m *Master) forward(w http.ResponseWriter, r *http.Request, body []byte, addr string, hops int) bool {
 	ctx, cancel := context.WithTimeout(r.Context(), m.cfg.RequestWait+5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.Method, transport.URL(addr, r.URL.RequestURI()), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, r.Method, transport.URL(m.client, addr, r.URL.RequestURI()), bytes.NewReader(body))
 	if err != nil {
 		return false
 	}

@@ -48,6 +48,10 @@ func (m *Master) tryJoinCluster() {
 	if !found {
 		return
 	}
+	if err := m.verifyServers(servers); err != nil {
+		m.log.Warn("not bootstrapping yet", "err", err)
+		return
+	}
 	err := m.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
 	if err != nil && err != raft.ErrCantBootstrap {
 		m.log.Error("bootstrap", "err", err)

@@ -65,6 +65,8 @@ type Master struct {
 	httpAddr string
 	// client talks to other masters (forwarding) and to executors.
 	client *http.Client
+	// tls is the master's TLS material (tls.go); nil when TLS is off.
+	tls *transport.TLS
 
 	mu      sync.Mutex
 	session *session // the established leader session, or nil
@@ -83,6 +85,10 @@ func New(cfg Config) (*Master, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	tl, gossipKeys, err := loadSecurity(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
@@ -93,10 +99,13 @@ func New(cfg Config) (*Master, error) {
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),
 		replaceCh:      make(chan replaceRequest),
+		tls:            tl,
 		client: transport.NewClient(transport.ClientOptions{
 			DialTimeout:         time.Second,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     30 * time.Second,
+			TLS:                 tl,
+			PeerCheck:           transport.NodePeer,
 		}),
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -108,7 +117,7 @@ func New(cfg Config) (*Master, error) {
 		ln.Close()
 		return nil, fmt.Errorf("--http-addr: %w", err)
 	}
-	rp, err := openRaft(&m.cfg, m.fsm)
+	rp, err := openRaft(&m.cfg, m.fsm, tl)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -123,6 +132,7 @@ func New(cfg Config) (*Master, error) {
 		Meta:     m.meta(),
 		Logger:   cfg.Logger.With("node", cfg.NodeID, "component", "gossip"),
 		Now:      m.cfg.Now,
+		Keys:     gossipKeys,
 	})
 	if err != nil {
 		m.prop.close()
@@ -131,7 +141,7 @@ func New(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.gossip = g
-	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{})
+	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{TLS: tl})
 	m.goFunc(m.monitorLeadership)
 	m.goFunc(m.watchMembership)
 	m.goFunc(func() {
@@ -140,7 +150,7 @@ func New(cfg Config) (*Master, error) {
 		}
 	})
 	m.log.Info("master started", "http", m.httpAddr, "raft", rp.advertise, "gossip", cfg.GossipAddr,
-		"existing_state", rp.hadState, "bootstrap_expect", cfg.BootstrapExpect)
+		"existing_state", rp.hadState, "bootstrap_expect", cfg.BootstrapExpect, "tls", tl != nil, "gossip_encrypted", len(gossipKeys) > 0)
 	return m, nil
 }
 

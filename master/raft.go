@@ -14,6 +14,7 @@ import (
 
 	"jobmaster/fsm"
 	"jobmaster/membership"
+	"jobmaster/transport"
 )
 
 // raftParts are the Raft node and everything it owns that must be closed.
@@ -31,9 +32,9 @@ type raftParts struct {
 	advertise string
 }
 
-// openRaft starts Raft over TCP with a bolt log and stable store (fsync on)
-// and file snapshots (3 retained).
-func openRaft(cfg *Config, f *fsm.FSM) (*raftParts, error) {
+// openRaft starts Raft over TCP (under mutual TLS with tl) with a bolt log
+// and stable store (fsync on) and file snapshots (3 retained).
+func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -82,7 +83,7 @@ func openRaft(cfg *Config, f *fsm.FSM) (*raftParts, error) {
 	if err != nil {
 		return fail(fmt.Errorf("--raft-addr %q: %w", cfg.RaftAddr, err))
 	}
-	trans, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, &raft.NetworkTransportConfig{
+	trans, err := newRaftTransport(cfg.RaftAddr, advertise, tl, &raft.NetworkTransportConfig{
 		MaxPool: 3,
 		Timeout: 5 * time.Second,
 		Logger:  logger,

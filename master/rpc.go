@@ -20,7 +20,7 @@ var errFencedOff = errors.New("fenced off by a newer leader")
 func postJSON(ctx context.Context, c *http.Client, addr, path string, in, out any, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := transport.PostJSON(ctx, c, transport.URL(addr, path), in, out)
+	err := transport.PostJSON(ctx, c, transport.URL(c, addr, path), in, out)
 	var se *transport.StatusError
 	if !errors.As(err, &se) {
 		return err // nil, or no answer

@@ -41,7 +41,9 @@ func (s *session) reconcileVotersOnce() {
 		cur, in := have[id]
 		switch {
 		case mem.Status == membership.StatusAlive && (!in || cur != addr):
-			if err := m.raft.AddVoter(id, addr, 0, 5*time.Second).Error(); err != nil {
+			if err := m.verifyServer(id, addr); err != nil {
+				m.log.Warn("not adding a voter", "id", id, "err", err)
+			} else if err := m.raft.AddVoter(id, addr, 0, 5*time.Second).Error(); err != nil {
 				m.log.Warn("add voter", "id", id, "err", err)
 			} else {
 				m.log.Info("voter added", "id", id, "raft", addr)

@@ -95,6 +95,9 @@ type Config struct {
 	// executors) cannot answer probes within the LAN timings, and their
 	// false suspicions flood gossip. Nothing in the product sets it.
 	Slow *Timings
+	// Keys encrypt gossip (keys.go): the first is used to send, every one
+	// is accepted. None: gossip is in the clear.
+	Keys [][]byte
 }
 
 // Timings are memberlist's failure-detector and dissemination intervals.
@@ -108,8 +111,9 @@ type Timings struct {
 
 // Node is a running gossip member.
 type Node struct {
-	cfg  Config
-	list *memberlist.Memberlist
+	cfg     Config
+	list    *memberlist.Memberlist
+	keyring *memberlist.Keyring // nil: gossip in the clear
 
 	mu      sync.Mutex
 	meta    Meta
@@ -184,6 +188,17 @@ func Start(cfg Config) (*Node, error) {
 		mc.GossipInterval, mc.PushPullInterval = t.GossipInterval, t.PushPullInterval
 		mc.SuspicionMult, mc.RetransmitMult = t.SuspicionMult, t.RetransmitMult
 		mc.UDPBufferSize = t.UDPBufferSize
+	}
+	if len(cfg.Keys) > 0 {
+		kr, err := memberlist.NewKeyring(cfg.Keys, cfg.Keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("gossip keys: %w", err)
+		}
+		n.keyring = kr
+		mc.Keyring = kr
+		// Both are memberlist's defaults, stated: with a keyring, a message
+		// in the clear is dropped and none is sent.
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	list, err := memberlist.Create(mc)
 	if err != nil {

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"time"
@@ -17,9 +18,8 @@ const (
 )
 
 // ClientOptions shapes the client of one role. The zero value is a client
-// with Go's default connection handling, no overall timeout, and no proxy.
-// The TLS configuration of later rounds belongs here too, so that every
-// role's connections get it from this one place.
+// with Go's default connection handling, no overall timeout, no proxy and
+// no TLS.
 type ClientOptions struct {
 	// Timeout bounds a whole exchange, reading the answer included
 	// (http.Client.Timeout). Zero: only the request's context bounds it.
@@ -37,6 +37,16 @@ type ClientOptions struct {
 	// HTTPS_PROXY and NO_PROXY name (never for loopback addresses). Without
 	// it requests go straight to the peer.
 	EnvironmentProxy bool
+	// TLS makes the client dial https (Scheme): every connection verifies
+	// its peer with the material of TLS current when it is set up, and
+	// presents TLS's certificate if it has one. A request through a proxy
+	// (EnvironmentProxy) uses the material as it was when the client was
+	// built. Nil: plain HTTP.
+	TLS *TLS
+	// PeerCheck, with TLS, decides which identities the client's peers may
+	// present (NodePeer for a node's client); nil admits any certificate
+	// the trusted CAs vouch for.
+	PeerCheck PeerCheck
 }
 
 // NewClient returns the *http.Client a role talks to its peers with. It
@@ -54,13 +64,33 @@ func NewClient(o ClientOptions) *http.Client {
 	if idle <= 0 {
 		idle = DefaultIdleConnTimeout
 	}
+	dialer := &net.Dialer{Timeout: dial, KeepAlive: keepAlive}
 	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: dial, KeepAlive: keepAlive}).DialContext,
+		DialContext:         dialer.DialContext,
 		MaxIdleConnsPerHost: perHost,
 		IdleConnTimeout:     idle,
 	}
 	if o.EnvironmentProxy {
 		tr.Proxy = http.ProxyFromEnvironment
 	}
+	if t := o.TLS; t != nil {
+		check := o.PeerCheck
+		tr.DialTLSContext = func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return t.DialTLS(ctx, dialer, addr, check)
+		}
+		// Only for requests through a proxy; http.Transport names the host
+		// on its copy of this configuration.
+		tr.TLSClientConfig = t.clientConfig("", check)
+		tr.TLSHandshakeTimeout = dial
+	}
 	return &http.Client{Transport: tr, Timeout: o.Timeout}
+}
+
+// Scheme is the scheme of every URL c dials: "https" for a client built
+// with TLS (ClientOptions.TLS), else "http".
+func Scheme(c *http.Client) string {
+	if tr, ok := c.Transport.(*http.Transport); ok && (tr.DialTLSContext != nil || tr.TLSClientConfig != nil) {
+		return SchemeHTTPS
+	}
+	return SchemeHTTP
 }

@@ -44,7 +44,7 @@ func TestServe(t *testing.T) {
 
 	c := NewClient(ClientOptions{})
 	var out answer
-	req, err := NewJSONRequest(context.Background(), http.MethodPost, URL(ln.Addr().String(), "/"), struct{}{})
+	req, err := NewJSONRequest(context.Background(), http.MethodPost, URL(c, ln.Addr().String(), "/"), struct{}{})
 	require.NoError(t, err)
 	resp, err := c.Do(req)
 	require.NoError(t, err)

@@ -1,9 +1,10 @@
 // Package transport is how jobmaster's roles speak HTTP to each other: the
 // one client every role uses to reach its peers, the one way a role's HTTP
 // server is set up, the URLs they dial, the JSON bodies they exchange, the
-// size limits on those bodies, and the errors a failed exchange becomes.
-// Outside tests and test harnesses, nothing else in jobmaster builds an
-// http.Client or writes a scheme.
+// size limits on those bodies, the errors a failed exchange becomes, and
+// TLS (tls.go): the one place that builds a TLS configuration, for
+// listeners and dials alike. Outside tests and test harnesses, nothing else
+// in jobmaster builds an http.Client, a tls.Config or writes a scheme.
 //
 // # Vocabulary
 //
@@ -15,8 +16,17 @@
 //   - Address: where a peer's HTTP server listens, as a role knows it:
 //     "host:port", or a base URL that already carries a scheme
 //     ("http://host:port", a trailing slash allowed).
-//   - Base URL: an address with its scheme, "http://host:port" (Scheme). URL
+//   - Scheme: "https" for a client built with TLS, else "http" (Scheme). A
+//     URL is built for the client that dials it, so TLS decides the scheme
+//     in one place.
+//   - Base URL: an address with its scheme, "https://host:port". URL
 //     builds one from an address and appends a path.
+//   - TLS material: a role's trusted CAs and, for a node, its certificate
+//     and the identity it carries (package pki); reloadable, and read
+//     afresh by every handshake.
+//   - Peer check: what a connection requires of the identity in its peer's
+//     certificate (NodePeer, ServerOnly); a server that needs a peer's
+//     identity per request reads it with PeerIdentity.
 //   - Request body / answer: what a role sends, and what its peer sends back.
 //     Both are JSON except where an endpoint says otherwise (snapshots, logs).
 //   - Error body: the JSON object {"error": "message"} that every error

@@ -108,17 +108,17 @@ func TestPostJSON(t *testing.T) {
 	defer c.CloseIdleConnections()
 
 	var out answer
-	require.NoError(t, PostJSON(context.Background(), c, URL(srv.URL, "/x"), answer{N: 21}, &out))
+	require.NoError(t, PostJSON(context.Background(), c, URL(c, srv.URL, "/x"), answer{N: 21}, &out))
 	assert.Equal(t, answer{N: 42}, out)
 	assert.Equal(t, "application/json", gotType)
 	assert.Equal(t, http.MethodPost, gotMethod)
 
-	err := PostJSON(context.Background(), c, URL(srv.URL, "/x"), answer{N: -1}, &out)
+	err := PostJSON(context.Background(), c, URL(c, srv.URL, "/x"), answer{N: -1}, &out)
 	var se *StatusError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, StatusError{Code: http.StatusConflict, Message: "negative"}, *se)
 
-	err = PostJSON(context.Background(), c, URL(srv.URL, "/x"), func() {}, &out)
+	err = PostJSON(context.Background(), c, URL(c, srv.URL, "/x"), func() {}, &out)
 	require.Error(t, err, "a value JSON cannot encode")
 	assert.Contains(t, err.Error(), "encode request")
 }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -23,6 +24,12 @@ type ServerOptions struct {
 	// connection that failed before a handler ran) at debug level. Nil:
 	// they go to the standard logger, as net/http does by default.
 	Logger *slog.Logger
+	// TLS makes the server serve HTTPS with TLS's certificate. It asks
+	// every peer for a certificate and verifies the one given, but admits
+	// a peer without one: handlers that need a peer's identity check it
+	// per request (PeerIdentity). A plain HTTP request is answered 400 and
+	// served nothing. Nil: plain HTTP.
+	TLS *TLS
 }
 
 // NewServer returns the HTTP server of a role, serving h. Start it with
@@ -36,12 +43,19 @@ func NewServer(h http.Handler, o ServerOptions) *http.Server {
 	if o.Logger != nil {
 		srv.ErrorLog = slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug)
 	}
+	if o.TLS != nil {
+		srv.TLSConfig = o.TLS.ServerConfig(false, nil)
+	}
 	return srv
 }
 
 // Serve serves srv on ln until srv is shut down or closed, after which it
-// returns nil; any other end is its error.
+// returns nil; any other end is its error. A server NewServer built with
+// TLS serves HTTPS.
 func Serve(srv *http.Server, ln net.Listener) error {
+	if srv.TLSConfig != nil {
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -1,28 +1,38 @@
 package transport
 
-import "strings"
+import (
+	"net/http"
+	"strings"
+)
 
-// Scheme is the scheme of every URL a role dials.
-const Scheme = "http"
+// Schemes of the URLs roles dial: https when TLS is on (Scheme).
+const (
+	SchemeHTTP  = "http"
+	SchemeHTTPS = "https"
+)
 
-// schemePrefix is what a base URL starts with.
-const schemePrefix = Scheme + "://"
+// BaseURL returns the base URL of addr as c dials it: "https://host:port"
+// for "host:port" when c speaks TLS, else "http://host:port" (Scheme). An
+// address that already carries a scheme keeps it, without a trailing slash.
+// BaseURL does not check addr: an address from a user is checked where it
+// is parsed (package client).
+func BaseURL(c *http.Client, addr string) string {
+	return BaseURLScheme(Scheme(c), addr)
+}
 
-// BaseURL returns the base URL of addr: "http://host:port" for "host:port".
-// An address that already carries a scheme keeps it, without a trailing
-// slash. BaseURL does not check addr: an address from a user is checked
-// where it is parsed (package client).
-func BaseURL(addr string) string {
+// BaseURLScheme is BaseURL for a caller that knows the scheme but has no
+// client yet (package client, parsing its addresses).
+func BaseURLScheme(scheme, addr string) string {
 	if strings.Contains(addr, "://") {
 		return strings.TrimRight(addr, "/")
 	}
-	return schemePrefix + addr
+	return scheme + "://" + addr
 }
 
 // URL returns the URL of path (which starts with '/' and may carry a
-// query) at the peer at addr.
-func URL(addr, path string) string {
-	return BaseURL(addr) + path
+// query) at the peer at addr, as c dials it (BaseURL).
+func URL(c *http.Client, addr, path string) string {
+	return BaseURL(c, addr) + path
 }
 
 // HostPort returns addr without its scheme and trailing slash, for

@@ -22,6 +22,7 @@ import (
 	"jobmaster/api"
 	"jobmaster/internal/freeport"
 	"jobmaster/launch"
+	"jobmaster/pki"
 	"jobmaster/transport"
 )
 
@@ -31,6 +32,10 @@ type Config struct {
 	Bin string
 	// Dir receives the nodes' data directories and logs.
 	Dir string
+	// TLS runs every node secure, as `jobmaster dev` does: TLS with
+	// certificates from a CA in Dir/tls, a gossip keyring and --acl. The
+	// harness's own clients (Cluster.HTTP, NewHTTPClient) then speak TLS too.
+	TLS bool
 }
 
 // masters is the number of masters; every node runs with the binary's
@@ -59,11 +64,18 @@ type Cluster struct {
 	cfg       Config
 	Masters   []*Node
 	Executors []*Node
+	// HTTP is the client of the harness's probes of this cluster (View,
+	// GetJSON): HTTP's options, with the cluster's TLS when it has it.
+	HTTP *http.Client
+	sec  *security // nil without TLS
 }
 
-// HTTP is the client the harness uses for its own probes: short timeouts,
-// connections kept alive.
-var HTTP = transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second, MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second})
+// probeOptions are the options of the harness's probe clients.
+var probeOptions = transport.ClientOptions{Timeout: 5 * time.Second, MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
+
+// HTTP is the client the harness uses for its own probes of plain nodes
+// (without TLS): short timeouts, connections kept alive.
+var HTTP = transport.NewClient(probeOptions)
 
 // FreeAddr returns a loopback host:port nobody else is handed; see freeport.
 func FreeAddr() (string, error) { return freeport.Get() }
@@ -74,7 +86,15 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg}
+	c := &Cluster{cfg: cfg, HTTP: HTTP}
+	if cfg.TLS {
+		sec, err := newSecurity(filepath.Join(cfg.Dir, "tls"))
+		if err != nil {
+			return nil, err
+		}
+		c.sec = sec
+		c.HTTP = c.NewHTTPClient(probeOptions)
+	}
 	for i := 0; i < masters; i++ {
 		n := &Node{ID: fmt.Sprintf("m%d", i+1)}
 		for _, a := range []*string{&n.HTTPAddr, &n.RaftAddr, &n.GossipAddr} {
@@ -93,6 +113,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		o.NodeID, o.DataDir = n.ID, n.DataDir
 		o.HTTPAddr, o.RaftAddr, o.GossipAddr = n.HTTPAddr, n.RaftAddr, n.GossipAddr
 		o.Join, o.BootstrapExpect = c.GossipAddrs(), masters
+		if c.sec != nil {
+			o.TLS, o.GossipKeyring, o.ACL = c.sec.files(pki.Server, n.ID), c.sec.keyring, true
+		}
 		n.args = o.Args()
 		if err := c.start(n); err != nil {
 			c.Close()
@@ -125,6 +148,9 @@ func (c *Cluster) AddExecutor(id string, slots int, runtime string) (*Node, erro
 	o.NodeID, o.DataDir = n.ID, n.DataDir
 	o.HTTPAddr, o.GossipAddr, o.Join = n.HTTPAddr, n.GossipAddr, c.GossipAddrs()
 	o.Slots, o.Runtime = slots, runtime
+	if c.sec != nil {
+		o.TLS, o.GossipKeyring = c.sec.files(pki.Executor, n.ID), c.sec.keyring
+	}
 	n.args = o.Args()
 	if err := c.start(n); err != nil {
 		return nil, err
@@ -266,9 +292,9 @@ type Leader struct {
 
 // View asks one master for its own view of the cluster (GET
 // /v1/cluster?stale: no forwarding, served from its state).
-func View(ctx context.Context, n *Node) (*api.Cluster, error) {
+func (c *Cluster) View(ctx context.Context, n *Node) (*api.Cluster, error) {
 	var out api.Cluster
-	if err := GetJSON(ctx, transport.URL(n.HTTPAddr, "/v1/cluster?stale"), &out); err != nil {
+	if err := c.GetJSON(ctx, c.URL(n.HTTPAddr, "/v1/cluster?stale"), &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -282,7 +308,7 @@ func (c *Cluster) Agreed(ctx context.Context) (Leader, bool) {
 		if !m.Running() {
 			continue
 		}
-		v, err := View(ctx, m)
+		v, err := c.View(ctx, m)
 		if err != nil || v.Leader == nil || v.FencingToken == 0 {
 			return Leader{}, false
 		}
@@ -332,7 +358,7 @@ func (c *Cluster) WaitExecutors(ctx context.Context, n int) error {
 		l, ok := c.Agreed(ctx)
 		if ok {
 			var v api.Cluster
-			if err := GetJSON(ctx, transport.URL(l.Node.HTTPAddr, "/v1/cluster"), &v); err == nil {
+			if err := c.GetJSON(ctx, c.URL(l.Node.HTTPAddr, "/v1/cluster"), &v); err == nil {
 				alive := 0
 				for _, e := range v.Executors {
 					if e.Status == "alive" {
@@ -352,13 +378,26 @@ func (c *Cluster) WaitExecutors(ctx context.Context, n int) error {
 	}
 }
 
-// GetJSON GETs url and decodes a 200 answer into out.
-func GetJSON(ctx context.Context, url string, out any) error {
+// URL is the URL of path at the node at addr, as the cluster's clients
+// reach it (https with TLS).
+func (c *Cluster) URL(addr, path string) string { return transport.URL(c.HTTP, addr, path) }
+
+// GetJSON GETs url through the cluster's probe client and decodes a 200
+// answer into out.
+func (c *Cluster) GetJSON(ctx context.Context, url string, out any) error {
+	return getJSON(ctx, c.HTTP, url, out)
+}
+
+// GetJSON GETs url through HTTP (plain nodes) and decodes a 200 answer into
+// out.
+func GetJSON(ctx context.Context, url string, out any) error { return getJSON(ctx, HTTP, url, out) }
+
+func getJSON(ctx context.Context, hc *http.Client, url string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := HTTP.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

@@ -150,5 +150,5 @@ func (f *Fleet) WaitToken(ctx context.Context, token uint64) error {
 // token (GET /v1/executions shows the newest token it has seen).
 func heard(ctx context.Context, addr string, token uint64) bool {
 	var ex wire.Executions
-	return cluster.GetJSON(ctx, transport.URL(addr, wire.PathExecutions), &ex) == nil && ex.FencingToken >= token
+	return cluster.GetJSON(ctx, transport.URL(cluster.HTTP, addr, wire.PathExecutions), &ex) == nil && ex.FencingToken >= token
 }

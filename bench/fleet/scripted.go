@@ -311,7 +311,7 @@ func (s *Scripted) Push(ctx context.Context, st wire.ExecutionStatus) (time.Time
 	if addr == "" {
 		return time.Time{}, errors.New("no leader has contacted the scripted executor yet")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, transport.URL(addr, wire.PathExecutorUpdate), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, transport.URL(s.client, addr, wire.PathExecutorUpdate), bytes.NewReader(body))
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -81,7 +81,7 @@ func EndToEnd(ctx context.Context, e *Env) error {
 	defer rcancel()
 	err = waitUntil(rctx, "the job to finish", 20*time.Millisecond, func() (bool, error) {
 		var j api.Job
-		if err := cluster.GetJSON(rctx, transport.URL(poll.HTTPAddr, "/v1/jobs/"+id+"?stale"), &j); err != nil {
+		if err := cluster.GetJSON(rctx, transport.URL(cluster.HTTP, poll.HTTPAddr, "/v1/jobs/"+id+"?stale"), &j); err != nil {
 			return false, err
 		}
 		switch j.Status {

@@ -43,6 +43,10 @@ type Env struct {
 	Fleets []int
 	// Log receives progress lines.
 	Log func(format string, args ...any)
+	// TLS runs the clusters of the benchmarks that take it (failover,
+	// submission) secure, as `jobmaster dev` runs: TLS everywhere, gossip
+	// encryption, --acl. Their figures go in groups named "<group> tls".
+	TLS bool
 
 	mu       sync.Mutex
 	clusters int
@@ -53,15 +57,45 @@ func Command(name string) string {
 	return "go run ./bench/cmd/jmbench -only " + name
 }
 
+// command is Command for a benchmark that runs with TLS when e.TLS.
+func (e *Env) command(name string) string {
+	if e.TLS {
+		return Command(name) + " -tls on"
+	}
+	return Command(name)
+}
+
+// group is the group of a benchmark's figures that runs with TLS when
+// e.TLS: "submission", or "submission tls".
+func (e *Env) group(g string) string {
+	if e.TLS {
+		return g + " tls"
+	}
+	return g
+}
+
 // StartCluster starts three masters in a fresh directory named after the
-// benchmark.
+// benchmark; the cluster runs plain, whatever e.TLS (see StartSecurable).
 func (e *Env) StartCluster(ctx context.Context, name string) (*cluster.Cluster, error) {
+	return e.startCluster(ctx, name, false)
+}
+
+// StartSecurable is StartCluster for the benchmarks that run with TLS when
+// e.TLS.
+func (e *Env) StartSecurable(ctx context.Context, name string) (*cluster.Cluster, error) {
+	return e.startCluster(ctx, name, e.TLS)
+}
+
+func (e *Env) startCluster(ctx context.Context, name string, secure bool) (*cluster.Cluster, error) {
+	if secure {
+		name += "-tls"
+	}
 	e.mu.Lock()
 	e.clusters++
 	dir := filepath.Join(e.Dir, fmt.Sprintf("%02d-%s", e.clusters, name))
 	e.mu.Unlock()
 	start := time.Now()
-	c, err := cluster.Start(ctx, cluster.Config{Bin: e.Bin, Dir: dir})
+	c, err := cluster.Start(ctx, cluster.Config{Bin: e.Bin, Dir: dir, TLS: secure})
 	if err != nil {
 		return nil, fmt.Errorf("%s: start cluster: %w", name, err)
 	}
@@ -72,7 +106,7 @@ func (e *Env) StartCluster(ctx context.Context, name string) (*cluster.Cluster, 
 // Clients returns one API client per master, sharing an HTTP client sized
 // for conc concurrent requests (CloseIdleConnections on it releases them).
 func Clients(c *cluster.Cluster, conc int) ([]*client.Client, *http.Client, error) {
-	hc := transport.NewClient(transport.ClientOptions{MaxIdleConnsPerHost: conc + 8, IdleConnTimeout: time.Minute})
+	hc := c.NewHTTPClient(transport.ClientOptions{MaxIdleConnsPerHost: conc + 8, IdleConnTimeout: time.Minute})
 	var out []*client.Client
 	for _, a := range c.HTTPAddrs() {
 		cl, err := client.New(a, client.WithHTTPClient(hc), client.WithTimeout(30*time.Second))

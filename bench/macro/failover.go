@@ -31,12 +31,12 @@ func Failover(ctx context.Context, e *Env) error {
 	if e.Quick {
 		trials = 5
 	}
-	c, err := e.StartCluster(ctx, "failover")
+	c, err := e.StartSecurable(ctx, "failover")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	hc := transport.NewClient(transport.ClientOptions{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute})
+	hc := c.NewHTTPClient(transport.ClientOptions{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute})
 	defer hc.CloseIdleConnections()
 	var toToken, toWrite, rejoin []time.Duration
 	for trial := 0; trial < trials; trial++ {
@@ -72,7 +72,7 @@ func Failover(ctx context.Context, e *Env) error {
 			go func() {
 				<-start
 				for tctx.Err() == nil {
-					v, err := cluster.View(tctx, s)
+					v, err := c.View(tctx, s)
 					if err == nil && v.Leader != nil && *v.Leader != l.Node.ID && v.FencingToken > l.Token {
 						token <- time.Now()
 						return
@@ -117,19 +117,22 @@ func Failover(ctx context.Context, e *Env) error {
 			trial+1, killed.ID, l.Token, toToken[trial].Round(time.Millisecond), toWrite[trial].Round(time.Millisecond))
 	}
 	note := "3 masters, default Raft timeouts (250 ms), no other load"
+	if e.TLS {
+		note += "; TLS, gossip encryption"
+	}
 	ts, ws := results.Seconds(toToken), results.Seconds(toWrite)
-	e.Run.Add(results.Figure{Group: "failover", Name: "kill -9 leader to new leader with token (p50)", Value: results.Percentile(ts, 50), Unit: "s",
+	e.Run.Add(results.Figure{Group: e.group("failover"), Name: "kill -9 leader to new leader with token (p50)", Value: results.Percentile(ts, 50), Unit: "s",
 		Extra:   map[string]float64{"p99_s": results.Percentile(ts, 99), "min_s": results.Percentile(ts, 0), "trials": float64(len(ts))},
-		Command: Command("failover"), Note: note})
-	e.Run.Add(results.Figure{Group: "failover", Name: "kill -9 leader to first accepted write (p50)", Value: results.Percentile(ws, 50), Unit: "s",
+		Command: e.command("failover"), Note: note})
+	e.Run.Add(results.Figure{Group: e.group("failover"), Name: "kill -9 leader to first accepted write (p50)", Value: results.Percentile(ws, 50), Unit: "s",
 		Extra:   map[string]float64{"min_s": results.Percentile(ws, 0), "trials": float64(len(ws))},
-		Command: Command("failover"), Note: note}).AtMost(0.8, "p50 <= 0.8 s")
-	e.Run.Add(results.Figure{Group: "failover", Name: "kill -9 leader to first accepted write (p99)", Value: results.Percentile(ws, 99), Unit: "s",
+		Command: e.command("failover"), Note: note}).AtMost(0.8, "p50 <= 0.8 s")
+	e.Run.Add(results.Figure{Group: e.group("failover"), Name: "kill -9 leader to first accepted write (p99)", Value: results.Percentile(ws, 99), Unit: "s",
 		Extra:   map[string]float64{"max_s": results.Percentile(ws, 100), "trials": float64(len(ws))},
-		Command: Command("failover"), Note: note}).AtMost(1.5, "p99 <= 1.5 s")
+		Command: e.command("failover"), Note: note}).AtMost(1.5, "p99 <= 1.5 s")
 	rs := results.Seconds(rejoin)
-	e.Run.Add(results.Figure{Group: "failover", Name: "restarted master back in agreement (p50)", Value: results.Percentile(rs, 50), Unit: "s",
-		Extra: map[string]float64{"p99_s": results.Percentile(rs, 99)}, Command: Command("failover"),
+	e.Run.Add(results.Figure{Group: e.group("failover"), Name: "restarted master back in agreement (p50)", Value: results.Percentile(rs, 50), Unit: "s",
+		Extra: map[string]float64{"p99_s": results.Percentile(rs, 99)}, Command: e.command("failover"),
 		Note: "process start to all three masters agreeing on leader and token"})
 	return nil
 }
@@ -138,7 +141,7 @@ func Failover(ctx context.Context, e *Env) error {
 func put(ctx context.Context, hc *http.Client, n *cluster.Node, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, transport.URL(n.HTTPAddr, "/v1/jobs/"+id), bytes.NewReader([]byte(submitSpec)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, transport.URL(hc, n.HTTPAddr, "/v1/jobs/"+id), bytes.NewReader([]byte(submitSpec)))
 	if err != nil {
 		return err
 	}

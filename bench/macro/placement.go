@@ -70,7 +70,7 @@ const (
 // accepted the leader's heartbeats.
 func waitHeard(ctx context.Context, l cluster.Leader, n int) error {
 	var v api.Cluster
-	if err := cluster.GetJSON(ctx, transport.URL(l.Node.HTTPAddr, "/v1/cluster"), &v); err != nil {
+	if err := cluster.GetJSON(ctx, transport.URL(cluster.HTTP, l.Node.HTTPAddr, "/v1/cluster"), &v); err != nil {
 		return err
 	}
 	var addrs []string
@@ -203,7 +203,7 @@ func fleetDiverged(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Le
 	cpu := w.stop()
 	alive := 0
 	var v api.Cluster
-	if err := cluster.GetJSON(ctx, transport.URL(l.Node.HTTPAddr, "/v1/cluster"), &v); err == nil {
+	if err := cluster.GetJSON(ctx, transport.URL(cluster.HTTP, l.Node.HTTPAddr, "/v1/cluster"), &v); err == nil {
 		for _, x := range v.Executors {
 			if x.Status == "alive" {
 				alive++

@@ -163,7 +163,7 @@ func heartbeatTrial(ctx context.Context, sx *fleet.Scripted, cl *client.Client, 
 // subtaskState reads the state of subtask 0 of a job from the leader.
 func subtaskState(ctx context.Context, leader *cluster.Node, id string) (string, error) {
 	var j api.Job
-	if err := cluster.GetJSON(ctx, transport.URL(leader.HTTPAddr, "/v1/jobs/"+id), &j); err != nil {
+	if err := cluster.GetJSON(ctx, transport.URL(cluster.HTTP, leader.HTTPAddr, "/v1/jobs/"+id), &j); err != nil {
 		return "", err
 	}
 	if len(j.Vertices) == 0 || len(j.Vertices[0].Subtasks) == 0 {

@@ -18,7 +18,7 @@ import (
 // follower's state keeps the poll off the leader; the follower lags the
 // leader by one commit round.
 func snapshot(ctx context.Context, n *cluster.Node) (st *fsm.State, at time.Time, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, transport.URL(n.HTTPAddr, "/v1/operator/snapshot?stale"), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, transport.URL(cluster.HTTP, n.HTTPAddr, "/v1/operator/snapshot?stale"), nil)
 	if err != nil {
 		return nil, time.Time{}, err
 	}

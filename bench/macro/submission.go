@@ -36,7 +36,7 @@ func Submission(ctx context.Context, e *Env) error {
 
 func submitLevel(ctx context.Context, e *Env, conc int, warm, window time.Duration) error {
 	name := fmt.Sprintf("submission-c%d", conc)
-	c, err := e.StartCluster(ctx, name)
+	c, err := e.StartSecurable(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -111,8 +111,8 @@ func submitLevel(ctx context.Context, e *Env, conc int, warm, window time.Durati
 	}
 	maps.Copy(extra, keep(cpu, "leader_cpu", "bench_cpu", "follower1_cpu", "follower2_cpu"))
 	f := e.Run.Add(results.Figure{
-		Group: "submission", Name: fmt.Sprintf("%d clients", conc), Value: rate, Unit: "jobs/s", Extra: extra,
-		Command: Command("submission"),
+		Group: e.group("submission"), Name: fmt.Sprintf("%d clients", conc), Value: rate, Unit: "jobs/s", Extra: extra,
+		Command: e.command("submission"),
 		Note:    fmt.Sprintf("PUT /v1/jobs/{id} spread over 3 masters, %s window after %s warm-up, fresh cluster", window, warm),
 	})
 	if conc == 64 {

@@ -8,11 +8,17 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/client"
+	"jobmaster/transport"
 )
 
-// addressEnv names the environment variable with the default master
-// addresses.
-const addressEnv = "JOBMASTER_ADDR"
+// Environment variables of the client commands: the default master
+// addresses, the CA to verify them with, and a client certificate.
+const (
+	addressEnv    = "JOBMASTER_ADDR"
+	caCertEnv     = "JOBMASTER_CACERT"
+	clientCertEnv = "JOBMASTER_CLIENT_CERT"
+	clientKeyEnv  = "JOBMASTER_CLIENT_KEY"
+)
 
 // clientOpts holds the flags every client command takes.
 type clientOpts struct {
@@ -20,17 +26,23 @@ type clientOpts struct {
 	address string
 	json    bool
 	timeout time.Duration
+	// caCert, clientCert and clientKey are --ca-cert, --client-cert and
+	// --client-key.
+	caCert, clientCert, clientKey string
 	// waiting is set while a command shows a job's progress: notes on
 	// stderr would garble it.
 	waiting bool
 }
 
-// addClientFlags registers --address, --json and --timeout on cmd and its
-// subcommands.
+// addClientFlags registers --address, --json, --timeout and the TLS flags
+// on cmd and its subcommands.
 func addClientFlags(cmd *cobra.Command, o *clientOpts) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&o.address, "address", "",
-		"comma-separated master HTTP addresses, host:port or http://host:port\n(default $"+addressEnv+", else "+api.DefaultAddress+")")
+		"comma-separated master HTTP addresses, host:port, http://host:port or https://host:port\n(default $"+addressEnv+", else "+api.DefaultAddress+")")
+	f.StringVar(&o.caCert, "ca-cert", "", "PEM file of the CA that signed the masters' certificates: host:port then means https\n(default $"+caCertEnv+", else the CA of a 'jobmaster dev' on its default ports)")
+	f.StringVar(&o.clientCert, "client-cert", "", "PEM file of a client certificate to present (default $"+clientCertEnv+")")
+	f.StringVar(&o.clientKey, "client-key", "", "PEM file of the client certificate's key (default $"+clientKeyEnv+")")
 	f.BoolVar(&o.json, "json", false, "print the API's JSON instead of tables")
 	f.DurationVar(&o.timeout, "timeout", client.DefaultTimeout, "give up on a request after this long (retries and failovers included)")
 }
@@ -47,11 +59,57 @@ func (o *clientOpts) addresses(cmd *cobra.Command) string {
 	return api.DefaultAddress
 }
 
+// flagOrEnv is the value of flag name, else of the environment variable.
+func (o *clientOpts) flagOrEnv(cmd *cobra.Command, name, value, env string) string {
+	if cmd.Flags().Changed(name) {
+		return value
+	}
+	return o.env.getenv(env)
+}
+
+// tlsOptions are the client's TLS options: --ca-cert, --client-cert and
+// --client-key or their variables; else, for the default addresses, the
+// credentials a running `jobmaster dev` left (devCredentials).
+func (o *clientOpts) tlsOptions(cmd *cobra.Command, addresses string) ([]client.Option, error) {
+	ca := o.flagOrEnv(cmd, "ca-cert", o.caCert, caCertEnv)
+	cert := o.flagOrEnv(cmd, "client-cert", o.clientCert, clientCertEnv)
+	key := o.flagOrEnv(cmd, "client-key", o.clientKey, clientKeyEnv)
+	if (cert == "") != (key == "") {
+		return nil, usageErrorf(cmd, "--client-cert and --client-key go together")
+	}
+	if ca == "" && cert == "" && addresses == api.DefaultAddress {
+		if d, ok := findDevCredentials(o.env.getenv); ok {
+			ca, cert, key = d.ca, d.cert, d.key
+		}
+	}
+	if ca == "" && cert == "" {
+		return nil, nil
+	}
+	// Read them now, so that a file that cannot be used is reported as
+	// such (client.New would report it as an address error).
+	if _, err := transport.LoadTLS(transport.TLSFiles{CA: ca, Cert: cert, Key: key}); err != nil {
+		return nil, fmt.Errorf("client TLS: %w", err)
+	}
+	var opts []client.Option
+	if ca != "" {
+		opts = append(opts, client.WithCACert(ca))
+	}
+	if cert != "" {
+		opts = append(opts, client.WithClientCert(cert, key))
+	}
+	return opts, nil
+}
+
 // newClient builds a client from the flags. A bad address or timeout is a
 // usage error.
 func (o *clientOpts) newClient(cmd *cobra.Command) (*client.Client, error) {
 	if o.timeout <= 0 {
 		return nil, usageErrorf(cmd, "--timeout must be positive, got %v", o.timeout)
+	}
+	addresses := o.addresses(cmd)
+	tlsOpts, err := o.tlsOptions(cmd, addresses)
+	if err != nil {
+		return nil, err
 	}
 	noted := false
 	note := func(err *client.UnreachableError) {
@@ -61,7 +119,7 @@ func (o *clientOpts) newClient(cmd *cobra.Command) (*client.Client, error) {
 		noted = true
 		fmt.Fprintf(cmd.ErrOrStderr(), "Still trying: %v; giving up after %v (Ctrl-C to stop now)\n", err, o.timeout)
 	}
-	c, err := client.New(o.addresses(cmd), client.WithTimeout(o.timeout), client.WithRetryNotify(note))
+	c, err := client.New(addresses, append(tlsOpts, client.WithTimeout(o.timeout), client.WithRetryNotify(note))...)
 	if err != nil {
 		source := "--address"
 		if !cmd.Flags().Changed("address") {

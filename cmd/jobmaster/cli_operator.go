@@ -12,12 +12,13 @@ import (
 	"jobmaster/api"
 )
 
-// newOperatorCmd builds `jobmaster operator`: backups and master membership.
+// newOperatorCmd builds `jobmaster operator`: backups, master membership
+// and gossip keys.
 func newOperatorCmd(env *cliEnv) *cobra.Command {
 	o := &clientOpts{env: env}
 	cmd := &cobra.Command{
 		Use:   "operator",
-		Short: "Back up and restore the state; list and remove masters",
+		Short: "Back up and restore the state; list and remove masters; make gossip keys",
 		Args:  groupArgs,
 		RunE:  runGroup,
 	}
@@ -90,6 +91,6 @@ expects but no executor runs are failed and restarted).`,
 			return nil
 		}),
 	})
-	cmd.AddCommand(snap, rft)
+	cmd.AddCommand(snap, rft, newGossipCmd())
 	return cmd
 }

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -37,4 +42,24 @@ func requireFlags(cmd *cobra.Command, names ...string) error {
 		}
 	}
 	return nil
+}
+
+// serveUntilDone waits until ctx ends, and on every SIGHUP calls reload
+// (certificates and gossip keys are reread, as Nomad rereads its
+// configuration), reporting its error on stderr: a failed reload leaves the
+// node as it was.
+func serveUntilDone(ctx context.Context, stderr io.Writer, name string, reload func() error) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := reload(); err != nil {
+				fmt.Fprintf(stderr, "%s: reload on SIGHUP: %v\n", name, err)
+			}
+		}
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"jobmaster/examples"
 	"jobmaster/jobspec"
 	"jobmaster/launch"
+	"jobmaster/pki"
 	"jobmaster/wire"
 )
 
@@ -47,6 +48,11 @@ func newDevCmd(env *cliEnv) *cobra.Command {
 own process (this command's children), with data and logs in a temporary
 directory. It submits the demo job (examples/wordcount.json), shows its
 progress until it finishes, then keeps the cluster running until Ctrl-C.
+
+The cluster runs secure: a fresh CA and certificates (TLS on every port), a
+gossip key and --acl, all under the data directory's tls/. On the default
+ports it leaves the CA and a client certificate in ~/.cache/jobmaster/dev
+while it runs, where the client commands find them.
 
 With --failover-demo it kills the leader (kill -9) while the job runs and
 shows another master taking over with a new fencing token, and that no task
@@ -125,15 +131,33 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	c := newDevCluster(bin, dir, o, out)
+	sec, err := newDevSecurity(filepath.Join(dir, "tls"))
+	if err != nil {
+		return fmt.Errorf("dev credentials: %w", err)
+	}
+	c, err := newDevCluster(bin, dir, o, out, sec)
+	if err != nil {
+		return err
+	}
 	if err := c.checkPorts(); err != nil {
 		return err
+	}
+	published := ""
+	if c.masterAddrs() == api.DefaultAddress {
+		if d := devCredentialsDir(env.getenv); d != "" {
+			unpublish, err := publishDevCredentials(d, sec)
+			if err != nil {
+				return fmt.Errorf("dev credentials in %s: %w", d, err)
+			}
+			defer unpublish()
+			published = d
+		}
 	}
 	where := dir + " (removed on exit; keep it with --data-dir)"
 	if !temp {
 		where = dir
 	}
-	fmt.Fprintf(out, "jobmaster dev: a local cluster of %d masters and %d executors\n  data and logs in %s\n\n", len(c.masters), len(c.execs), where)
+	fmt.Fprintf(out, "jobmaster dev: a local cluster of %d masters and %d executors\n  data and logs in %s\n%s\n", len(c.masters), len(c.execs), where, describeDevSecurity(sec, published))
 	if err := c.startAll(); err != nil {
 		c.stopAll()
 		return err
@@ -142,7 +166,8 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	c.printNodes()
 
 	addrs := c.masterAddrs()
-	cl, err := client.New(addrs, client.WithTimeout(30*time.Second))
+	cl, err := client.New(addrs, client.WithTimeout(30*time.Second),
+		client.WithCACert(sec.client.CA), client.WithClientCert(sec.client.Cert, sec.client.Key))
 	if err != nil {
 		return err
 	}
@@ -152,8 +177,8 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	if err != nil {
 		return err
 	}
-	if addrs != api.DefaultAddress {
-		fmt.Fprintf(out, "\nPoint the client at it with: export %s=%s\n", addressEnv, addrs)
+	if addrs != api.DefaultAddress || published == "" {
+		fmt.Fprintf(out, "\nPoint the client at it with: export %s=%s %s=%s\n", addressEnv, addrs, caCertEnv, sec.client.CA)
 	}
 
 	if !o.noDemo {
@@ -199,7 +224,7 @@ func displayBin(bin string) string {
 	return bin
 }
 
-func newDevCluster(bin, dir string, o *devOpts, out io.Writer) *devCluster {
+func newDevCluster(bin, dir string, o *devOpts, out io.Writer, sec *devSecurity) (*devCluster, error) {
 	c := &devCluster{bin: bin, dir: dir, out: out}
 	host := "127.0.0.1"
 	port := func(off int) string { return fmt.Sprintf("%s:%d", host, o.basePort+off) }
@@ -214,6 +239,11 @@ func newDevCluster(bin, dir string, o *devOpts, out io.Writer) *devCluster {
 		s.NodeID, s.DataDir = n.id, filepath.Join(dir, n.id)
 		s.HTTPAddr, s.RaftAddr, s.GossipAddr = n.http, n.raft, n.gossip
 		s.Join, s.BootstrapExpect = gossip, 3
+		tls, err := sec.issue(pki.Server, n.id)
+		if err != nil {
+			return nil, err
+		}
+		s.TLS, s.GossipKeyring, s.ACL = tls, sec.keyring, true
 		n.args = s.Args()
 		c.masters = append(c.masters, n)
 	}
@@ -224,10 +254,15 @@ func newDevCluster(bin, dir string, o *devOpts, out io.Writer) *devCluster {
 		e.NodeID, e.DataDir = n.id, filepath.Join(dir, n.id)
 		e.HTTPAddr, e.GossipAddr, e.Join = n.http, n.gossip, gossip
 		e.Slots, e.Runtime = o.slots, o.runtime
+		tls, err := sec.issue(pki.Executor, n.id)
+		if err != nil {
+			return nil, err
+		}
+		e.TLS, e.GossipKeyring = tls, sec.keyring
 		n.args = e.Args()
 		c.execs = append(c.execs, n)
 	}
-	return c
+	return c, nil
 }
 
 func (c *devCluster) nodes() []*devNode {

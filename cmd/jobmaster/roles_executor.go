@@ -27,7 +27,11 @@ The executor obeys only the newest leader it has heard from (fencing), and
 has every task dead within --lease of the last heartbeat from a leader
 (self-fencing): it starts stopping them --cancel-grace (+0.5s) before the
 lease runs out. Keep --lease equal to the masters' --executor-lease, which
-they check against their --executor-timeout.`,
+they check against their --executor-timeout.
+
+Beyond loopback an executor needs TLS (--tls-ca, --tls-cert, --tls-key) and
+a gossip key, or --insecure (docs/security.md). SIGHUP rereads the
+certificates and the --gossip-keyring file.`,
 		Example: `  jobmaster executor --node-id e1 --data-dir /var/lib/jobmaster/e1 \
     --http-addr 10.0.0.4:7431 --gossip-addr 10.0.0.4:7441 \
     --join 10.0.0.1:7421,10.0.0.2:7421,10.0.0.3:7421 --slots 8`,
@@ -56,7 +60,7 @@ they check against their --executor-timeout.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster executor %s: %d slots, HTTP on %s\n", cfg.NodeID, cfg.Slots, e.Addr())
-			<-cmd.Context().Done()
+			serveUntilDone(cmd.Context(), cmd.ErrOrStderr(), "jobmaster executor "+cfg.NodeID, e.Reload)
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.CancelGrace+10*time.Second)
 			defer cancel()
 			return e.Shutdown(ctx)

@@ -23,7 +23,11 @@ leader schedules tasks onto executors, which it finds through gossip.
 
 Start three with --bootstrap-expect 3 and each other's gossip addresses in
 --join; they form a cluster once all three see each other. A master restarted
-on its data dir rejoins its cluster without bootstrapping.`,
+on its data dir rejoins its cluster without bootstrapping.
+
+Beyond loopback a master needs TLS (--tls-ca, --tls-cert, --tls-key), a
+gossip key and --acl, or --insecure (docs/security.md). SIGHUP rereads the
+certificates and the --gossip-keyring file.`,
 		Example: `  jobmaster server --node-id m1 --data-dir /var/lib/jobmaster/m1 \
     --http-addr 10.0.0.1:7401 --raft-addr 10.0.0.1:7411 --gossip-addr 10.0.0.1:7421 \
     --join 10.0.0.1:7421,10.0.0.2:7421,10.0.0.3:7421 --bootstrap-expect 3`,
@@ -51,7 +55,7 @@ on its data dir rejoins its cluster without bootstrapping.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster server %s: HTTP API on %s\n", cfg.NodeID, m.HTTPAddr())
-			<-cmd.Context().Done()
+			serveUntilDone(cmd.Context(), cmd.ErrOrStderr(), "jobmaster server "+cfg.NodeID, m.Reload)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			return m.Shutdown(ctx)

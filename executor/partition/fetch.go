@@ -164,7 +164,7 @@ func (f *Fetcher) attempt(ctx context.Context, src Source, off int64, w io.Write
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodGet,
-		transport.URL(src.Addr, wire.PathPartitionData+"?"+Query(src, off).Encode()), nil)
+		transport.URL(f.Client, src.Addr, wire.PathPartitionData+"?"+Query(src, off).Encode()), nil)
 	if err != nil {
 		return 0, "", &UnavailableError{Err: err}
 	}

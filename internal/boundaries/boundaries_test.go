@@ -36,6 +36,10 @@ var rules = []struct {
 		"the public API's bodies are types the client shares; the client must not pull in a master"},
 	{"client", []string{"jobmaster/fsm", "jobmaster/master", "jobmaster/executor", "jobmaster/leader"},
 		"the Go client talks HTTP to masters; it must not link their code"},
+	{"pki", []string{"jobmaster/transport", "jobmaster/master", "jobmaster/executor", "jobmaster/membership", "net/http"},
+		"the PKI issues and reads certificates; how connections use them is package transport's, so the CA tool and the identity rule stay free of any role"},
+	{"exposure", []string{"jobmaster/master", "jobmaster/executor", "jobmaster/membership", "jobmaster/transport", "net/http"},
+		"whether a node may start exposed is a pure decision on its addresses and settings; loading certificates and keys is the node's"},
 }
 
 func TestImportBoundaries(t *testing.T) {

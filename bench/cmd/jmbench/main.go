@@ -6,6 +6,12 @@
 //
 //	go run ./bench/cmd/jmbench -out bench-results.json
 //	go run ./bench/cmd/jmbench -only failover,reconcile
+//	go run ./bench/cmd/jmbench -only failover,submission -tls both
+//
+// -tls on runs the benchmarks that take it (failover, submission) against
+// secure clusters (TLS everywhere, gossip encryption, as `jobmaster dev`
+// runs); -tls both runs them plain and then secure, so that one table shows
+// the cost of security: the secure figures are in groups "<group> tls".
 //
 // See docs/BENCHMARKS.md for what each figure measures.
 package main
@@ -35,13 +41,15 @@ import (
 var benchmarks = []struct {
 	name string
 	run  func(context.Context, *macro.Env) error
+	// securable: the benchmark runs its cluster with TLS when -tls asks.
+	securable bool
 }{
-	{"submission", macro.Submission},
-	{"placement", macro.Placement},
-	{"e2e", macro.EndToEnd},
-	{"failover", macro.Failover},
-	{"reconcile", macro.Reconciliation},
-	{"exchange", macro.Exchange},
+	{"submission", macro.Submission, true},
+	{"placement", macro.Placement, false},
+	{"e2e", macro.EndToEnd, false},
+	{"failover", macro.Failover, true},
+	{"reconcile", macro.Reconciliation, false},
+	{"exchange", macro.Exchange, false},
 }
 
 func main() {
@@ -57,7 +65,20 @@ func main() {
 	strict := flag.Bool("strict", false, "exit 1 when a benchmark could not produce its figures")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the load generator; sim fleets run in a child process) here")
 	fleets := flag.String("executors", "100,1000", "placement: sizes of the sim executor fleets (10,000 slots in each)")
+	tlsMode := flag.String("tls", "off", "failover and submission: off (plain clusters), on (secure clusters: TLS, gossip encryption) or both (plain, then secure)")
 	flag.Parse()
+	var modes []bool
+	switch *tlsMode {
+	case "off":
+		modes = []bool{false}
+	case "on":
+		modes = []bool{true}
+	case "both":
+		modes = []bool{false, true}
+	default:
+		fmt.Fprintf(os.Stderr, "jmbench: -tls %q: use off, on or both\n", *tlsMode)
+		os.Exit(2)
+	}
 	var sizes []int
 	for _, s := range strings.Split(*fleets, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -83,7 +104,7 @@ func main() {
 	// the way out); a second one kills the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
-	err := run(ctx, *out, *only, *bin, *dir, *keep, *quick, sizes)
+	err := run(ctx, *out, *only, *bin, *dir, *keep, *quick, sizes, modes)
 	var failed *benchErrors
 	switch {
 	case errors.As(err, &failed) && !*strict:
@@ -103,7 +124,7 @@ func names() string {
 	return strings.Join(n, ", ")
 }
 
-func run(ctx context.Context, out, only, bin, dir string, keep, quick bool, fleets []int) error {
+func run(ctx context.Context, out, only, bin, dir string, keep, quick bool, fleets []int, tlsModes []bool) error {
 	selected := map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -134,12 +155,22 @@ func run(ctx context.Context, out, only, bin, dir string, keep, quick bool, flee
 		logf("microbenchmarks done")
 	}
 
-	var macros []func(context.Context, *macro.Env) error
-	var macroNames []string
+	type runOf struct {
+		name   string
+		run    func(context.Context, *macro.Env) error
+		secure bool
+	}
+	var macros []runOf
 	for _, b := range benchmarks {
-		if want(b.name) {
-			macros = append(macros, b.run)
-			macroNames = append(macroNames, b.name)
+		if !want(b.name) {
+			continue
+		}
+		if !b.securable {
+			macros = append(macros, runOf{b.name, b.run, false})
+			continue
+		}
+		for _, secure := range tlsModes {
+			macros = append(macros, runOf{b.name, b.run, secure})
 		}
 	}
 	if len(macros) > 0 {
@@ -163,17 +194,22 @@ func run(ctx context.Context, out, only, bin, dir string, keep, quick bool, flee
 			return err
 		}
 		env := &macro.Env{Bin: abs, Exe: exe, Dir: dir, Run: res, Quick: quick, Fleets: fleets, Log: logf}
-		for i, m := range macros {
+		for _, m := range macros {
 			if ctx.Err() != nil {
 				break
 			}
-			t0 := time.Now()
-			logf("== %s", macroNames[i])
-			if err := m(ctx, env); err != nil {
-				logf("%s failed: %v", macroNames[i], err)
-				res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", macroNames[i], err))
+			env.TLS = m.secure
+			name := m.name
+			if m.secure {
+				name += " (tls)"
 			}
-			logf("== %s took %s", macroNames[i], time.Since(t0).Round(100*time.Millisecond))
+			t0 := time.Now()
+			logf("== %s", name)
+			if err := m.run(ctx, env); err != nil {
+				logf("%s failed: %v", name, err)
+				res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", name, err))
+			}
+			logf("== %s took %s", name, time.Since(t0).Round(100*time.Millisecond))
 		}
 	}
 

@@ -1,0 +1,75 @@
+package client
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/api"
+	"jobmaster/internal/pkitest"
+	"jobmaster/pki"
+	"jobmaster/transport"
+)
+
+// tlsMaster serves /v1/health over HTTPS and says, as its node, who the
+// client's certificate names ("-" for none).
+func tlsMaster(t *testing.T, ca *pkitest.CA) string {
+	t.Helper()
+	srv := transport.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who := "-"
+		if id, ok := transport.PeerIdentity(r); ok {
+			who = id.String()
+		}
+		leader := "m1"
+		transport.Indented.WriteJSON(w, http.StatusOK, api.Health{Leader: &leader, Node: who})
+	}), transport.ServerOptions{TLS: ca.Load(pki.Server, "m1")})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = transport.Serve(srv, ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+func TestClientOverTLS(t *testing.T) {
+	ca := pkitest.New(t.TempDir())
+	addr := tlsMaster(t, ca)
+	ctx := context.Background()
+
+	c, err := New(addr, WithCACert(ca.CAFile()))
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, []string{"https://" + addr}, c.Addresses(), "with a CA, host:port means https")
+	h, err := c.Health(ctx, addr)
+	require.NoError(t, err)
+	assert.Equal(t, "-", h.Node, "no client certificate was presented")
+
+	f := ca.Files(pki.Client, "alice")
+	c2, err := New("https://"+addr, WithCACert(f.CA), WithClientCert(f.Cert, f.Key))
+	require.NoError(t, err)
+	defer c2.Close()
+	h, err = c2.Health(ctx, addr)
+	require.NoError(t, err)
+	assert.Equal(t, "client alice", h.Node)
+
+	plain, err := New(addr, WithTimeout(0))
+	require.NoError(t, err)
+	defer plain.Close()
+	_, err = plain.Health(ctx, addr)
+	require.Error(t, err, "plain HTTP to an HTTPS master")
+	assert.Contains(t, err.Error(), "400")
+
+	system, err := New("https://"+addr, WithTimeout(0))
+	require.NoError(t, err)
+	defer system.Close()
+	_, err = system.Health(ctx, "https://"+addr)
+	require.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "certificate"), "the system's roots do not know the cluster's CA: %v", err)
+
+	_, err = New(addr, WithCACert(ca.CAFile()+".missing"))
+	assert.Error(t, err)
+}

@@ -1,0 +1,105 @@
+package executor
+
+import (
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+
+	"jobmaster/pki"
+	"jobmaster/transport"
+	"jobmaster/wire"
+)
+
+// Who may call which executor endpoint, with TLS on (docs/security.md). The
+// executor's listener asks every peer for a certificate and verifies the one
+// given; guard then admits a request by its path:
+//
+//	path                          peer certificate
+//	/v1/internal/deploy           server (a master: only a leader's token moves the executor, fencing decides which)
+//	/v1/internal/cancel           server
+//	/v1/internal/heartbeat        server
+//	/v1/internal/release          server
+//	/v1/internal/partition        executor (another executor fetching a partition)
+//	/v1/internal/ anything else   server: a new internal endpoint is a master's until this table says otherwise
+//	/v1/executions, logs, ...     none needed (users; ACLs are for later)
+//
+// Without TLS every request is admitted, as before.
+var internalRoles = map[string]pki.Role{
+	wire.PathDeploy:        pki.Server,
+	wire.PathCancel:        pki.Server,
+	wire.PathHeartbeat:     pki.Server,
+	wire.PathRelease:       pki.Server,
+	wire.PathPartitionData: pki.Executor,
+}
+
+// internalPrefix starts the path of every endpoint meant for other nodes.
+const internalPrefix = "/v1/internal/"
+
+// requiredRole is the role a request's peer must present for urlPath, and
+// whether one is required at all.
+func requiredRole(urlPath string) (pki.Role, bool) {
+	p := path.Clean(urlPath)
+	if r, ok := internalRoles[p]; ok {
+		return r, true
+	}
+	if strings.HasPrefix(p+"/", internalPrefix) {
+		return pki.Server, true
+	}
+	return "", false
+}
+
+// authorize decides whether a peer that presented peer (hasPeer false:
+// no certificate) may call the endpoint at urlPath; its error is the 403's
+// message.
+func authorize(urlPath string, peer pki.Identity, hasPeer bool) error {
+	role, needed := requiredRole(urlPath)
+	if !needed {
+		return nil
+	}
+	return admitRole(role, peer, hasPeer)
+}
+
+// admitRole decides whether peer is of role.
+func admitRole(role pki.Role, peer pki.Identity, hasPeer bool) error {
+	switch {
+	case !hasPeer:
+		return fmt.Errorf("this endpoint needs a %s certificate; none was presented", role)
+	case peer.Role != role:
+		return fmt.Errorf("this endpoint needs a %s certificate; %s presented a %s certificate", role, peer.NodeID, peer.Role)
+	}
+	return nil
+}
+
+// guard applies authorize to every request, with TLS on.
+func (e *Executor) guard(h http.Handler) http.Handler {
+	if e.tls == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		peer, ok := transport.PeerIdentity(r)
+		if err := authorize(r.URL.Path, peer, ok); err != nil {
+			writeError(w, http.StatusForbidden, err.Error())
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// requireRole is the check of guard for one handler: with TLS on, a request
+// whose peer certificate is not of role gets 403. guard already applies it
+// to every path in internalRoles; a handler served elsewhere that needs a
+// node's identity wraps itself with it.
+func (e *Executor) requireRole(role pki.Role, h http.HandlerFunc) http.HandlerFunc {
+	if e.tls == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		peer, ok := transport.PeerIdentity(r)
+		if err := admitRole(role, peer, ok); err != nil {
+			writeError(w, http.StatusForbidden, err.Error())
+			return
+		}
+		h(w, r)
+	}
+}
