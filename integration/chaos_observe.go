@@ -107,7 +107,7 @@ func (s *strayWatch) longest() strayLife {
 // work, for the report: a run in which none of them appears proves little.
 var mechanisms = []struct{ label, msg string }{
 	{"leaderships established (elections won)", `msg="leadership established"`},
-	{"executors declared lost", `msg="executors lost: their executions failed"`},
+	{"executors declared lost", `msg="executor lost: its executions failed"`},
 	{"reports with missing or expired executions", `msg="executions failed"`},
 	{"unknown executions cancelled on executors", `msg="cancelling executions"`},
 	{"requests executors refused from a stale leader", `msg="refused a request from a stale leader"`},
