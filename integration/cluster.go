@@ -34,6 +34,10 @@ type Options struct {
 	// Dir holds the nodes' data directories and logs (default: a
 	// temporary directory removed after the test).
 	Dir string
+	// ArtifactKind and ArtifactName name the folder a failed test's Dir
+	// is copied to (.artifacts/<kind>/<name>-<time>; default
+	// integration/<test name>).
+	ArtifactKind, ArtifactName string
 }
 
 func (o *Options) defaults() {
@@ -72,6 +76,8 @@ type Cluster struct {
 	Client    *client.Client
 	// Net is the namespaces of the nodes (nil on loopback).
 	Net *Network
+	// artifacts is where Dir is copied if the test fails.
+	artifacts string
 }
 
 func freeAddr(t testing.TB) string { return freeport.Must(t) }
@@ -85,7 +91,14 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	c := &Cluster{t: t, opts: opts, dir: dir}
+	kind, name := opts.ArtifactKind, opts.ArtifactName
+	if kind == "" {
+		kind = "integration"
+	}
+	if name == "" {
+		name = t.Name()
+	}
+	c := &Cluster{t: t, opts: opts, dir: dir, artifacts: artifactDir(kind, name, time.Now())}
 	if opts.Netns {
 		nw, err := NewNetwork(opts.CutMode)
 		if err != nil {
@@ -189,7 +202,11 @@ func (c *Cluster) AddExecutor() *Node {
 	return n
 }
 
-// Close stops every node (tests' cleanup).
+// ArtifactDir is where the run's files are kept if the test fails.
+func (c *Cluster) ArtifactDir() string { return c.artifacts }
+
+// Close stops every node (tests' cleanup); if the test failed, it keeps
+// the run's files in the artifact folder.
 func (c *Cluster) Close() {
 	for _, n := range append(append([]*Node{}, c.Executors...), c.Masters...) {
 		n.Kill()
@@ -203,6 +220,7 @@ func (c *Cluster) Close() {
 		c.t.Logf("KNOWN BUG still present (not failing the test; see knownIssues): %s", k)
 	}
 	if c.t.Failed() {
+		c.saveArtifacts()
 		c.dumpLogs()
 	}
 }
