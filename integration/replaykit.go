@@ -63,6 +63,9 @@ type ReplayKit struct {
 	Faults []KitFault `json:"faults"`
 	// Jobs is what the workload submitted, in order.
 	Jobs []KitJob `json:"jobs"`
+	// Masters is each master's last reading and case (the input of
+	// TestExplainArtifacts, which replays their Raft logs).
+	Masters []KitMaster `json:"masters"`
 
 	Result string `json:"result"`
 }
@@ -89,6 +92,15 @@ type KitFault struct {
 	End     string `json:"end"`
 	Note    string `json:"note,omitempty"`
 	Skipped string `json:"skipped,omitempty"`
+}
+
+// KitMaster is one master at the end of the run.
+type KitMaster struct {
+	Node    string `json:"node"`
+	Applied uint64 `json:"applied_index"`
+	Hash    string `json:"hash"`
+	Case    string `json:"case"`
+	Detail  string `json:"detail"`
 }
 
 // KitJob is one job of the workload.
@@ -195,6 +207,10 @@ func (k *ReplayKit) finish(o *chaosOutcome, load *loadWatch) {
 			kj.CancelAcked = stamp(time.UnixMilli(j.CancelAcked))
 		}
 		k.Jobs = append(k.Jobs, kj)
+	}
+	k.Masters = nil
+	for _, v := range o.result.Replicas {
+		k.Masters = append(k.Masters, KitMaster{Node: v.Node, Applied: v.Final.Applied, Hash: v.Final.Hash, Case: string(v.Case), Detail: v.Detail})
 	}
 	switch vs := o.result.Violations(); {
 	case len(vs) == 0 && len(o.problems) == 0:
