@@ -31,8 +31,9 @@ import (
 // index, for good.
 //
 // These tests drive one follower through Raft's transport with the two
-// requests by hand; they do not prove how often a leader sends the first
-// one (see docs/chaos.md).
+// requests by hand. That Raft's own leader sends the first one when a
+// thread stalls, and how often, is raftstress_test.go's (see
+// docs/chaos.md).
 
 // appliedFSM records what Raft applied.
 type appliedFSM struct {
