@@ -33,14 +33,20 @@ lint:
 
 # A fault-injection soak: make chaos DURATION=10m SEED=42 (SEED=0 picks one
 # and prints it). The report ends the output and is written to REPORT (or
-# report.txt in the run's directory, printed with it). CHAOS_FLAGS passes
-# more flags, e.g. CHAOS_FLAGS='-chaos.cut=route -chaos.executors=4'.
+# report.txt in the run's directory, printed with it); the replay kit (seed,
+# the fault schedule with times, the workload, the commit) is replay.json
+# beside it, and KIT copies it elsewhere too. A failed run keeps every
+# node's whole log under .artifacts/chaos/. CHAOS_FLAGS passes more flags,
+# e.g. CHAOS_FLAGS='-chaos.cut=route -chaos.executors=4' or
+# CHAOS_FLAGS='-chaos.gomaxprocs=1' (starved nodes). docs/chaos.md tells
+# how to replay a failure, also under load.
 DURATION    ?= 2m
 SEED        ?= 0
 REPORT      ?=
+KIT         ?=
 CHAOS_FLAGS ?=
 chaos: build
-	$(GO) test -count=1 -timeout 0 -run TestChaosSoak ./integration/ -chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.report='$(REPORT)' $(CHAOS_FLAGS) -v
+	$(GO) test -count=1 -timeout 0 -run TestChaosSoak ./integration/ -chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.report='$(REPORT)' -chaos.kit='$(KIT)' $(CHAOS_FLAGS) -v
 
 clean:
 	rm -rf bin bench-results.json

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"jobmaster/api"
-	"jobmaster/transport"
 )
 
 // chaosConfig shapes one chaos run.
@@ -31,13 +30,22 @@ type chaosConfig struct {
 	// ReportPath is where the report is written too (it always goes to
 	// Dir/report.txt when Dir is set).
 	ReportPath string
-	// Drain bounds the wait for every job to end after the faults.
+	// Drain bounds the wait for every job to end after the faults, and
+	// Converge the wait for every master to reach the leader's applied
+	// index after that.
 	Drain    time.Duration
+	Converge time.Duration
 	Slack    time.Duration
 	Clients  int
 	InFlight int
 	// Replay is the command that replays this run, for the report.
 	Replay string
+	// Test names the run in its replay kit and artifact folder
+	// (TestChaos-seed7).
+	Test string
+	// NodeGOMAXPROCS, when positive, is every node's GOMAXPROCS: starved
+	// nodes, as on a loaded machine.
+	NodeGOMAXPROCS int
 }
 
 func (c *chaosConfig) defaults() {
@@ -49,6 +57,9 @@ func (c *chaosConfig) defaults() {
 	}
 	if c.Drain == 0 {
 		c.Drain = 3 * time.Minute
+	}
+	if c.Converge == 0 {
+		c.Converge = 30 * time.Second
 	}
 	if c.Slack == 0 {
 		c.Slack = 100 * time.Millisecond
@@ -63,22 +74,32 @@ func (c *chaosConfig) defaults() {
 
 // chaosOutcome is everything a run produced.
 type chaosOutcome struct {
-	cfg       chaosConfig
-	network   string
-	skipped   map[FaultKind]string
-	schedule  []Fault
-	events    []FaultEvent
-	jobs      []JobRecord
-	final     map[string]*api.Job
-	result    CheckResult
-	problems  []string // the run itself went wrong: recovery or drain failed
-	retries   []string
-	stray     strayLife
-	exercised []string // how often the faults made the product's mechanisms act
-	elapsed   time.Duration
-	faultTime time.Duration
-	dir       string
-	report    string
+	cfg      chaosConfig
+	network  string
+	skipped  map[FaultKind]string
+	schedule []Fault
+	events   []FaultEvent
+	jobs     []JobRecord
+	final    map[string]*api.Job
+	// convergence is the end of the wait for equal applied indexes, and
+	// masters each master's job list and hash read after it.
+	convergence  Convergence
+	masters      []MasterSnapshot
+	hashReadings int
+	result       CheckResult
+	problems     []string // the run itself went wrong: recovery or drain failed
+	retries      []string
+	stray        strayLife
+	exercised    []string // how often the faults made the product's mechanisms act
+	elapsed      time.Duration
+	faultTime    time.Duration
+	dir          string
+	report       string
+	// kit is the replay kit, written to kitPath; artifacts is where the
+	// run's files are kept if the test fails.
+	kit       *ReplayKit
+	kitPath   string
+	artifacts string
 }
 
 // Failed reports whether the run found a violation or a problem.
@@ -155,9 +176,21 @@ func runChaos(t *testing.T, cfg chaosConfig) *chaosOutcome {
 	o.dir = dir
 	hist := filepath.Join(dir, "history.log")
 	tag := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	// The replay kit is written now (a run that never ends still leaves
+	// it) and again at the end, with what the nemesis did.
+	o.kit, o.kitPath = newReplayKit(cfg.Test, cfg, cfg.NodeGOMAXPROCS), filepath.Join(dir, "replay.json")
+	if err := o.kit.write(o.kitPath); err != nil {
+		t.Errorf("replay kit: %v", err)
+	}
+	load := &loadWatch{}
+	env := []string{"HISTORY=" + hist, "CHAOS_RUN=" + tag}
+	if cfg.NodeGOMAXPROCS > 0 {
+		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", cfg.NodeGOMAXPROCS))
+	}
 	c := NewCluster(t, Options{Executors: cfg.Executors, Lease: chaosLease, Timeout: chaosTimeout,
-		Netns: useNetns, CutMode: cfg.CutMode, Dir: dir,
-		Env: []string{"HISTORY=" + hist, "CHAOS_RUN=" + tag}})
+		Netns: useNetns, CutMode: cfg.CutMode, Dir: dir, Env: env,
+		ArtifactKind: "chaos", ArtifactName: cfg.Test})
+	o.artifacts = c.ArtifactDir()
 	nem := newNemesis(c, chaosLease, logf)
 	w, err := newWorkload(cfg.Seed, c, cfg.Clients, cfg.InFlight, logf)
 	if err != nil {
@@ -190,6 +223,17 @@ func runChaos(t *testing.T, cfg chaosConfig) *chaosOutcome {
 				tokens = append(tokens, TokenSample{Executor: e.ID, Generation: g, At: time.Now().UnixNano(), Token: x.FencingToken})
 				tokMu.Unlock()
 			}
+		}
+	}()
+
+	// The hash monitor reads every master's state hash once a second.
+	hashes := &hashMonitor{c: c}
+	monWG.Add(1)
+	go func() {
+		defer monWG.Done()
+		for sleepOrStop(time.Second, monStop) {
+			hashes.sample()
+			load.sample()
 		}
 	}()
 
@@ -300,18 +344,12 @@ func runChaos(t *testing.T, cfg chaosConfig) *chaosOutcome {
 		}
 		return true
 	})
-	// Masters: wait for equal applied indexes, then read each one's own
-	// state.
-	awaitCond(30*time.Second, func() bool {
-		hs := c.StateHashes()
-		var idx []uint64
-		for _, h := range hs {
-			idx = append(idx, h.AppliedIndex)
-		}
-		return len(hs) == len(c.Masters) && slicesAllEqual(idx)
-	})
-	masters := snapshotMasters(c)
+	// Masters: wait until every one has reached the leader's applied
+	// index, then read each one's own job list and hash.
 	stopMonitors()
+	o.convergence, o.masters = settle(c, hashes, cfg.Converge)
+	logf("masters: %s (target %d, reached: %v after %s)", finalsOf(o.convergence), o.convergence.Target,
+		o.convergence.Reached, o.convergence.Waited.Round(time.Millisecond))
 	h, err := readHistory(hist)
 	if err != nil {
 		o.problems = append(o.problems, "history: "+err.Error())
@@ -327,18 +365,27 @@ func runChaos(t *testing.T, cfg chaosConfig) *chaosOutcome {
 				Span: Span{ev.Start.UnixNano(), ev.Healed.UnixNano()}})
 		}
 	}
+	samples := hashes.Samples()
+	o.hashReadings = len(samples)
 	badLogs, knownLogs := c.scanLogs()
 	w.mu.Lock()
 	notFounds := append([]NotFound(nil), w.notFounds...)
 	w.mu.Unlock()
 	o.result = Check(CheckInput{
-		Jobs: o.jobs, Final: o.final, Masters: masters, History: h, Frozen: frozen, Faults: faults,
+		Jobs: o.jobs, Final: o.final, Masters: o.masters, History: h, Frozen: frozen, Faults: faults,
 		Processes: procs, ExpectedLive: expected, Tokens: tokens, NotFounds: notFounds, LogProblems: badLogs, KnownLogIssues: knownLogs,
+		HashSamples: samples, Convergence: o.convergence,
 		Slack: cfg.Slack, FenceAllowance: fenceAllowance,
 	})
 	o.stray = strays.longest()
 	o.exercised = exercised(c)
 	o.elapsed = time.Since(start)
+	o.kit.finish(o, load)
+	if err := o.kit.write(o.kitPath); err != nil {
+		t.Errorf("replay kit: %v", err)
+	} else {
+		logf("replay kit written to %s", o.kitPath)
+	}
 	o.report = o.Report()
 	var paths []string
 	if cfg.Dir != "" {
@@ -355,15 +402,6 @@ func runChaos(t *testing.T, cfg chaosConfig) *chaosOutcome {
 		}
 	}
 	return o
-}
-
-func slicesAllEqual(xs []uint64) bool {
-	for _, x := range xs {
-		if x != xs[0] {
-			return false
-		}
-	}
-	return true
 }
 
 // awaitCond polls cond until it holds (true) or the timeout passes (false).
@@ -400,43 +438,6 @@ func (c *Cluster) executorsAlive() bool {
 		}
 	}
 	return true
-}
-
-// snapshotMasters reads each master's own state: its hash and its job
-// list, both at one applied index.
-func snapshotMasters(c *Cluster) []MasterSnapshot {
-	var out []MasterSnapshot
-	for _, m := range c.Masters {
-		s := MasterSnapshot{ID: m.ID}
-		ok := awaitCond(10*time.Second, func() bool {
-			var before, after api.StateHash
-			var list api.JobList
-			base := transport.BaseURL(c.HTTP, m.HTTPAddr)
-			if err := c.getJSON(base+"/v1/state/hash", &before); err != nil {
-				s.Err = err.Error()
-				return false
-			}
-			if err := c.getJSON(base+"/v1/jobs?stale", &list); err != nil {
-				s.Err = err.Error()
-				return false
-			}
-			if err := c.getJSON(base+"/v1/state/hash", &after); err != nil {
-				s.Err = err.Error()
-				return false
-			}
-			if before.AppliedIndex != after.AppliedIndex {
-				s.Err = "applied index moved while reading"
-				return false
-			}
-			s.Jobs, s.Applied, s.Hash, s.Err = list.Jobs, after.AppliedIndex, after.Hash, ""
-			return true
-		})
-		if !ok && s.Err == "" {
-			s.Err = "unreadable"
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 // taskProcesses lists live task processes of this run (their environment

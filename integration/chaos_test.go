@@ -18,10 +18,13 @@ var (
 	chaosSeeds    = flag.String("chaos.seeds", "7", "TestChaos: comma-separated fixed seeds, each runs every fault kind once")
 	chaosDir      = flag.String("chaos.dir", "", "keep each run's logs, data, history and report under this directory")
 	chaosReport   = flag.String("chaos.report", "", "TestChaosSoak: also write the report to this file")
+	chaosKit      = flag.String("chaos.kit", "", "TestChaosSoak: also write the replay kit (replay.json) to this file")
 	chaosCut      = flag.String("chaos.cut", string(CutRule), "how partitions drop traffic: rule (silent, in a router namespace) or route (blackhole routes in the nodes' namespaces)")
 	chaosNetns    = flag.Bool("chaos.netns", true, "run nodes in network namespaces when root and iproute2 allow (partition faults need it)")
 	chaosExecs    = flag.Int("chaos.executors", 3, "number of executors")
 	chaosSlack    = flag.Duration("chaos.slack", 100*time.Millisecond, "overlap forgiven between two runs of a subtask (recording skew)")
+	chaosConverge = flag.Duration("chaos.converge", 30*time.Second, "how long to wait, after the jobs ended, for every master to reach the leader's applied index")
+	chaosProcs    = flag.Int("chaos.gomaxprocs", 0, "GOMAXPROCS of every node (0: one per CPU); 1 starves them as a loaded machine does")
 )
 
 // runDir is where a run keeps its files: under -chaos.dir if given.
@@ -51,9 +54,36 @@ func finish(t *testing.T, o *chaosOutcome) {
 		if len(lines) > 20 {
 			lines = append(lines[:20], fmt.Sprintf("... %d more in the report", len(lines)-20))
 		}
-		t.Errorf("seed %d: the chaos run found %d violations and %d problems (replay: %s):\n%s",
-			o.cfg.Seed, len(o.result.Violations()), len(o.problems), o.cfg.Replay, strings.Join(lines, "\n"))
+		t.Errorf("seed %d: the chaos run found %d violations and %d problems (replay: %s; replay kit: %s; artifacts: %s):\n%s",
+			o.cfg.Seed, len(o.result.Violations()), len(o.problems), o.cfg.Replay, o.kitPath, o.artifacts, strings.Join(lines, "\n"))
 	}
+}
+
+// replayFlags are the flags of this run that change what it does, as
+// they must be given again to replay it.
+func replayFlags() string {
+	var out []string
+	flag.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "chaos.cut", "chaos.netns", "chaos.executors", "chaos.slack", "chaos.converge", "chaos.gomaxprocs":
+			out = append(out, fmt.Sprintf("-%s=%s", f.Name, f.Value))
+		case "test.cpu":
+			out = append(out, "-cpu="+f.Value.String())
+		}
+	})
+	if len(out) == 0 {
+		return ""
+	}
+	return " " + strings.Join(out, " ")
+}
+
+// soakReplay is the make command that replays a soak.
+func soakReplay(seed uint64) string {
+	cmd := fmt.Sprintf("make chaos DURATION=%s SEED=%d", *chaosDuration, seed)
+	if f := strings.TrimSpace(replayFlags()); f != "" {
+		cmd += fmt.Sprintf(" CHAOS_FLAGS='%s'", f)
+	}
+	return cmd
 }
 
 // TestChaos is the chaos suite's share of `go test ./...`: for each fixed
@@ -69,7 +99,8 @@ func TestChaos(t *testing.T) {
 			o := runChaos(t, chaosConfig{
 				Seed: seed, Executors: *chaosExecs, MaxPause: 1500 * time.Millisecond,
 				Netns: *chaosNetns, CutMode: CutMode(*chaosCut), Dir: dir, Drain: 2 * time.Minute, Slack: *chaosSlack,
-				Replay: fmt.Sprintf("go test -count=1 -run 'TestChaos$/seed=%d$' ./integration/ -v -chaos.seeds=%d", seed, seed),
+				Converge: *chaosConverge, NodeGOMAXPROCS: *chaosProcs, Test: fmt.Sprintf("TestChaos-seed%d", seed),
+				Replay: fmt.Sprintf("go test -count=1 -run 'TestChaos$/seed=%d$' ./integration/ -v -chaos.seeds=%d%s", seed, seed, replayFlags()),
 			})
 			finish(t, o)
 		})
@@ -93,8 +124,14 @@ func TestChaosSoak(t *testing.T) {
 	o := runChaos(t, chaosConfig{
 		Seed: seed, Duration: *chaosDuration, Executors: *chaosExecs, MaxPause: 3 * time.Second,
 		Netns: *chaosNetns, CutMode: CutMode(*chaosCut), Dir: dir, ReportPath: *chaosReport, Drain: 5 * time.Minute, Slack: *chaosSlack,
-		Replay: fmt.Sprintf("make chaos DURATION=%s SEED=%d", *chaosDuration, seed),
+		Converge: *chaosConverge, NodeGOMAXPROCS: *chaosProcs, Test: fmt.Sprintf("TestChaosSoak-seed%d", seed),
+		Replay: soakReplay(seed),
 	})
+	if *chaosKit != "" {
+		if err := o.kit.write(*chaosKit); err != nil {
+			t.Errorf("replay kit: %v", err)
+		}
+	}
 	// The report also goes to standard output, outside the test log, so
 	// `make chaos` shows it whole at the end.
 	fmt.Println(o.report)

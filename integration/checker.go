@@ -71,6 +71,7 @@ type MasterSnapshot struct {
 	Applied uint64
 	Hash    string
 	Err     string // set if the master could not be read
+	At      int64  // when it was read (unix ns)
 }
 
 // Span is a time interval in unix nanoseconds.
@@ -118,6 +119,11 @@ type CheckInput struct {
 	Tokens       []TokenSample
 	NotFounds    []NotFound
 	LogProblems  []string
+	// HashSamples are readings of the masters' state hashes during the
+	// run, and Convergence the end of the run's wait for equal applied
+	// indexes (see checker_replicas.go).
+	HashSamples []HashSample
+	Convergence Convergence
 	// KnownLogIssues are log reports of bugs already reported (see
 	// knownIssues): noted, not violations.
 	KnownLogIssues []string
@@ -169,6 +175,8 @@ type CheckResult struct {
 	// post-thaw fencing tails; MaxThawTail the largest inside one.
 	MaxOverlap  Overlap
 	MaxThawTail Overlap
+	// Replicas is each master's case (AGREES, BEHIND, APART, UNREAD).
+	Replicas []ReplicaVerdict
 	// Notes are observations that break no property (for the report).
 	Notes []string
 }
@@ -206,7 +214,7 @@ var propertyDescriptions = map[string]string{
 	PropOneAlive:       "no two runs of a subtask alive at once (history; frozen time excluded; slack for skew)",
 	PropNoSpurious:     "a job with no failing task that no executor fault touched runs each subtask once and FINISHES: master faults (kill, pause, cut) restart nothing and lose no terminal state",
 	PropNoStrayProcess: "no task process alive that the leader does not expect",
-	PropSameHash:       "every master reaches the same applied index with the same state hash",
+	PropSameHash:       "every master reaches the leader's applied index, and wherever two masters were read at the same applied index (during the run and at the end) their state hashes are equal; a failure says BEHIND (same log prefix, slower) or APART (a different state at the same index)",
 	PropTokens:         "an executor's fencing token never goes backwards (per data directory)",
 	PropCleanLogs:      "no master or executor log has a data race, a panic or a fatal error",
 }
@@ -227,9 +235,9 @@ func Check(in CheckInput) CheckResult {
 	fail := func(prop, format string, args ...any) {
 		props[prop].Violations = append(props[prop].Violations, Violation{Property: prop, Detail: fmt.Sprintf(format, args...)})
 	}
-	checkJobs(in, props, fail)
+	res.Replicas = checkReplicas(in, props, fail)
+	checkJobs(in, res.Replicas, props, fail)
 	res.Notes = append(res.Notes, checkNotFounds(in, props, fail)...)
-	checkMasters(in, props, fail)
 	runs := buildRuns(in.History)
 	checkSpuriousRestarts(in, runs, props, fail)
 	res.MaxOverlap, res.MaxThawTail = checkOverlaps(in, runs, props, fail)
@@ -253,7 +261,7 @@ func terminalStatus(s string) bool {
 }
 
 // checkJobs: durability, uniqueness, termination, outcome, restart budget.
-func checkJobs(in CheckInput, props map[string]*PropertyResult, fail failFunc) {
+func checkJobs(in CheckInput, replicas []ReplicaVerdict, props map[string]*PropertyResult, fail failFunc) {
 	submitted := map[string]bool{}
 	for _, j := range in.Jobs {
 		submitted[j.ID] = true
@@ -284,7 +292,7 @@ func checkJobs(in CheckInput, props map[string]*PropertyResult, fail failFunc) {
 			}
 			props[PropAckedDurable].Checked++
 			if seen[j.ID] == 0 {
-				fail(PropAckedDurable, "acknowledged job %s is missing on master %s", j.ID, m.ID)
+				fail(PropAckedDurable, "acknowledged job %s is missing on master %s: %s", j.ID, m.ID, missingVerdict(m, j.ID, in.Masters, replicas))
 			}
 		}
 	}
@@ -374,31 +382,6 @@ func subtaskStates(f *api.Job) string {
 		parts = append(parts, "message: "+f.Message)
 	}
 	return strings.Join(parts, ", ")
-}
-
-func checkMasters(in CheckInput, props map[string]*PropertyResult, fail failFunc) {
-	p := props[PropSameHash]
-	var ref *MasterSnapshot
-	for i := range in.Masters {
-		m := &in.Masters[i]
-		p.Checked++
-		if m.Err != "" {
-			fail(PropSameHash, "master %s could not be read: %s", m.ID, m.Err)
-			continue
-		}
-		if ref == nil {
-			ref = m
-			continue
-		}
-		if m.Applied != ref.Applied {
-			fail(PropSameHash, "masters did not converge: %s applied %d, %s applied %d", ref.ID, ref.Applied, m.ID, m.Applied)
-		} else if m.Hash != ref.Hash {
-			fail(PropSameHash, "at applied index %d master %s has hash %s and %s has %s", m.Applied, ref.ID, ref.Hash, m.ID, m.Hash)
-		}
-		if diff := jobListDiff(ref.Jobs, m.Jobs); diff != "" && m.Applied == ref.Applied {
-			fail(PropSameHash, "masters %s and %s list different jobs at index %d: %s", ref.ID, m.ID, m.Applied, diff)
-		}
-	}
 }
 
 func jobListDiff(a, b []api.JobSummary) string {

@@ -74,11 +74,12 @@ func healthy() CheckInput {
 
 // alsoViolated names a second property a change violates by necessity.
 var alsoViolated = map[string]string{
-	"acked job lost on one master":     PropSameHash,
-	"same execution run twice at once": PropNoSpurious,
-	"healthy job failed":               PropNoSpurious,
-	"job stuck running":                PropNoSpurious,
-	"uncancelled job canceled":         PropNoSpurious,
+	"acked job lost on one master":                 PropSameHash,
+	"acked job missing on a master that is behind": PropSameHash,
+	"same execution run twice at once":             PropNoSpurious,
+	"healthy job failed":                           PropNoSpurious,
+	"job stuck running":                            PropNoSpurious,
+	"uncancelled job canceled":                     PropNoSpurious,
 }
 
 func TestCheckerFindsEachViolation(t *testing.T) {
@@ -91,7 +92,12 @@ func TestCheckerFindsEachViolation(t *testing.T) {
 		{"healthy run", func(*CheckInput) {}, "", ""},
 		{"acked job lost on one master", func(in *CheckInput) {
 			in.Masters[2].Jobs = summaries("b", "FINISHED")
-		}, PropAckedDurable, "acknowledged job a is missing on master m3"},
+		}, PropAckedDurable, "acknowledged job a is missing on master m3: APART: m3 read its list at applied index 40, at or above m1's 40"},
+		{"acked job missing on a master that is behind", func(in *CheckInput) {
+			in.Masters[2].Jobs = summaries("b", "FINISHED")
+			in.Masters[2].Applied, in.Masters[2].Hash = 30, "h30"
+			in.HashSamples = []HashSample{{Node: "m1", Applied: 30, Hash: "h30"}}
+		}, PropAckedDurable, "acknowledged job a is missing on master m3: BEHIND: m3 read its list at applied index 30, below m1's 40"},
 		{"acked job answered 404 later", func(in *CheckInput) {
 			in.NotFounds = []NotFound{{Job: "a", Master: "m2", At: ms(300)}}
 		}, PropAckedDurable, "master m2 answered 404 (not found) for acknowledged job a"},
@@ -152,13 +158,13 @@ func TestCheckerFindsEachViolation(t *testing.T) {
 		}, PropNoStrayProcess, "pid 4242 runs execution a/v/0/0"},
 		{"different hashes at one index", func(in *CheckInput) {
 			in.Masters[1].Hash = "other"
-		}, PropSameHash, "at applied index 40 master m1 has hash h and m2 has other"},
+		}, PropSameHash, "APART: master m2 at applied index 40 has hash other, while m1 has h and m3 has h"},
 		{"masters never converged", func(in *CheckInput) {
-			in.Masters[2].Applied = 39
-		}, PropSameHash, "did not converge"},
+			in.Masters[2].Applied, in.Masters[2].Hash = 39, "h39"
+		}, PropSameHash, "BEHIND: master m3 is at applied index 39, below the target 40"},
 		{"different job lists at one index", func(in *CheckInput) {
 			in.Masters[1].Jobs = summaries("a", "FINISHED", "b", "RUNNING")
-		}, PropSameHash, "b FINISHED vs RUNNING"},
+		}, PropSameHash, "APART: masters m1 and m2 list different jobs at the same applied index 40: b FINISHED vs RUNNING"},
 		{"token goes backwards", func(in *CheckInput) {
 			in.Tokens = append(in.Tokens, TokenSample{"e1", 0, 3, 7})
 		}, PropTokens, "from fencing token 9 to 7"},
@@ -284,4 +290,73 @@ func TestCheckerNotesRepeatedExecutions(t *testing.T) {
 	require.Empty(t, res.Violations())
 	require.Len(t, res.Notes, 1)
 	require.Contains(t, res.Notes[0], "b/v/0/0")
+}
+
+// TestReplicaVerdicts: the same-state-hash check names its case, BEHIND
+// (the same prefix, slower) or APART (a different state at one applied
+// index), from readings taken during the run and at the end.
+func TestReplicaVerdicts(t *testing.T) {
+	s := func(node string, applied uint64, hash string, at int64) HashSample {
+		return HashSample{Node: node, Applied: applied, Hash: hash, At: at}
+	}
+	final := func(target uint64, ss ...HashSample) Convergence {
+		return Convergence{Target: target, Final: ss, Reached: true, Waited: time.Second}
+	}
+	masters := []string{"m1", "m2", "m3"}
+	tests := []struct {
+		name    string
+		samples []HashSample
+		conv    Convergence
+		want    map[string]ReplicaCase
+		detail  string // a fragment of the first non-agreeing verdict's detail
+	}{
+		{"all agree", []HashSample{s("m1", 20, "a", 1), s("m2", 20, "a", 2)},
+			final(40, s("m1", 40, "h", 9), s("m2", 40, "h", 9), s("m3", 40, "h", 9)),
+			map[string]ReplicaCase{"m1": ReplicaAgrees, "m2": ReplicaAgrees, "m3": ReplicaAgrees}, ""},
+		{"behind during the run, caught up at the end", []HashSample{s("m3", 20, "a", 1), s("m1", 20, "a", 2), s("m1", 30, "b", 3)},
+			final(40, s("m1", 40, "h", 9), s("m2", 40, "h", 9), s("m3", 40, "h", 9)),
+			map[string]ReplicaCase{"m1": ReplicaAgrees, "m2": ReplicaAgrees, "m3": ReplicaAgrees}, ""},
+		{"behind at the end, same prefix", []HashSample{s("m3", 20, "a", 1), s("m1", 20, "a", 2)},
+			final(40, s("m1", 40, "h", 9), s("m2", 40, "h", 9), s("m3", 35, "g", 9)),
+			map[string]ReplicaCase{"m1": ReplicaAgrees, "m2": ReplicaAgrees, "m3": ReplicaBehind},
+			"is at applied index 35, below the target 40"},
+		{"apart at the end: the odd one is named", nil,
+			final(40, s("m1", 40, "h", 9), s("m2", 40, "x", 9), s("m3", 40, "h", 9)),
+			map[string]ReplicaCase{"m1": ReplicaAgrees, "m2": ReplicaApart, "m3": ReplicaAgrees},
+			"at applied index 40 has hash x, while m1 has h and m3 has h"},
+		{"apart during the run, behind at the end: apart wins", []HashSample{s("m1", 20, "a", 1), s("m2", 20, "z", 2), s("m3", 20, "a", 3)},
+			final(40, s("m1", 40, "h", 9), s("m2", 33, "q", 9), s("m3", 40, "h", 9)),
+			map[string]ReplicaCase{"m1": ReplicaAgrees, "m2": ReplicaApart, "m3": ReplicaAgrees},
+			"at applied index 20 has hash z"},
+		{"two readers disagree and nothing names the odd one: both apart", []HashSample{s("m1", 20, "a", 1), s("m2", 20, "z", 2)},
+			final(40, s("m1", 40, "h", 9), s("m2", 40, "h", 9), s("m3", 40, "h", 9)),
+			map[string]ReplicaCase{"m1": ReplicaApart, "m2": ReplicaApart, "m3": ReplicaAgrees},
+			"at applied index 20 has hash a, while m2 has z"},
+		{"a later majority names the odd one of a tie", []HashSample{s("m1", 20, "a", 1), s("m2", 20, "z", 2)},
+			final(40, s("m1", 40, "h", 9), s("m2", 40, "y", 9), s("m3", 40, "h", 9)),
+			map[string]ReplicaCase{"m1": ReplicaAgrees, "m2": ReplicaApart, "m3": ReplicaAgrees},
+			"at applied index 20 has hash z, while m1 has a"},
+		{"a master's own hash changes at one index", []HashSample{s("m1", 20, "a", 1), s("m1", 20, "b", 2)},
+			final(40, s("m1", 40, "h", 9), s("m2", 40, "h", 9), s("m3", 40, "h", 9)),
+			map[string]ReplicaCase{"m1": ReplicaApart, "m2": ReplicaAgrees, "m3": ReplicaAgrees},
+			"its own hash at applied index 20 changed from a to b"},
+		{"unread at the end", nil,
+			final(40, s("m1", 40, "h", 9), s("m2", 40, "h", 9)),
+			map[string]ReplicaCase{"m1": ReplicaAgrees, "m2": ReplicaAgrees, "m3": ReplicaUnread}, "could not be read"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vs := judgeReplicas(masters, tt.samples, tt.conv)
+			got := map[string]ReplicaCase{}
+			detail := ""
+			for _, v := range vs {
+				got[v.Node] = v.Case
+				if v.Case != ReplicaAgrees && detail == "" {
+					detail = v.Detail
+				}
+			}
+			require.Equal(t, tt.want, got)
+			require.Contains(t, detail, tt.detail)
+		})
+	}
 }

@@ -45,6 +45,10 @@ type Options struct {
 	// The harness's clients then use TLS too. Off, the nodes run insecure
 	// on loopback, as they always have.
 	TLS bool
+	// ArtifactKind and ArtifactName name the folder a failed test's Dir
+	// is copied to (.artifacts/<kind>/<name>-<time>; default
+	// integration/<test name>).
+	ArtifactKind, ArtifactName string
 }
 
 func (o *Options) defaults() {
@@ -90,6 +94,8 @@ type Cluster struct {
 	// keyring file (Options.TLS; nil and "" otherwise).
 	CA            *pkitest.CA
 	GossipKeyring string
+	// artifacts is where Dir is copied if the test fails.
+	artifacts string
 }
 
 func freeAddr(t testing.TB) string { return freeport.Must(t) }
@@ -103,7 +109,14 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	c := &Cluster{t: t, opts: opts, dir: dir}
+	kind, name := opts.ArtifactKind, opts.ArtifactName
+	if kind == "" {
+		kind = "integration"
+	}
+	if name == "" {
+		name = t.Name()
+	}
+	c := &Cluster{t: t, opts: opts, dir: dir, artifacts: artifactDir(kind, name, time.Now())}
 	var clientOpts []client.Option
 	if opts.TLS {
 		c.secure()
@@ -231,7 +244,11 @@ func (c *Cluster) AddExecutorWith(tweak func(*launch.Executor)) *Node {
 	return n
 }
 
-// Close stops every node (tests' cleanup).
+// ArtifactDir is where the run's files are kept if the test fails.
+func (c *Cluster) ArtifactDir() string { return c.artifacts }
+
+// Close stops every node (tests' cleanup); if the test failed, it keeps
+// the run's files in the artifact folder.
 func (c *Cluster) Close() {
 	for _, n := range append(append([]*Node{}, c.Executors...), c.Masters...) {
 		n.Kill()
@@ -245,6 +262,7 @@ func (c *Cluster) Close() {
 		c.t.Logf("KNOWN BUG still present (not failing the test; see knownIssues): %s", k)
 	}
 	if c.t.Failed() {
+		c.saveArtifacts()
 		c.dumpLogs()
 	}
 }

@@ -22,9 +22,17 @@
 //     nemesis.go (the fault kinds and the seeded schedule), chaos.go (one
 //     run: cluster, workload, nemesis, healing, gathering the final state),
 //     checker.go (the pure history checker, unit-tested in
-//     checker_test.go), report.go (the table a run prints and writes) and
-//     logscan.go (races, panics and fatal errors in the nodes' logs, and
-//     the product bugs already reported).
+//     checker_test.go), checker_replicas.go (the masters' states compared
+//     at equal applied indexes: BEHIND or APART), chaos_replicas.go (the
+//     hash readings during and after the run), report.go (the table a run
+//     prints and writes), replaykit.go (replay.json: seed, faults with
+//     times, workload, commit, load) and logscan.go (races, panics and
+//     fatal errors in the nodes' logs, and the product bugs already
+//     reported).
+//   - explain_test.go: a failed run's masters' Raft logs replayed, to
+//     tell a diverged log from a state that is not its own log's.
+//   - raftcommit_test.go: the Raft commit hazard behind issue 16, and the
+//     guard proposed against it.
 //   - bugs_test.go: minimal reproductions of product bugs the suite found,
 //     kept as regression tests.
 //

@@ -21,6 +21,22 @@ func (o *chaosOutcome) Report() string {
 		cfg.Executors, chaosLease, chaosTimeout)
 	fmt.Fprintf(&b, "network: %s\n", o.network)
 	fmt.Fprintf(&b, "run directory (logs, data, history.log): %s\n", o.dir)
+	if k := o.kit; k != nil {
+		dirty := ""
+		if k.Dirty {
+			dirty = fmt.Sprintf(" (DIRTY: %d files changed)", len(k.DirtyFiles))
+		}
+		procs := "default"
+		if k.Cluster.NodeGOMAXPROCS > 0 {
+			procs = fmt.Sprint(k.Cluster.NodeGOMAXPROCS)
+		}
+		fmt.Fprintf(&b, "commit %s%s, %s; %d CPUs, test GOMAXPROCS %d, node GOMAXPROCS %s; load average at start %s, at end %s, highest 1-min %s\n",
+			k.Commit, dirty, k.Go, k.Machine.CPUs, k.Machine.TestGOMAXPROCS, procs, k.Machine.LoadStart, k.Machine.LoadEnd, k.Machine.LoadMax1)
+		fmt.Fprintf(&b, "replay kit (seed, fault schedule with times, workload, commit): %s\n", o.kitPath)
+	}
+	if o.Failed() {
+		fmt.Fprintf(&b, "artifacts (every node's whole log, data, history, report, kit), kept because the run failed: %s\n", o.artifacts)
+	}
 	fmt.Fprintf(&b, "replay: %s\n", cfg.Replay)
 	fmt.Fprintf(&b, "        (the same seed gives the same fault schedule, targets and durations, and the same jobs;\n")
 	fmt.Fprintf(&b, "         the machine's timing differs, so what the faults hit may differ)\n\n")
@@ -112,7 +128,29 @@ func (o *chaosOutcome) Report() string {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", p.Name, p.Checked, verdict, p.Description)
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "largest overlap of two runs of a subtask: %s (slack %s)\n", o.result.MaxOverlap, cfg.Slack)
+	fmt.Fprintf(&b, "\nMASTERS AT THE END (hashes compared only at equal applied indexes; %d readings during the run and the wait)\n", o.hashReadings)
+	conv := o.convergence
+	reached := "reached by every master"
+	if !conv.Reached {
+		reached = "NOT reached by every master"
+	}
+	fmt.Fprintf(&b, "  target: applied index %d (leader %s), %s after %s (bound %s)\n", conv.Target, orNone(conv.Leader),
+		reached, conv.Waited.Round(time.Millisecond), cfg.Converge)
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  MASTER\tAPPLIED\tHASH\tJOBS\tCASE\tWHY\n")
+	listed := map[string]MasterSnapshot{}
+	for _, m := range o.masters {
+		listed[m.ID] = m
+	}
+	for _, v := range o.result.Replicas {
+		jobs := "unread"
+		if m, ok := listed[v.Node]; ok && m.Err == "" {
+			jobs = fmt.Sprint(len(m.Jobs))
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", v.Node, v.Final.Applied, short(v.Final.Hash), jobs, v.Case, v.Detail)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nlargest overlap of two runs of a subtask: %s (slack %s)\n", o.result.MaxOverlap, cfg.Slack)
 	fmt.Fprintf(&b, "largest post-thaw fencing tail (stale run going on after its executor thawed, allowed %s): %s\n",
 		fenceAllowance, o.result.MaxThawTail)
 	fmt.Fprintf(&b, "longest a task process ran while the leader did not expect it (sampled every 500ms, frozen time excluded): %s\n", o.stray)
@@ -145,6 +183,13 @@ func (o *chaosOutcome) Report() string {
 		fmt.Fprintf(&b, "  #%-3d %s-%s %-19s %-3s %s\n", i+1, ev.Start.Format("15:04:05.000"), ev.End.Format("15:04:05.000"), ev.Kind, ev.Target, what)
 	}
 	return b.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func planned(d time.Duration) string {

@@ -13,6 +13,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"jobmaster/fsm"
+	"jobmaster/internal/raftguard"
 	"jobmaster/membership"
 	"jobmaster/transport"
 )
@@ -21,8 +22,9 @@ import (
 type raftParts struct {
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
-	// guard is the transport as Raft sees it (raft_commit.go).
-	guard *commitGuard
+	// guard is the transport as Raft sees it: a follower commits only
+	// what a request proves (package raftguard).
+	guard *raftguard.Guard
 	store *raftboltdb.BoltStore
 	snaps raft.SnapshotStore
 	// hadState is set when the data dir held Raft state at start: the node
@@ -96,7 +98,7 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 	if err != nil {
 		return fail(err)
 	}
-	guard := guardCommits(trans)
+	guard := raftguard.New(trans)
 	p.guard = guard
 	r, err := raft.NewRaft(rc, f, cache, store, snaps, guard)
 	if err != nil {

@@ -1,4 +1,4 @@
-package master
+package raftguard
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func TestProvedCommit(t *testing.T) {
 		{"entries stop short of it", 3, entries(4, 4), 6, 4},
 		{"no commit index (a heartbeat)", 0, nil, 0, 0},
 	} {
-		got := provedCommit(&raft.AppendEntriesRequest{PrevLogEntry: c.prev, Entries: c.entries, LeaderCommitIndex: c.commit})
+		got := ProvedCommit(&raft.AppendEntriesRequest{PrevLogEntry: c.prev, Entries: c.entries, LeaderCommitIndex: c.commit})
 		require.Equal(t, c.want, got, c.name)
 	}
 }
@@ -63,7 +63,7 @@ func (f *appliedFSM) list() []string {
 // deposedLeader starts a Raft node on a real TCP transport whose log is
 // that of a leader of term 2 deposed before it replicated its last two
 // entries: indexes 1-3 are the cluster's (term 1), 4 and 5 only its own.
-// With guarded, the transport goes through the master's commit guard. It
+// With guarded, the transport goes through a Guard. It
 // returns the node's FSM, its address and a transport to speak for the
 // new leader with.
 func deposedLeader(t *testing.T, guarded bool) (*appliedFSM, raft.ServerAddress, *raft.NetworkTransport) {
@@ -95,9 +95,9 @@ func deposedLeader(t *testing.T, guarded bool) (*appliedFSM, raft.ServerAddress,
 	cfg.LogOutput = io.Discard
 	fsm := &appliedFSM{}
 	var tr raft.Transport = trans
-	var guard *commitGuard
+	var guard *Guard
 	if guarded {
-		guard = guardCommits(trans)
+		guard = New(trans)
 		tr = guard
 	}
 	r, err := raft.NewRaft(cfg, fsm, logs, stable, raft.NewInmemSnapshotStore(), tr)
