@@ -1,9 +1,14 @@
 package master
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"jobmaster/fsm"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )
 
@@ -42,4 +47,21 @@ func TestConfigRefusesNegativeDurations(t *testing.T) {
 	}
 	c := Config{NodeID: "m1", DataDir: t.TempDir(), HTTPAddr: "a:1", RaftAddr: "a:2", GossipAddr: "a:3", JobRetention: -time.Hour}
 	require.ErrorContains(t, c.setDefaults(), "0 keeps ended jobs forever")
+}
+
+// TestRetryable: the errors after which a write is handed to the next
+// leader (or the session after a restore) are those that mean it was not
+// applied by this one.
+func TestRetryable(t *testing.T) {
+	for _, err := range []error{raft.ErrNotLeader, raft.ErrLeadershipLost, fsm.ErrStaleToken, context.Canceled,
+		raft.ErrRaftShutdown, errShutdown, raft.ErrAbortedByRestore, fmt.Errorf("propose: %w", raft.ErrAbortedByRestore)} {
+		if !retryable(err) {
+			t.Errorf("%v: not retryable", err)
+		}
+	}
+	for _, err := range []error{errors.New("disk full"), fsm.ErrConflict, fsm.ErrNotFound} {
+		if retryable(err) {
+			t.Errorf("%v: retryable", err)
+		}
+	}
 }

@@ -32,7 +32,11 @@ const (
 func retryable(err error) bool {
 	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 		errors.Is(err, fsm.ErrStaleToken) || errors.Is(err, context.Canceled) ||
-		errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, errShutdown)
+		errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, errShutdown) ||
+		// An operator restore replaced the state while the write was
+		// being committed: it was not applied, and goes to the session
+		// that starts after the restore.
+		errors.Is(err, raft.ErrAbortedByRestore)
 }
 
 // leaderWrite serves a request on the leader: here if this master leads,
