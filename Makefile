@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/jobmaster
 PKGS    := ./...
 
-.PHONY: build run test test-short bench lint chaos clean
+.PHONY: build run test test-short bench bench-anchors lint chaos clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/jobmaster
@@ -26,6 +26,12 @@ test-short:
 BENCHFLAGS ?=
 bench: build
 	$(GO) run ./bench/cmd/jmbench -out bench-results.json $(BENCHFLAGS)
+
+# The anchors the benchmarks compare jobmaster with, run in the same
+# `make bench` when installed (not a test dependency): Debian's etcd.
+bench-anchors:
+	command -v etcd >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server etcd-client)
+	@etcd --version | head -1
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

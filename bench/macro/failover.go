@@ -126,10 +126,14 @@ func Failover(ctx context.Context, e *Env) error {
 		Command: e.command("failover"), Note: note})
 	e.Run.Add(results.Figure{Group: e.group("failover"), Name: "kill -9 leader to first accepted write (p50)", Value: results.Percentile(ws, 50), Unit: "s",
 		Extra:   map[string]float64{"min_s": results.Percentile(ws, 0), "trials": float64(len(ws))},
-		Command: e.command("failover"), Note: note}).AtMost(0.8, "p50 <= 0.8 s")
+		Command: e.command("failover"), Note: note}).AtMost(0.45, "p50 <= 0.45 s")
 	e.Run.Add(results.Figure{Group: e.group("failover"), Name: "kill -9 leader to first accepted write (p99)", Value: results.Percentile(ws, 99), Unit: "s",
 		Extra:   map[string]float64{"max_s": results.Percentile(ws, 100), "trials": float64(len(ws))},
-		Command: e.command("failover"), Note: note}).AtMost(1.5, "p99 <= 1.5 s")
+		Command: e.command("failover"), Note: note}).AtMost(0.7, "p99 <= 0.7 s")
+	if !e.TLS {
+		c.Close() // the anchor runs on a quiet machine too
+		anchorFailover(ctx, e, trials, ws)
+	}
 	rs := results.Seconds(rejoin)
 	e.Run.Add(results.Figure{Group: e.group("failover"), Name: "restarted master back in agreement (p50)", Value: results.Percentile(rs, 50), Unit: "s",
 		Extra: map[string]float64{"p99_s": results.Percentile(rs, 99)}, Command: e.command("failover"),
@@ -137,9 +141,17 @@ func Failover(ctx context.Context, e *Env) error {
 	return nil
 }
 
+// attemptTimeout bounds one write of a failover trial, jobmaster's and
+// etcd's alike: a write held by a member whose leader died is given up and
+// sent again, as a client would (etcd holds one until its own request
+// timeout, 7 s; a master until a new leader is known, then forwards it).
+// It is also the resolution of a trial whose writes are held to their
+// timeout.
+const attemptTimeout = 250 * time.Millisecond
+
 // put submits a one-subtask job to one master and succeeds on 200 or 201.
 func put(ctx context.Context, hc *http.Client, n *cluster.Node, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, transport.URL(hc, n.HTTPAddr, "/v1/jobs/"+id), bytes.NewReader([]byte(submitSpec)))
 	if err != nil {
