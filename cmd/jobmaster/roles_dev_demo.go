@@ -4,16 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"jobmaster/api"
-	"jobmaster/client"
-	"jobmaster/examples"
-	"jobmaster/jobspec"
-	"jobmaster/wire"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"jobmaster/api"
+	"jobmaster/client"
+	"jobmaster/examples"
+	"jobmaster/jobspec"
+	"jobmaster/wire"
 )
 
 // demo submits the word count and follows it to its end; with
