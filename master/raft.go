@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"jobmaster/fsm"
 	"jobmaster/internal/raftguard"
@@ -58,7 +59,12 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 	rc.SnapshotThreshold = 16384
 	rc.TrailingLogs = 10240
 
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	// The log's freelist is not written at every commit (bolt rebuilds it
+	// when it opens the file), as Consul runs it: every Raft append is a
+	// bolt commit with an fsync, and the freelist was a second write each
+	// time.
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"),
+		BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second}})
 	if err != nil {
 		return nil, fmt.Errorf("open raft log: %w", err)
 	}
