@@ -118,6 +118,7 @@ func (s *session) run() {
 	s.token, s.cluster = token, cluster
 	s.tracker = newTracker(s)
 	m.setSession(s)
+	m.metrics.sessions.Inc()
 	m.log.Info("leadership established", "fencing_token", token, "cluster", cluster, "took", m.cfg.Now().Sub(start))
 
 	done := make(chan struct{})

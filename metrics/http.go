@@ -14,12 +14,12 @@ import (
 type HTTP struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
-	stream   func(route string) bool
+	stream   func(r *http.Request) bool
 }
 
-// NewHTTP registers the request metrics on reg. stream tells the routes
-// that stream (their requests are counted, not timed); nil: none.
-func NewHTTP(reg prometheus.Registerer, stream func(route string) bool) *HTTP {
+// NewHTTP registers the request metrics on reg. stream tells the requests
+// that stream (they are counted, not timed); nil: none.
+func NewHTTP(reg prometheus.Registerer, stream func(r *http.Request) bool) *HTTP {
 	h := &HTTP{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "http_requests_total",
@@ -33,7 +33,7 @@ func NewHTTP(reg prometheus.Registerer, stream func(route string) bool) *HTTP {
 		stream: stream,
 	}
 	if h.stream == nil {
-		h.stream = func(string) bool { return false }
+		h.stream = func(*http.Request) bool { return false }
 	}
 	reg.MustRegister(h.requests, h.duration)
 	return h
@@ -51,7 +51,7 @@ func (h *HTTP) Wrap(next http.Handler) http.Handler {
 				route = "unmatched"
 			}
 			h.requests.WithLabelValues(route, r.Method, strconv.Itoa(sw.code())).Inc()
-			if !h.stream(route) {
+			if !h.stream(r) {
 				h.duration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
 			}
 		}()

@@ -38,7 +38,7 @@ func TestLibrariesReachTheHandler(t *testing.T) {
 
 func TestHTTPCountsRoutesNotPaths(t *testing.T) {
 	reg := NewRegistry()
-	h := NewHTTP(reg, func(route string) bool { return route == "/v1/events" })
+	h := NewHTTP(reg, func(r *http.Request) bool { return r.Pattern == "/v1/events" })
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if r.PathValue("id") == "nope" {
