@@ -29,6 +29,7 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 		out.FencingToken = st.Epoch()
 		out.ClusterID = st.Cluster()
 		used = st.UsedSlots()
+		setIndex(w, st)
 	})
 	out.Masters = m.masters(leaderID)
 	if s != nil {

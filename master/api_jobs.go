@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"jobmaster/api"
 	"jobmaster/fsm"
@@ -83,7 +84,10 @@ func newJobID(name string) string {
 
 func (m *Master) listJobs(w http.ResponseWriter, _ *http.Request, _ []byte, _ *session) error {
 	var jobs []fsm.JobSummary
-	m.fsm.Read(func(st *fsm.State) { jobs = st.Jobs() })
+	m.fsm.Read(func(st *fsm.State) {
+		jobs = st.Jobs()
+		setIndex(w, st)
+	})
 	out := api.JobList{Jobs: make([]api.JobSummary, 0, len(jobs))}
 	for _, j := range jobs {
 		out.Jobs = append(out.Jobs, api.JobSummary{ID: j.ID, Name: j.Name, Status: string(j.Status)})
@@ -96,13 +100,22 @@ func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *ses
 	id := r.PathValue("id")
 	var v *fsm.JobView
 	var ok bool
-	m.fsm.Read(func(st *fsm.State) { v, ok = st.Job(id) })
+	m.fsm.Read(func(st *fsm.State) {
+		v, ok = st.Job(id)
+		setIndex(w, st)
+	})
 	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("job %q not found", id))
 		return nil
 	}
 	writeJSON(w, http.StatusOK, jobToAPI(v))
 	return nil
+}
+
+// setIndex names the applied index an answer is read at (api.IndexHeader):
+// an event stream resumed from it continues the answer exactly.
+func setIndex(w http.ResponseWriter, st *fsm.State) {
+	w.Header().Set(api.IndexHeader, strconv.FormatUint(st.Index(), 10))
 }
 
 func jobToAPI(v *fsm.JobView) api.Job {

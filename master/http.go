@@ -33,6 +33,7 @@ func (m *Master) routes() http.Handler {
 	}))
 	mux.HandleFunc("/v1/health", m.methods(map[string]http.HandlerFunc{http.MethodGet: m.health}))
 	mux.HandleFunc("/v1/metrics", m.methods(map[string]http.HandlerFunc{http.MethodGet: metrics.Handler(m.metrics.reg).ServeHTTP}))
+	mux.HandleFunc(eventsPath, m.methods(map[string]http.HandlerFunc{http.MethodGet: m.events}))
 	mux.HandleFunc("/v1/state/hash", m.methods(map[string]http.HandlerFunc{http.MethodGet: m.stateHash}))
 	mux.HandleFunc("/v1/internal/executor-update", m.methods(map[string]http.HandlerFunc{
 		http.MethodPost: m.requirePusher(m.leaderWrite(m.executorUpdate)),

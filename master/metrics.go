@@ -52,7 +52,7 @@ func newMasterMetrics(m *Master) *masterMetrics {
 	x := &masterMetrics{
 		reg: reg,
 		http: metrics.NewHTTP(reg, func(r *http.Request) bool {
-			return r.Pattern == "/v1/events" // a stream lasts as long as its reader
+			return r.Pattern == eventsPath // a stream lasts as long as its reader
 		}),
 		reconcile: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_actions_total",
 			Help: "What the leader's reconciliation of executor reports did, by action."}, []string{"action"}),
