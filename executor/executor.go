@@ -17,6 +17,7 @@ import (
 
 	"jobmaster/executor/partition"
 	"jobmaster/membership"
+	"jobmaster/metrics"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -85,6 +86,8 @@ type Executor struct {
 	gossipKeys [][]byte
 	pushCtx    context.Context
 	pushCancel context.CancelFunc
+	// metrics is what GET /v1/metrics serves (metrics.go).
+	metrics *executorMetrics
 }
 
 // New validates cfg, creates the data directory and loads the persisted
@@ -114,6 +117,10 @@ func New(cfg Config) (*Executor, error) {
 	tl, gossipKeys, err := loadSecurity(&cfg)
 	if err != nil {
 		return nil, err
+	}
+	// Before gossip starts, so that memberlist's first metrics count.
+	if _, err := metrics.RouteLibraries(); err != nil {
+		cfg.Logger.Warn("memberlist's metrics are not exported", "err", err)
 	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -149,7 +156,8 @@ func New(cfg Config) (*Executor, error) {
 	// and have no overall timeout: a stream lasts as long as its producer.
 	e.fetchCl = transport.NewClient(transport.ClientOptions{DialTimeout: fetchDialTimeout, MaxIdleConnsPerHost: 16,
 		TLS: tl, PeerCheck: transport.ExecutorOnly})
-	e.fetcher = &partition.Fetcher{Client: e.fetchCl, Bound: cfg.FetchTimeout, Fence: e.newestFence, Log: e.log}
+	e.metrics = newExecutorMetrics(e)
+	e.fetcher = &partition.Fetcher{Client: e.fetchCl, Bound: cfg.FetchTimeout, Fence: e.newestFence, Log: e.log, Observe: e.metrics.fetched}
 	return e, nil
 }
 

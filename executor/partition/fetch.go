@@ -74,6 +74,9 @@ type Fetcher struct {
 	// Log, if set, gets every failed attempt (debug) and every source given
 	// up (warn).
 	Log *slog.Logger
+	// Observe, if set, is told after every attempt how many bytes it
+	// brought and whether it failed (ended without its end marker).
+	Observe func(bytes int64, failed bool)
 }
 
 // Fetch copies what src holds into w, resuming at the offset it reached
@@ -100,6 +103,9 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source, w io.Writer) error {
 		off += n
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if f.Observe != nil {
+			f.Observe(n, end == "")
 		}
 		var sink *SinkError
 		var perm *UnavailableError
