@@ -104,11 +104,11 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := partition.Open(filepath.Join(cfg.DataDir, partitionsDir), cfg.Logger.With("executor", cfg.NodeID))
+	store, err := partition.Open(filepath.Join(cfg.DataDir, partitionsDir), cfg.Logger.With("node", cfg.NodeID))
 	if err != nil {
 		return nil, err
 	}
-	sweepExecutions(cfg.DataDir, cfg.Logger.With("executor", cfg.NodeID))
+	sweepExecutions(cfg.DataDir, cfg.Logger.With("node", cfg.NodeID))
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, tokenFile)); errors.Is(err, fs.ErrNotExist) {
 		// A token file from the start gives a full disk one to overwrite
 		// in place (inplace.go).
@@ -128,7 +128,7 @@ func New(cfg Config) (*Executor, error) {
 	}
 	e := &Executor{
 		cfg:       cfg,
-		log:       cfg.Logger.With("executor", cfg.NodeID),
+		log:       cfg.Logger.With("node", cfg.NodeID),
 		instance:  hex.EncodeToString(b[:]),
 		held:      newHeldSet(),
 		fence:     fc,
@@ -194,7 +194,7 @@ func (e *Executor) Start() error {
 			NodeID:   e.cfg.NodeID,
 			BindAddr: e.cfg.GossipAddr,
 			Join:     e.cfg.Join,
-			Logger:   e.cfg.Logger,
+			Logger:   e.log.With("component", "gossip"),
 			Now:      e.cfg.Now,
 			Slow:     e.cfg.SlowGossip,
 			Keys:     e.gossipKeys,
@@ -236,7 +236,7 @@ func (e *Executor) Start() error {
 	fc := e.fence // a heartbeat may already be changing it
 	e.mu.Unlock()
 	e.log.Info("executor started", "http", e.Addr(), "gossip", e.cfg.GossipAddr, "slots", e.cfg.Slots,
-		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "fencing_token", fc.Token, "cluster", fc.Cluster, "instance", e.instance,
+		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "token", fc.Token, "cluster", fc.Cluster, "instance", e.instance,
 		"tls", e.tls != nil, "gossip_encrypted", len(e.gossipKeys) > 0)
 	return nil
 }

@@ -339,7 +339,7 @@ func (e *Executor) release(now time.Time, req wire.ReleaseRequest) *requestError
 	}
 	gone := e.store.Release(req.IDs)
 	if len(gone) > 0 {
-		e.log.Info("partitions released", "leader", req.Node, "partitions", len(gone))
+		e.log.Info("partitions released", "leader", req.Node, "executions", gone)
 		e.mu.Lock()
 		for _, id := range gone {
 			delete(e.newParts, id)

@@ -161,7 +161,7 @@ func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
 			}
 			placed = append(placed, res.Placed...)
 		case *fsm.FailExecutions:
-			r.event(slog.LevelWarn, "executions failed", "executor", cmd.Executor, "ids", cmd.IDs, "reason", cmd.Reason)
+			r.event(slog.LevelWarn, "executions failed", "executor", cmd.Executor, "executions", cmd.IDs, "reason", cmd.Reason)
 		case *fsm.RestartRegions:
 			r.event(slog.LevelInfo, "restarting", "job", cmd.Job)
 		case *fsm.ForgetJobs:
@@ -171,7 +171,7 @@ func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
 		case *fsm.ExecutorLost:
 			r.event(slog.LevelWarn, "executor lost: its executions failed", "executor", cmd.Executor)
 		case *fsm.LosePartitions:
-			r.event(slog.LevelWarn, "partitions lost", "executor", cmd.Executor, "ids", cmd.IDs, "reason", cmd.Reason)
+			r.event(slog.LevelWarn, "partitions lost", "executor", cmd.Executor, "executions", cmd.IDs, "reason", cmd.Reason)
 		}
 	}
 	r.Propose = nil

@@ -50,7 +50,7 @@ func (c *Core) report(read Reader, executor string, reported []wire.ExecutionSta
 	r.Propose = append(reconcile.Commands(executor, res, c.token, now.UnixMilli(), c.cfg.AckDeadline), r.Propose...)
 	r.kickOnCommit = len(r.Propose) > 0
 	if len(res.Cancel) > 0 {
-		r.event(slog.LevelInfo, "cancelling executions", "executor", executor, "ids", res.Cancel)
+		r.event(slog.LevelInfo, "cancelling executions", "executor", executor, "executions", res.Cancel)
 		r.Cancel = append(r.Cancel, Cancel{Executor: executor, IDs: res.Cancel})
 	}
 	if len(res.Redeploy) > 0 {

@@ -83,6 +83,8 @@ type Config struct {
 	// RaftLogLevel (default "warn").
 	RaftLog      io.Writer
 	RaftLogLevel string
+	// RaftLogJSON writes Raft's log as JSON lines (--log-format json).
+	RaftLogJSON bool
 	// Now is the clock; tests inject their own.
 	Now func() time.Time
 }

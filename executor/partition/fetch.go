@@ -133,12 +133,12 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source, w io.Writer) error {
 		wait, giveUp := Retry(first, t, failures, bound)
 		if giveUp {
 			if f.Log != nil {
-				f.Log.Warn("giving up on an input", "producer", src.Producer, "addr", src.Addr, "failing_for", t.Sub(first), "err", err)
+				f.Log.Warn("giving up on an input", "execution", src.Producer, "addr", src.Addr, "failing_for", t.Sub(first), "err", err)
 			}
 			return &UnavailableError{Err: fmt.Errorf("%w (failing for %s)", err, t.Sub(first).Round(time.Millisecond))}
 		}
 		if f.Log != nil {
-			f.Log.Debug("fetch failed; retrying", "producer", src.Producer, "addr", src.Addr, "offset", off, "retry_in", wait, "err", err)
+			f.Log.Debug("fetch failed; retrying", "execution", src.Producer, "addr", src.Addr, "offset", off, "retry_in", wait, "err", err)
 		}
 		timer := time.NewTimer(wait)
 		select {
