@@ -68,6 +68,18 @@ type Subtask struct {
 	StartTime int64  `json:"start_time_ms,omitempty"`
 	EndTime   int64  `json:"end_time_ms,omitempty"`
 	Message   string `json:"message,omitempty"`
+	// LastFailure is how the attempt before this one ended, for a subtask
+	// that restarted: why it failed, or (CANCELED) that it was stopped to
+	// restart with its region. Omitted at the first attempt.
+	LastFailure *PreviousAttempt `json:"last_failure,omitempty"`
+}
+
+// PreviousAttempt is how a replaced attempt of a subtask ended.
+type PreviousAttempt struct {
+	Attempt int        `json:"attempt"`
+	State   wire.State `json:"state"`
+	Message string     `json:"message,omitempty"`
+	EndTime int64      `json:"end_time_ms,omitempty"`
 }
 
 // Cluster answers GET /v1/cluster.
@@ -98,6 +110,10 @@ type Executor struct {
 	Slots     int    `json:"slots"`
 	FreeSlots int    `json:"free_slots"`
 	Status    string `json:"status"`
+	// SilentMs is how long the executor has not answered the leader's
+	// heartbeats, in milliseconds (the leader's view; omitted from a stale
+	// read's gossip view).
+	SilentMs *int64 `json:"silent_ms,omitempty"`
 }
 
 // Health answers GET /v1/health.

@@ -78,8 +78,14 @@ func (s *State) newAttempts(j *Job, ri int, next bool, now int64) {
 			}
 			if next {
 				old := ExecutionID(j.ID, vid, i, v.Attempts[i])
-				if e := s.execs[old]; e != nil && e.State == wire.StateFinished {
-					v.Finished--
+				if e := s.execs[old]; e != nil {
+					if e.State == wire.StateFinished {
+						v.Finished--
+					}
+					if v.Previous == nil {
+						v.Previous = make([]PreviousAttempt, len(v.Attempts))
+					}
+					v.Previous[i] = PreviousAttempt{Attempt: e.Attempt, State: e.State, Message: e.Message, EndTime: e.EndTime}
 				}
 				s.dropPartition(s.partitions[old])
 				delete(s.execs, old)

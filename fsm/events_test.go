@@ -83,6 +83,19 @@ func TestEventsOfAFailureAndItsRestart(t *testing.T) {
 		"6.1 execution-state job=j exec=j/v/1/1 state=SCHEDULED",
 		"6.2 job-status job=j state=RUNNING prev=RESTARTING msg=j/v/1/0 FAILED: command not found: x",
 	}, h.takeLines())
+	// The job remembers how each replaced attempt ended, through a
+	// snapshot too.
+	prev := h.job("j").Vertices[0].Previous
+	require.Len(t, prev, 2)
+	require.Equal(t, PreviousAttempt{Attempt: 0, State: wire.StateFailed, Message: "command not found: x", EndTime: h.now}, prev[1])
+	require.Equal(t, wire.StateCanceled, prev[0].State)
+	var snap bytes.Buffer
+	_, err := h.s.Capture().WriteTo(&snap)
+	require.NoError(t, err)
+	restored, err := Restore(&snap)
+	require.NoError(t, err)
+	rv, _ := restored.Job("j")
+	require.Equal(t, prev, rv.Vertices[0].Previous)
 
 	// The second failure is one more than the strategy allows.
 	h.placeAll("e1")

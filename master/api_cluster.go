@@ -33,7 +33,7 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 	})
 	out.Masters = m.masters(leaderID)
 	if s != nil {
-		out.Executors = s.tracker.core.Executors(used)
+		out.Executors = s.tracker.core.Executors(used, m.cfg.Now())
 	} else {
 		out.Executors = m.gossipExecutors(used)
 	}

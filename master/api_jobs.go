@@ -124,8 +124,13 @@ func jobToAPI(v *fsm.JobView) api.Job {
 	for _, vv := range v.Vertices {
 		av := api.Vertex{ID: vv.ID, Parallelism: vv.Parallelism, Subtasks: make([]api.Subtask, 0, len(vv.Subtasks))}
 		for _, e := range vv.Subtasks {
-			av.Subtasks = append(av.Subtasks, api.Subtask{Index: e.Subtask, Attempt: e.Attempt, State: e.State,
-				Executor: e.Executor, ExecutionID: e.ID, StartTime: e.StartTime, EndTime: e.EndTime, Message: e.Message})
+			st := api.Subtask{Index: e.Subtask, Attempt: e.Attempt, State: e.State,
+				Executor: e.Executor, ExecutionID: e.ID, StartTime: e.StartTime, EndTime: e.EndTime, Message: e.Message}
+			if e.Subtask < len(vv.Previous) && vv.Previous[e.Subtask].State != "" {
+				p := vv.Previous[e.Subtask]
+				st.LastFailure = &api.PreviousAttempt{Attempt: p.Attempt, State: p.State, Message: p.Message, EndTime: p.EndTime}
+			}
+			av.Subtasks = append(av.Subtasks, st)
 		}
 		out.Vertices = append(out.Vertices, av)
 	}
