@@ -24,6 +24,17 @@ type SubmitResponse struct {
 	ID string `json:"id"`
 }
 
+// CancelResponse answers POST /v1/jobs/{id}/cancel: the job's status once
+// the cancel was committed. CANCELLING (or CANCELED, for a job with nothing
+// running) when it took effect; a job that was already ending or had ended
+// keeps its status (FAILING, FINISHED, ...), and the cancel changed nothing.
+type CancelResponse struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Unchanged: the job was already ending or had ended.
+	Unchanged bool `json:"unchanged,omitempty"`
+}
+
 // JobList answers GET /v1/jobs.
 type JobList struct {
 	Jobs []JobSummary `json:"jobs"`

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -87,15 +88,26 @@ func (c *Client) JobAt(ctx context.Context, id string) (*api.Job, uint64, error)
 // job reaches CANCELED later. Cancelling is idempotent, so the request is
 // retried like a PUT.
 func (c *Client) CancelJob(ctx context.Context, id string) error {
+	_, err := c.CancelJobStatus(ctx, id)
+	return err
+}
+
+// CancelJobStatus is CancelJob, also returning what the masters answered:
+// the job's status once the cancel was committed (CANCELLING or CANCELED
+// when it took effect; Unchanged, the status the job already had when it was
+// ending or had ended). Status is "" from a master that does not say.
+func (c *Client) CancelJobStatus(ctx context.Context, id string) (api.CancelResponse, error) {
 	req := request{method: http.MethodPost, path: jobPath(id) + "/cancel", idempotent: true}
 	res, err := c.do(ctx, req)
 	if err != nil {
-		return err
+		return api.CancelResponse{}, err
 	}
 	if res.status != http.StatusAccepted && res.status != http.StatusOK && res.status != http.StatusNoContent {
-		return unexpected(req, res)
+		return api.CancelResponse{}, unexpected(req, res)
 	}
-	return nil
+	out := api.CancelResponse{ID: id}
+	_ = json.Unmarshal(res.body, &out) // an older master's answer may say nothing
+	return out, nil
 }
 
 // jobPath is the path of one job.

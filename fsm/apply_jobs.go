@@ -155,10 +155,10 @@ func (s *State) applyCancel(c *CancelJob) Result {
 		return Result{Err: fmt.Errorf("%w: %q", ErrNotFound, c.ID)}
 	}
 	if j.Status.Terminal() || j.Status.ending() {
-		return Result{}
+		return Result{Status: j.Status, Unchanged: true}
 	}
 	s.stopJob(j, JobCancelling, "canceled by user", c.Time)
-	return Result{}
+	return Result{Status: j.Status}
 }
 
 // stopJob moves a job to CANCELLING or FAILING: every live execution is

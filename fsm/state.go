@@ -28,6 +28,11 @@ type Result struct {
 	// Events are the changes the command made, when the state records
 	// them (RecordEvents).
 	Events []Event
+	// Status is set by cancel-job: the job's status once it applied; and
+	// Unchanged when the job was already ending or had ended, which the
+	// cancel left as it was.
+	Status    JobStatus
+	Unchanged bool
 	// Created is set by submit-job when the job is new.
 	Created bool
 	// Placed lists, for place-region, the executions placed.

@@ -139,14 +139,14 @@ func jobToAPI(v *fsm.JobView) api.Job {
 
 func (m *Master) cancelJob(w http.ResponseWriter, r *http.Request, _ []byte, s *session) error {
 	id := r.PathValue("id")
-	_, err := m.prop.ProposeOne(r.Context(), &fsm.CancelJob{Fenced: s.fenced(), ID: id})
+	res, err := m.prop.ProposeOne(r.Context(), &fsm.CancelJob{Fenced: s.fenced(), ID: id})
 	switch {
 	case errors.Is(err, fsm.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("job %q not found", id))
 	case err != nil:
 		return err
 	default:
-		writeJSON(w, http.StatusAccepted, api.SubmitResponse{ID: id})
+		writeJSON(w, http.StatusAccepted, api.CancelResponse{ID: id, Status: string(res.Status), Unchanged: res.Unchanged})
 	}
 	return nil
 }

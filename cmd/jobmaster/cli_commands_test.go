@@ -169,6 +169,22 @@ func TestJobCancel(t *testing.T) {
 	assert.Equal(t, "Error: cancel job \"nope\": job \"nope\" not found\n", r.stderr)
 }
 
+func TestCancelOfAnEndedJobSaysSo(t *testing.T) {
+	f := newFakeMaster(t)
+	f.addJob(t, "done", wcSpec, "FINISHED")
+	require.Equal(t, 0, runCLI(f.addr(), "job", "status", "done").code)
+
+	r := runCLI(f.addr(), "job", "cancel", "done")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "Job done had already ended FINISHED: nothing to cancel\n", r.stdout)
+	r = runCLI(f.addr(), "job", "cancel", "--wait", "done")
+	assert.Equal(t, 1, r.code, "--wait exits 0 only for a job that ended CANCELED")
+	r = runCLI(f.addr(), "job", "cancel", "--json", "done")
+	var res api.CancelResponse
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.Equal(t, api.CancelResponse{ID: "done", Status: "FINISHED", Unchanged: true}, res)
+}
+
 func TestJobCancelWaitWhenJobFinishesFirst(t *testing.T) {
 	f := newFakeMaster(t)
 	f.addJob(t, "wc", wcSpec, "RUNNING")
