@@ -191,6 +191,12 @@ func (s *EventStream) connect() error {
 	last := make([]error, n)
 	backoff := s.c.backoff
 	for {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return context.Canceled
+		}
 		var gone *EventsGoneError
 		unsupported := 0
 		start := s.c.first()
