@@ -379,3 +379,41 @@ func TestJobLogsOfAnUnknownJob(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Equal(t, "Error: job \"nope\" not found\n", r.stderr, "as 'job status' says it")
 }
+
+// TestJSONOnEveryCommand: the commands that write files or keys print JSON
+// with --json too.
+func TestJSONOnEveryCommand(t *testing.T) {
+	dir := t.TempDir()
+	r := runCLI("", "tls", "ca", "create", "--dir", dir, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var ca tlsWritten
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ca), r.stdout)
+	assert.Equal(t, dir+"/ca.pem", ca.Cert)
+	r = runCLI("", "tls", "cert", "create", "--role", "client", "--node-id", "me", "--ca", dir, "--dir", dir, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var cert tlsWritten
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &cert), r.stdout)
+	assert.Equal(t, "jobmaster://client/me", cert.Identity)
+	r = runCLI("", "operator", "gossip", "keygen", "--json")
+	var key map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &key), r.stdout)
+	assert.Len(t, key["key"], 44)
+
+	snap := newServerAt(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(api.IndexHeader, "17")
+		_, _ = w.Write([]byte("snapshot bytes"))
+	})
+	file := dir + "/backup.snap"
+	r = runCLI(snap, "operator", "snapshot", "save", file, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var saved snapshotSaved
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &saved), r.stdout)
+	assert.Equal(t, snapshotSaved{File: file, Bytes: 14, Index: 17}, saved)
+}
+
+// newServerAt serves h and returns its host:port.
+func newServerAt(t *testing.T, h http.HandlerFunc) string {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s.Listener.Addr().String()
+}
