@@ -88,6 +88,9 @@ func (e *UnreachableError) Error() string {
 	for i, a := range e.Attempts {
 		parts[i] = fmt.Sprintf("%s (%s)", displayAddr(a.Address), describe(a.Err))
 	}
+	if e.NoLeader() {
+		return "no leader; tried " + strings.Join(parts, ", ")
+	}
 	return "no master answered; tried " + strings.Join(parts, ", ")
 }
 
@@ -110,6 +113,10 @@ func (e *UnreachableError) Unwrap() []error {
 	}
 	return errs
 }
+
+// Describe shortens an error of one master for people: "connection
+// refused", "timed out", the master's message.
+func Describe(err error) string { return describe(err) }
 
 // describe shortens a transport error for people: "connection refused"
 // rather than Go's full `Get "http://...": dial tcp ...: connect: ...`.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/transport"
 )
 
 const wcSpec = `{"name": "wordcount", "vertices": [{"id": "split", "parallelism": 2, "command": ["true"]}, {"id": "count", "parallelism": 1, "command": ["true"]}]}`
@@ -285,7 +286,11 @@ func TestNoLeaderHints(t *testing.T) {
 
 	r := runCLI(addr, "job", "list", "--timeout", "100ms")
 	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.stderr, "the cluster has no leader: a majority of the masters")
+	assert.Contains(t, r.stderr, "Error: the cluster has no leader: "+noLeader.Listener.Addr().String()+" knows none; ")
+	assert.Contains(t, r.stderr, ": connection refused\nA majority of the masters must run")
+	assert.Contains(t, r.stderr, "add --stale")
+	assert.NotContains(t, r.stderr, "no master answered", "a master did answer")
+	assert.NotContains(t, r.stderr, "retry shortly", "one message, that does not contradict its hint")
 	assert.NotContains(t, r.stderr, "Is a cluster running?")
 
 	r = runCLI(addr, "job", "run", specFile(t, wcSpec))
@@ -416,4 +421,20 @@ func newServerAt(t *testing.T, h http.HandlerFunc) string {
 	s := httptest.NewServer(h)
 	t.Cleanup(s.Close)
 	return s.Listener.Addr().String()
+}
+
+// TestAnExecutorFirstInTheAddressList: an executor's address before a
+// master's is passed over; executors only are said to be no masters.
+func TestAnExecutorFirstInTheAddressList(t *testing.T) {
+	f := newFakeMaster(t)
+	executor := newServerAt(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(transport.RoleHeader, transport.RoleExecutor)
+		writeJSON(w, http.StatusNotFound, api.Error{Error: "no such endpoint: " + r.URL.Path + " (this is executor e1: the job API is on the masters)"})
+	})
+	r := runCLI(executor+","+f.addr(), "job", "list")
+	assert.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(executor, "job", "list")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, executor+" (an executor, not a master)")
+	assert.Contains(t, r.stderr, "Those are not masters' addresses")
 }

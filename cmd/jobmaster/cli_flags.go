@@ -124,7 +124,7 @@ func (o *clientOpts) newClient(cmd *cobra.Command) (*client.Client, error) {
 			return
 		}
 		noted = true
-		fmt.Fprintf(cmd.ErrOrStderr(), "Still trying: %v; giving up after %v (Ctrl-C to stop now)\n", err, o.timeout)
+		fmt.Fprintf(cmd.ErrOrStderr(), "Still trying: %s; giving up after %v (Ctrl-C to stop now)\n", message(err), o.timeout)
 	}
 	opts := append(tlsOpts, client.WithTimeout(o.timeout), client.WithRetryNotify(note))
 	if o.stale {

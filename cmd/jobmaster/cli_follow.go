@@ -69,7 +69,7 @@ func followJob(ctx context.Context, c *client.Client, id string, view progressVi
 			stuck.check(ctx, c, job, view)
 			view.show(job, since())
 			continue
-		case l := <-r.lines:
+		case l := <-r.next():
 			if _, gone := errors.AsType[*client.EventsGoneError](l.err); gone {
 				// What came next is no longer held: read the job again
 				// and go on from where that read stands.
@@ -88,16 +88,33 @@ func followJob(ctx context.Context, c *client.Client, id string, view progressVi
 				}
 				return pollJob(ctx, c, id, view, w, start, fails)
 			}
-			if l.ev.Type == api.EventHeartbeat {
-				continue
+			// Apply what has come so far, then show the job once: an entry
+			// that changes a thousand subtasks is one line, not a thousand.
+			ended, cut := false, false
+			for more := true; more; {
+				if l.ev.Type != api.EventHeartbeat {
+					if line := fails.fromEvent(l.ev); line != "" {
+						view.failed(line, since())
+					}
+					applyEvent(job, l.ev)
+					ended = ended || terminalStatus(job.Status) || l.ev.Type == "job-forgotten"
+				}
+				select {
+				case l = <-r.lines:
+					if l.err != nil {
+						cut, more = true, false
+					}
+				default:
+					more = false
+				}
 			}
-			if line := fails.fromEvent(l.ev); line != "" {
-				view.failed(line, since())
-			}
-			applyEvent(job, l.ev)
 			stuck.check(ctx, c, job, view)
 			view.show(job, since())
-			if terminalStatus(job.Status) || l.ev.Type == "job-forgotten" {
+			if cut && !ended {
+				// The error comes again from the next read: put it back.
+				r.pending = &l
+			}
+			if ended {
 				final, err := c.Job(ctx, id)
 				if err != nil {
 					return job, since(), fmt.Errorf("waiting for job %q: %w", id, notFound(err, id))
@@ -113,6 +130,19 @@ func followJob(ctx context.Context, c *client.Client, id string, view progressVi
 type streamReader struct {
 	lines chan streamLine
 	stop  context.CancelFunc
+	// pending is a line taken from lines but not handled yet.
+	pending *streamLine
+}
+
+// next is where the next line comes from.
+func (r *streamReader) next() <-chan streamLine {
+	if r.pending == nil {
+		return r.lines
+	}
+	ch := make(chan streamLine, 1)
+	ch <- *r.pending
+	r.pending = nil
+	return ch
 }
 
 // openStream opens the events of job id after index.
@@ -123,7 +153,7 @@ func openStream(ctx context.Context, c *client.Client, id string, index uint64) 
 		stop()
 		return nil, err
 	}
-	r := &streamReader{lines: make(chan streamLine), stop: stop}
+	r := &streamReader{lines: make(chan streamLine, 1024), stop: stop}
 	go func() {
 		defer s.Close()
 		for {
