@@ -13,6 +13,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/client"
+	"jobmaster/wire"
 )
 
 // newJobLogsCmd builds `jobmaster job logs JOB VERTEX SUBTASK [--stderr] [-f]`.
@@ -79,13 +80,33 @@ func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask in
 		return fmt.Errorf("read the logs of %s[%d]: %w", vertex, subtask, err)
 	}
 	if lo.Follow {
-		if j, err := c.Job(ctx, job); err == nil {
-			if st, err := client.FindSubtask(j, vertex, subtask); err == nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), endedLine(vertex, st))
-			}
+		if st := recordedEnd(ctx, c, job, vertex, subtask); st != nil {
+			fmt.Fprintln(cmd.ErrOrStderr(), endedLine(vertex, st))
 		}
 	}
 	return nil
+}
+
+// recordedEnd reads the subtask until the masters have recorded the end of
+// the attempt whose log ended (its executor's report of it may still be on
+// its way), for a few seconds at most.
+func recordedEnd(ctx context.Context, c *client.Client, job, vertex string, subtask int) *api.Subtask {
+	var st *api.Subtask
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		j, err := c.Job(ctx, job)
+		if err != nil {
+			return st
+		}
+		if st, err = client.FindSubtask(j, vertex, subtask); err != nil {
+			return nil
+		}
+		if st.State.Terminal() || st.State == wire.StateScheduled || time.Now().After(deadline) {
+			return st
+		}
+		if sleepCtx(ctx, 100*time.Millisecond) != nil {
+			return st
+		}
+	}
 }
 
 // endedLine says how a followed subtask's attempt ended.
