@@ -45,6 +45,8 @@ type Options struct {
 	// The harness's clients then use TLS too. Off, the nodes run insecure
 	// on loopback, as they always have.
 	TLS bool
+	// LogFormat is every node's --log-format (default text).
+	LogFormat string
 }
 
 func (o *Options) defaults() {
@@ -141,6 +143,9 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		o.Join, o.BootstrapExpect = gossip, opts.Masters
 		o.ExecutorHeartbeat, o.ExecutorLease, o.ExecutorTimeout = opts.Heartbeat, opts.Lease, opts.Timeout
 		o.LogLevel = "debug"
+		if opts.LogFormat != "" {
+			o.LogFormat = opts.LogFormat
+		}
 		if c.CA != nil {
 			o.TLS, o.GossipKeyring, o.ACL = c.CA.Files(pki.Server, n.ID), c.GossipKeyring, true
 		}
@@ -219,6 +224,9 @@ func (c *Cluster) AddExecutorWith(tweak func(*launch.Executor)) *Node {
 	o.Slots, o.Runtime = c.opts.Slots, c.opts.Runtime
 	o.Lease, o.CancelGrace = c.opts.Lease, 500*time.Millisecond
 	o.LogLevel = "debug"
+	if c.opts.LogFormat != "" {
+		o.LogFormat = c.opts.LogFormat
+	}
 	if c.CA != nil {
 		o.TLS, o.GossipKeyring = c.CA.Files(pki.Executor, n.ID), c.GossipKeyring
 	}
