@@ -79,10 +79,10 @@ type Subtask struct {
 	StartTime int64  `json:"start_time_ms,omitempty"`
 	EndTime   int64  `json:"end_time_ms,omitempty"`
 	Message   string `json:"message,omitempty"`
-	// LastFailure is how the attempt before this one ended, for a subtask
-	// that restarted: why it failed, or (CANCELED) that it was stopped to
-	// restart with its region. Omitted at the first attempt.
-	LastFailure *PreviousAttempt `json:"last_failure,omitempty"`
+	// PreviousAttempt is how the attempt before this one ended, for a
+	// subtask that restarted: why it failed, or that it was stopped (or had
+	// finished) and ran again with its region. Omitted at the first attempt.
+	PreviousAttempt *PreviousAttempt `json:"previous_attempt,omitempty"`
 }
 
 // PreviousAttempt is how a replaced attempt of a subtask ended.

@@ -194,7 +194,7 @@ func applyEvent(job *api.Job, ev api.Event) {
 					continue
 				}
 				if *ev.Attempt > s.Attempt && s.State.Terminal() {
-					s.LastFailure = &api.PreviousAttempt{Attempt: s.Attempt, State: s.State, Message: s.Message, EndTime: s.EndTime}
+					s.PreviousAttempt = &api.PreviousAttempt{Attempt: s.Attempt, State: s.State, Message: s.Message, EndTime: s.EndTime}
 				}
 				s.Attempt, s.State, s.ExecutionID, s.Executor = *ev.Attempt, wire.State(ev.State), ev.Execution, ev.Executor
 				s.Message = ev.Message
@@ -245,7 +245,7 @@ func (f *failureLog) fromJob(job *api.Job) []string {
 	var out []string
 	for _, v := range job.Vertices {
 		for _, s := range v.Subtasks {
-			if p := s.LastFailure; p != nil && p.State == wire.StateFailed {
+			if p := s.PreviousAttempt; p != nil && p.State == wire.StateFailed {
 				id := fmt.Sprintf("%s/%s/%d/%d", job.ID, v.ID, s.Index, p.Attempt)
 				if !f.said[id] {
 					f.said[id] = true

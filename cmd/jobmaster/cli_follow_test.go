@@ -29,7 +29,7 @@ func TestApplyEventKeepsTheJobInStep(t *testing.T) {
 	s := job.Vertices[0].Subtasks[1]
 	assert.Equal(t, wire.State("SCHEDULED"), s.State)
 	assert.Equal(t, 1, s.Attempt)
-	assert.Equal(t, &api.PreviousAttempt{Attempt: 0, State: "FAILED", Message: "command not found: no-such-prog", EndTime: 5}, s.LastFailure)
+	assert.Equal(t, &api.PreviousAttempt{Attempt: 0, State: "FAILED", Message: "command not found: no-such-prog", EndTime: 5}, s.PreviousAttempt)
 	assert.Equal(t, "RESTARTING", job.Status)
 
 	// A poll that sees the same failure (now as the previous attempt)

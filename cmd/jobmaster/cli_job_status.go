@@ -21,7 +21,8 @@ func newJobStatusCmd(o *clientOpts) *cobra.Command {
 		Short: "Show a job and the current attempt of each of its subtasks",
 		Long: `Show a job and the current attempt of each of its subtasks: its state,
 attempt and executor, why it ended, and for a subtask that restarted, how its
-previous attempt ended (LAST FAILURE). A live subtask whose executor the
+previous attempt ended (PREVIOUS ATTEMPT: the reason it failed, or that it
+ran again with its region). A live subtask whose executor the
 leader has not heard from for 2s or more is marked "executor not heard for
 Ns": it may be gone, and is shown as it was until the executor timeout
 declares its executor lost.

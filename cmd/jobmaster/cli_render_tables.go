@@ -126,9 +126,9 @@ func silentNotes(cl *api.Cluster) map[string]string {
 	return notes
 }
 
-// lastFailure renders how a restarted subtask's previous attempt ended.
-func lastFailure(s api.Subtask) string {
-	p := s.LastFailure
+// previousAttempt renders how a restarted subtask's previous attempt ended.
+func previousAttempt(s api.Subtask) string {
+	p := s.PreviousAttempt
 	if p == nil {
 		return ""
 	}
@@ -151,18 +151,18 @@ func formatVertex(v api.Vertex, notes map[string]string) string {
 		}
 		return oneLine(s.Message)
 	}
-	withMessage, withFailure := false, false
+	withMessage, withPrevious := false, false
 	for _, s := range v.Subtasks {
 		withMessage = withMessage || message(s) != ""
-		withFailure = withFailure || s.LastFailure != nil
+		withPrevious = withPrevious || s.PreviousAttempt != nil
 	}
 	t := newTable(2)
 	header := []string{"INDEX", "STATE", "ATTEMPT", "EXECUTOR", "EXECUTION ID"}
 	if withMessage {
 		header = append(header, "MESSAGE")
 	}
-	if withFailure {
-		header = append(header, "LAST FAILURE")
+	if withPrevious {
+		header = append(header, "PREVIOUS ATTEMPT")
 	}
 	t.row(header...)
 	for _, s := range v.Subtasks {
@@ -170,8 +170,8 @@ func formatVertex(v api.Vertex, notes map[string]string) string {
 		if withMessage {
 			cells = append(cells, message(s))
 		}
-		if withFailure {
-			cells = append(cells, lastFailure(s))
+		if withPrevious {
+			cells = append(cells, previousAttempt(s))
 		}
 		t.row(cells...)
 	}
