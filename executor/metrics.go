@@ -75,7 +75,7 @@ var (
 	descTasks          = executorDesc("tasks", "Executions held, by state (terminal ones until the leader acknowledges them).", "state")
 	descSlots          = executorDesc("slots", "Slots this executor offers (--slots).")
 	descSlotsUsed      = executorDesc("slots_used", "Slots live executions use.")
-	descLeaseRemaining = executorDesc("lease_remaining_seconds", "Time until the executor stops its tasks unless a leader's heartbeat renews the lease (0 once it has).")
+	descLeaseRemaining = executorDesc("lease_remaining_seconds", "Time until the executor stops its tasks unless a leader's heartbeat renews the lease (0 once it has stopped them).")
 	descFencingToken   = executorDesc("fencing_token", "The newest fencing token this executor has seen.")
 	descPartitions     = executorDesc("partitions", "Result partitions held for consumers.")
 	descPartitionBytes = executorDesc("partition_bytes", "Bytes of the result partitions held.")
