@@ -24,6 +24,17 @@ type SubmitResponse struct {
 	ID string `json:"id"`
 }
 
+// CancelResponse answers POST /v1/jobs/{id}/cancel: the job's status once
+// the cancel was committed. CANCELLING (or CANCELED, for a job with nothing
+// running) when it took effect; a job that was already ending or had ended
+// keeps its status (FAILING, FINISHED, ...), and the cancel changed nothing.
+type CancelResponse struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Unchanged: the job was already ending or had ended.
+	Unchanged bool `json:"unchanged,omitempty"`
+}
+
 // JobList answers GET /v1/jobs.
 type JobList struct {
 	Jobs []JobSummary `json:"jobs"`
@@ -68,6 +79,18 @@ type Subtask struct {
 	StartTime int64  `json:"start_time_ms,omitempty"`
 	EndTime   int64  `json:"end_time_ms,omitempty"`
 	Message   string `json:"message,omitempty"`
+	// PreviousAttempt is how the attempt before this one ended, for a
+	// subtask that restarted: why it failed, or that it was stopped (or had
+	// finished) and ran again with its region. Omitted at the first attempt.
+	PreviousAttempt *PreviousAttempt `json:"previous_attempt,omitempty"`
+}
+
+// PreviousAttempt is how a replaced attempt of a subtask ended.
+type PreviousAttempt struct {
+	Attempt int        `json:"attempt"`
+	State   wire.State `json:"state"`
+	Message string     `json:"message,omitempty"`
+	EndTime int64      `json:"end_time_ms,omitempty"`
 }
 
 // Cluster answers GET /v1/cluster.
@@ -98,6 +121,10 @@ type Executor struct {
 	Slots     int    `json:"slots"`
 	FreeSlots int    `json:"free_slots"`
 	Status    string `json:"status"`
+	// SilentMs is how long the executor has not answered the leader's
+	// heartbeats, in milliseconds (the leader's view; omitted from a stale
+	// read's gossip view).
+	SilentMs *int64 `json:"silent_ms,omitempty"`
 }
 
 // Health answers GET /v1/health.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ type Client struct {
 	backoff        time.Duration // first pause between rounds
 	notify         func(*UnreachableError)
 	tls            transport.TLSFiles // WithCACert, WithClientCert
+	stale          bool               // WithStaleReads
 
 	mu   sync.Mutex
 	last int // index in addrs of the master that last answered
@@ -75,6 +77,26 @@ func WithHTTPClient(hc *http.Client) Option {
 		c.http = hc
 		c.own = nil
 	}
+}
+
+// WithStaleReads makes every read of the state (jobs, a job, the cluster,
+// a snapshot, the Raft peers) ask with ?stale: the master reached answers
+// from its own replicated state, without a leader, so reads work while a
+// majority of the masters is down. The answers may be behind the leader's.
+func WithStaleReads() Option {
+	return func(c *Client) { c.stale = true }
+}
+
+// readPath is the path of a read of the state, with ?stale when the client
+// makes stale reads.
+func (c *Client) readPath(path string) string {
+	if !c.stale {
+		return path
+	}
+	if strings.Contains(path, "?") {
+		return path + "&stale"
+	}
+	return path + "?stale"
 }
 
 // WithCACert makes the Client trust the CA certificates in file (PEM) and

@@ -44,6 +44,29 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound
 }
 
+// NotMasterError is the failure of an address whose answer came from
+// another role (an executor's address given for a master's): the client
+// tried the next address.
+type NotMasterError struct {
+	Address string // base URL
+	Role    string // what answered, from its X-Jobmaster-Role
+}
+
+func (e *NotMasterError) Error() string {
+	return fmt.Sprintf("%s is an %s, not a master", displayAddr(e.Address), e.Role)
+}
+
+// NotMasters reports whether every address tried answered as another role
+// than a master's.
+func (e *UnreachableError) NotMasters() bool {
+	for _, a := range e.Attempts {
+		if _, ok := errors.AsType[*NotMasterError](a.Err); !ok {
+			return false
+		}
+	}
+	return len(e.Attempts) > 0
+}
+
 // Attempt is what one master said (or failed to say) to a request.
 type Attempt struct {
 	// Address is the master's base URL, http://host:port.
@@ -64,6 +87,9 @@ func (e *UnreachableError) Error() string {
 	parts := make([]string, len(e.Attempts))
 	for i, a := range e.Attempts {
 		parts[i] = fmt.Sprintf("%s (%s)", displayAddr(a.Address), describe(a.Err))
+	}
+	if e.NoLeader() {
+		return "no leader; tried " + strings.Join(parts, ", ")
 	}
 	return "no master answered; tried " + strings.Join(parts, ", ")
 }
@@ -88,15 +114,22 @@ func (e *UnreachableError) Unwrap() []error {
 	return errs
 }
 
+// Describe shortens an error of one master for people: "connection
+// refused", "timed out", the master's message.
+func Describe(err error) string { return describe(err) }
+
 // describe shortens a transport error for people: "connection refused"
 // rather than Go's full `Get "http://...": dial tcp ...: connect: ...`.
 func describe(err error) string {
 	var apiErr *APIError
 	var dnsErr *net.DNSError
 	var netErr net.Error
+	var notMaster *NotMasterError
 	switch {
 	case err == nil:
 		return "no answer"
+	case errors.As(err, &notMaster):
+		return "an " + notMaster.Role + ", not a master"
 	case errors.As(err, &apiErr):
 		return apiErr.Error()
 	case errors.Is(err, syscall.ECONNREFUSED):

@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"jobmaster/api"
 )
@@ -65,11 +67,20 @@ func (c *Client) Jobs(ctx context.Context) ([]api.JobSummary, error) {
 // Job returns one job with the current attempt of every subtask. An unknown
 // job is an *APIError with status 404 (see IsNotFound).
 func (c *Client) Job(ctx context.Context, id string) (*api.Job, error) {
+	job, _, err := c.JobAt(ctx, id)
+	return job, err
+}
+
+// JobAt is Job, also returning the index the answer was read at: an event
+// stream from that index (Events) continues the answer exactly. The index
+// is 0 if the master did not say.
+func (c *Client) JobAt(ctx context.Context, id string) (*api.Job, uint64, error) {
 	var out api.Job
-	if err := c.get(ctx, jobPath(id), &out); err != nil {
-		return nil, err
+	index, err := c.getIndexed(ctx, jobPath(id), &out)
+	if err != nil {
+		return nil, 0, err
 	}
-	return &out, nil
+	return &out, index, nil
 }
 
 // CancelJob asks the masters to cancel a job, with POST
@@ -77,15 +88,26 @@ func (c *Client) Job(ctx context.Context, id string) (*api.Job, error) {
 // job reaches CANCELED later. Cancelling is idempotent, so the request is
 // retried like a PUT.
 func (c *Client) CancelJob(ctx context.Context, id string) error {
+	_, err := c.CancelJobStatus(ctx, id)
+	return err
+}
+
+// CancelJobStatus is CancelJob, also returning what the masters answered:
+// the job's status once the cancel was committed (CANCELLING or CANCELED
+// when it took effect; Unchanged, the status the job already had when it was
+// ending or had ended). Status is "" from a master that does not say.
+func (c *Client) CancelJobStatus(ctx context.Context, id string) (api.CancelResponse, error) {
 	req := request{method: http.MethodPost, path: jobPath(id) + "/cancel", idempotent: true}
 	res, err := c.do(ctx, req)
 	if err != nil {
-		return err
+		return api.CancelResponse{}, err
 	}
 	if res.status != http.StatusAccepted && res.status != http.StatusOK && res.status != http.StatusNoContent {
-		return unexpected(req, res)
+		return api.CancelResponse{}, unexpected(req, res)
 	}
-	return nil
+	out := api.CancelResponse{ID: id}
+	_ = json.Unmarshal(res.body, &out) // an older master's answer may say nothing
+	return out, nil
 }
 
 // jobPath is the path of one job.
@@ -95,15 +117,23 @@ func jobPath(id string) string {
 
 // get sends an idempotent GET and decodes its 200 answer into out.
 func (c *Client) get(ctx context.Context, path string, out any) error {
-	req := request{method: http.MethodGet, path: path, idempotent: true}
+	_, err := c.getIndexed(ctx, path, out)
+	return err
+}
+
+// getIndexed is get, also returning the index the answer was read at (0
+// if the master did not say).
+func (c *Client) getIndexed(ctx context.Context, path string, out any) (uint64, error) {
+	req := request{method: http.MethodGet, path: c.readPath(path), idempotent: true}
 	res, err := c.do(ctx, req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if res.status != http.StatusOK {
-		return unexpected(req, res)
+		return 0, unexpected(req, res)
 	}
-	return decode(req, res, out)
+	index, _ := strconv.ParseUint(res.index, 10, 64)
+	return index, decode(req, res, out)
 }
 
 // unexpected is the error of a success answer with a status the API does

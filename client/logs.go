@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,6 +28,25 @@ const (
 // close it. The call's timeout bounds everything up to the executor's answer;
 // reading the logs is bounded only by ctx.
 func (c *Client) Logs(ctx context.Context, jobID, vertex string, subtask int, stream string) (io.ReadCloser, error) {
+	return c.LogsOf(ctx, jobID, vertex, subtask, LogOptions{Stream: stream})
+}
+
+// LogOptions says which log of a subtask to read, and how.
+type LogOptions struct {
+	// Stream is Stdout or Stderr.
+	Stream string
+	// Follow reads on as the task writes, until it has ended; the reader
+	// then returns io.EOF, or ErrLogCut if the connection broke first.
+	Follow bool
+}
+
+// ErrLogCut is the error of a followed log whose connection broke before
+// its task ended.
+var ErrLogCut = errors.New("the log's stream broke before the task ended")
+
+// LogsOf is Logs with options.
+func (c *Client) LogsOf(ctx context.Context, jobID, vertex string, subtask int, o LogOptions) (io.ReadCloser, error) {
+	stream := o.Stream
 	if stream != Stdout && stream != Stderr {
 		return nil, fmt.Errorf("invalid log stream %q: use %s or %s", stream, Stdout, Stderr)
 	}
@@ -54,7 +74,7 @@ func (c *Client) Logs(ctx context.Context, jobID, vertex string, subtask int, st
 	if err != nil {
 		return nil, fmt.Errorf("executor %q advertises a bad HTTP address: %w", exec.ID, err)
 	}
-	return c.executorLogs(ctx, exec, base, st.ExecutionID, stream)
+	return c.executorLogs(ctx, exec, base, st.ExecutionID, stream, o.Follow)
 }
 
 // FindSubtask returns the subtask with the given index of a job's vertex, or
@@ -88,13 +108,16 @@ func findExecutor(cluster *api.Cluster, id string) *api.Executor {
 
 // executorLogs sends the log request to one executor. The headers must come
 // within the call's timeout; the body is then read under ctx alone.
-func (c *Client) executorLogs(ctx context.Context, exec *api.Executor, base, executionID, stream string) (io.ReadCloser, error) {
+func (c *Client) executorLogs(ctx context.Context, exec *api.Executor, base, executionID, stream string, follow bool) (io.ReadCloser, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	var timer *time.Timer
 	if c.timeout > 0 {
 		timer = time.AfterFunc(c.timeout, cancel)
 	}
 	q := url.Values{"id": {executionID}, "stream": {stream}}
+	if follow {
+		q.Set("follow", "1")
+	}
 	path := wire.PathLogs + "?" + q.Encode()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, transport.URL(c.http, base, path), nil)
 	if err != nil {
@@ -117,8 +140,28 @@ func (c *Client) executorLogs(ctx context.Context, exec *api.Executor, base, exe
 		apiErr := &APIError{StatusCode: hres.StatusCode, Message: transport.ErrorMessage(body), Method: http.MethodGet, Path: path}
 		return nil, fmt.Errorf("executor %q, logs of %s: %w", exec.ID, executionID, apiErr)
 	}
+	if follow {
+		return &cancelOnClose{ReadCloser: &followedLog{resp: hres}, cancel: cancel}, nil
+	}
 	return &cancelOnClose{ReadCloser: hres.Body, cancel: cancel}, nil
 }
+
+// followedLog reads a followed log and tells its end from a broken
+// connection by the trailer the executor sends once the task has ended.
+type followedLog struct{ resp *http.Response }
+
+func (f *followedLog) Read(p []byte) (int, error) {
+	n, err := f.resp.Body.Read(p)
+	if errors.Is(err, io.EOF) && f.resp.Trailer.Get(wire.HeaderEnd) != wire.EndComplete {
+		return n, ErrLogCut
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return n, fmt.Errorf("%w: %v", ErrLogCut, err)
+	}
+	return n, err
+}
+
+func (f *followedLog) Close() error { return f.resp.Body.Close() }
 
 // cancelOnClose releases a request's context when its body is closed.
 type cancelOnClose struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"jobmaster/api"
 )
@@ -11,11 +12,19 @@ import (
 // SnapshotSave downloads the replicated state (GET /v1/operator/snapshot):
 // a backup that SnapshotRestore can bring back.
 func (c *Client) SnapshotSave(ctx context.Context) ([]byte, error) {
-	res, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/operator/snapshot", idempotent: true})
+	data, _, err := c.Snapshot(ctx)
+	return data, err
+}
+
+// Snapshot is SnapshotSave, also returning the applied index the backup
+// was taken at (0 if the master did not say).
+func (c *Client) Snapshot(ctx context.Context) ([]byte, uint64, error) {
+	res, err := c.do(ctx, request{method: http.MethodGet, path: c.readPath("/v1/operator/snapshot"), idempotent: true})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return res.body, nil
+	index, _ := strconv.ParseUint(res.index, 10, 64)
+	return res.body, index, nil
 }
 
 // SnapshotRestore replaces the cluster's state with a backup (PUT

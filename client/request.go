@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"jobmaster/api"
 	"jobmaster/transport"
 )
 
@@ -35,6 +36,8 @@ type response struct {
 	status int
 	body   []byte
 	from   string // base URL of the master
+	role   string // the answer's transport.RoleHeader ("" from older masters)
+	index  string // the answer's api.IndexHeader
 }
 
 // failoverStatus reports whether an answer with this status means "this
@@ -58,11 +61,20 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 	start := c.first()
 	backoff := c.backoff
 	for {
+		notMasters := 0
 		for k := range n {
 			i := (start + k) % n
 			res, err := c.attempt(ctx, c.addrs[i], req)
 			if err != nil && ctx.Err() != nil {
 				return nil, c.stopped(ctx, req, last, i, err)
+			}
+			if err == nil && res.role != "" && res.role != transport.RoleMaster {
+				// Not a master (an executor's address in the list): it
+				// acted on nothing, so the next address is tried, whatever
+				// the request.
+				last[i] = &NotMasterError{Address: c.addrs[i], Role: res.role}
+				notMasters++
+				continue
 			}
 			if err == nil && !failoverStatus(res.status) {
 				c.answered(i)
@@ -84,6 +96,9 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 				}
 				return nil, fmt.Errorf("%s %s at %s: %w (%w)", req.method, req.path, displayAddr(c.addrs[i]), ErrOutcomeUnknown, shortError{err})
 			}
+		}
+		if notMasters == n {
+			return nil, unreachable(c.addrs, last) // waiting cannot make them masters
 		}
 		if c.notify != nil {
 			c.notify(unreachable(c.addrs, last))
@@ -166,7 +181,8 @@ func (c *Client) attempt(ctx context.Context, base string, req request) (*respon
 	if err != nil {
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
-	return &response{status: hres.StatusCode, body: data, from: base}, nil
+	return &response{status: hres.StatusCode, body: data, from: base, role: hres.Header.Get(transport.RoleHeader),
+		index: hres.Header.Get(api.IndexHeader)}, nil
 }
 
 // apiError turns an error answer into an *APIError.

@@ -254,7 +254,7 @@ func TestRetryNotifyAfterEachFailedRound(t *testing.T) {
 	}))
 	_, err := c.Jobs(context.Background())
 	require.NoError(t, err)
-	want := "no master answered; tried " + s.addr() + " (no leader (HTTP 503)), " + dead + " (connection refused)"
+	want := "no leader; tried " + s.addr() + " (no leader (HTTP 503)), " + dead + " (connection refused)"
 	assert.Equal(t, []string{want, want}, notes)
 }
 

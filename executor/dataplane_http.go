@@ -43,7 +43,8 @@ func (e *Executor) servePartitionData(w http.ResponseWriter, r *http.Request) {
 	newest := e.fence.Token
 	e.mu.Unlock()
 	if stale {
-		e.log.Warn("refused a fetch with a stale fence", "partition", q.Producer, "cluster", q.Cluster, "token", q.Token, "reason", why)
+		e.metrics.refusals.WithLabelValues(refusedFetch).Inc()
+		e.log.Warn("refused a fetch with a stale fence", "execution", q.Producer, "cluster", q.Cluster, "token", q.Token, "reason", why)
 		writeJSON(w, http.StatusConflict, wire.StaleToken{
 			Error: fmt.Sprintf("executor %s refuses a fetch of %s: %s", e.cfg.NodeID, q.Producer, why),
 			Token: newest,

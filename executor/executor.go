@@ -17,6 +17,7 @@ import (
 
 	"jobmaster/executor/partition"
 	"jobmaster/membership"
+	"jobmaster/metrics"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -85,6 +86,8 @@ type Executor struct {
 	gossipKeys [][]byte
 	pushCtx    context.Context
 	pushCancel context.CancelFunc
+	// metrics is what GET /v1/metrics serves (metrics.go).
+	metrics *executorMetrics
 }
 
 // New validates cfg, creates the data directory and loads the persisted
@@ -101,11 +104,11 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := partition.Open(filepath.Join(cfg.DataDir, partitionsDir), cfg.Logger.With("executor", cfg.NodeID))
+	store, err := partition.Open(filepath.Join(cfg.DataDir, partitionsDir), cfg.Logger.With("node", cfg.NodeID))
 	if err != nil {
 		return nil, err
 	}
-	sweepExecutions(cfg.DataDir, cfg.Logger.With("executor", cfg.NodeID))
+	sweepExecutions(cfg.DataDir, cfg.Logger.With("node", cfg.NodeID))
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, tokenFile)); errors.Is(err, fs.ErrNotExist) {
 		// A token file from the start gives a full disk one to overwrite
 		// in place (inplace.go).
@@ -115,13 +118,17 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before gossip starts, so that memberlist's first metrics count.
+	if _, err := metrics.RouteLibraries(); err != nil {
+		cfg.Logger.Warn("memberlist's metrics are not exported", "err", err)
+	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("instance id: %w", err)
 	}
 	e := &Executor{
 		cfg:       cfg,
-		log:       cfg.Logger.With("executor", cfg.NodeID),
+		log:       cfg.Logger.With("node", cfg.NodeID),
 		instance:  hex.EncodeToString(b[:]),
 		held:      newHeldSet(),
 		fence:     fc,
@@ -149,7 +156,8 @@ func New(cfg Config) (*Executor, error) {
 	// and have no overall timeout: a stream lasts as long as its producer.
 	e.fetchCl = transport.NewClient(transport.ClientOptions{DialTimeout: fetchDialTimeout, MaxIdleConnsPerHost: 16,
 		TLS: tl, PeerCheck: transport.ExecutorOnly})
-	e.fetcher = &partition.Fetcher{Client: e.fetchCl, Bound: cfg.FetchTimeout, Fence: e.newestFence, Log: e.log}
+	e.metrics = newExecutorMetrics(e)
+	e.fetcher = &partition.Fetcher{Client: e.fetchCl, Bound: cfg.FetchTimeout, Fence: e.newestFence, Log: e.log, Observe: e.metrics.fetched}
 	return e, nil
 }
 
@@ -186,7 +194,7 @@ func (e *Executor) Start() error {
 			NodeID:   e.cfg.NodeID,
 			BindAddr: e.cfg.GossipAddr,
 			Join:     e.cfg.Join,
-			Logger:   e.cfg.Logger,
+			Logger:   e.log.With("component", "gossip"),
 			Now:      e.cfg.Now,
 			Slow:     e.cfg.SlowGossip,
 			Keys:     e.gossipKeys,
@@ -228,7 +236,7 @@ func (e *Executor) Start() error {
 	fc := e.fence // a heartbeat may already be changing it
 	e.mu.Unlock()
 	e.log.Info("executor started", "http", e.Addr(), "gossip", e.cfg.GossipAddr, "slots", e.cfg.Slots,
-		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "fencing_token", fc.Token, "cluster", fc.Cluster, "instance", e.instance,
+		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "token", fc.Token, "cluster", fc.Cluster, "instance", e.instance,
 		"tls", e.tls != nil, "gossip_encrypted", len(e.gossipKeys) > 0)
 	return nil
 }

@@ -192,6 +192,9 @@ func (h *heldSet) stopping(id string) bool {
 }
 
 // exited records that id's task ended with res.
+// commandNotFoundCode is the exit status of a shell that found no program.
+const commandNotFoundCode = 127
+
 func (h *heldSet) exited(id string, res exitResult) {
 	x, ok := h.m[id]
 	if !ok || x.terminal() {
@@ -213,6 +216,10 @@ func (h *heldSet) exited(id string, res exitResult) {
 		x.status.State, x.status.Message = wire.StateFailed, note(res.Message)
 	case res.Code == 0:
 		x.status.State, x.status.Bytes = wire.StateFinished, res.Bytes
+	case res.Code == commandNotFoundCode:
+		// What a shell (or the shim) exits with when it finds no program
+		// to run: the task's stderr names it.
+		x.status.State, x.status.Message = wire.StateFailed, note(fmt.Sprintf("exit status %d: command not found (its stderr names it)", res.Code))
 	default:
 		x.status.State, x.status.Message = wire.StateFailed, note(fmt.Sprintf("exit status %d", res.Code))
 	}

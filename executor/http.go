@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"jobmaster/metrics"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -24,6 +25,7 @@ func (e *Executor) routes() http.Handler {
 	mux.HandleFunc(wire.PathRelease, only(http.MethodPost, e.serveRelease))
 	mux.HandleFunc(wire.PathPartitions, only(http.MethodGet, e.servePartitions))
 	mux.HandleFunc(wire.PathPartitionData, only(http.MethodGet, e.servePartitionData))
+	mux.HandleFunc("/v1/metrics", only(http.MethodGet, metrics.Handler(e.metrics.reg).ServeHTTP))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := fmt.Sprintf("no such endpoint: %s", r.URL.Path)
 		if strings.HasPrefix(r.URL.Path, "/v1/jobs") || strings.HasPrefix(r.URL.Path, "/v1/cluster") {
@@ -31,7 +33,7 @@ func (e *Executor) routes() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, msg)
 	})
-	return e.guard(mux)
+	return e.metrics.http.Wrap(transport.Role(transport.RoleExecutor, e.guard(mux)))
 }
 
 // only restricts a handler to one method.

@@ -31,6 +31,7 @@ func (e *Executor) admitRenewLocked(now time.Time, l wire.Leader, renew bool) (s
 	stop = e.expireLocked(now)
 	next, stale, why := admitFence(e.fence, l.Cluster, l.Token)
 	if stale {
+		e.metrics.refusals.WithLabelValues(refusedLeader).Inc()
 		e.log.Warn("refused a request from a stale leader", "leader", l.Node, "cluster", l.Cluster, "token", l.Token, "reason", why)
 		return stop, &requestError{code: http.StatusConflict, body: wire.StaleToken{
 			Error: fmt.Sprintf("executor %s refuses leader %s: %s", e.cfg.NodeID, l.Node, why),
@@ -69,6 +70,7 @@ func (e *Executor) expireLocked(now time.Time) []string {
 	if !e.lease.check(now) {
 		return nil
 	}
+	e.metrics.selfFences.Inc()
 	live := e.held.live()
 	msg := leaseMessage(e.cfg.fenceAfter(), e.cfg.Lease)
 	e.log.Error("SELF-FENCING: "+msg+"; stopping every task", "since", e.lease.last, "tasks", len(live))
@@ -337,7 +339,7 @@ func (e *Executor) release(now time.Time, req wire.ReleaseRequest) *requestError
 	}
 	gone := e.store.Release(req.IDs)
 	if len(gone) > 0 {
-		e.log.Info("partitions released", "leader", req.Node, "partitions", len(gone))
+		e.log.Info("partitions released", "leader", req.Node, "executions", gone)
 		e.mu.Lock()
 		for _, id := range gone {
 			delete(e.newParts, id)

@@ -10,12 +10,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
+
+	"jobmaster/wire"
 )
 
 // serveLogs answers GET /v1/executions/logs?id=<execution id>&stream=
-// stdout|stderr[&tail=N]: the task's captured output (its last N bytes with
-// tail) as text/plain. The id is validated before it names a file, and the
-// log file is never followed through a symbolic link.
+// stdout|stderr[&tail=N][&follow=1]: the task's captured output (its last N
+// bytes with tail) as text/plain. The id is validated before it names a
+// file, and the log file is never followed through a symbolic link. With
+// follow, the answer goes on with what the task writes until it has ended
+// (followLog).
 func (e *Executor) serveLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id := q.Get("id")
@@ -45,6 +50,15 @@ func (e *Executor) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		tail = n
 	}
+	follow := false
+	switch q.Get("follow") {
+	case "", "0":
+	case "1":
+		follow = true
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("follow %q: want 0 or 1", q.Get("follow")))
+		return
+	}
 	f, err := os.OpenFile(filepath.Join(executionDir(e.cfg.DataDir, id), stream+".log"), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		e.mu.Lock()
@@ -52,7 +66,13 @@ func (e *Executor) serveLogs(w http.ResponseWriter, r *http.Request) {
 		e.mu.Unlock()
 		if held { // a task without captured output (the sim runtime)
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			if follow {
+				w.Header().Set("Trailer", wire.HeaderEnd)
+			}
 			w.WriteHeader(http.StatusOK)
+			if follow {
+				e.followLog(w, r, id, nil, 0)
+			}
 			return
 		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no logs for execution %s", id))
@@ -73,7 +93,63 @@ func (e *Executor) serveLogs(w http.ResponseWriter, r *http.Request) {
 		off = size - tail
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if follow {
+		w.Header().Set("Trailer", wire.HeaderEnd)
+		w.WriteHeader(http.StatusOK)
+		e.followLog(w, r, id, f, off)
+		return
+	}
 	w.Header().Set("Content-Length", strconv.FormatInt(size-off, 10))
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, io.NewSectionReader(f, off, size-off))
+}
+
+// followPoll is how often a followed log is read for more.
+const followPoll = 200 * time.Millisecond
+
+// followLog copies log f from off to w as it grows, until execution id has
+// ended (or is no longer held) and everything it wrote is sent; the
+// trailer then says the log is complete. A task's output is complete once
+// it has ended: its process has exited before its end is recorded. It
+// stops early, without the trailer, when the client goes or the executor
+// stops. f nil: the task has no log file (sim), only its end is awaited.
+func (e *Executor) followLog(w http.ResponseWriter, r *http.Request, id string, f *os.File, off int64) {
+	rc := http.NewResponseController(w)
+	tick := time.NewTicker(followPoll)
+	defer tick.Stop()
+	buf := make([]byte, 64<<10)
+	for {
+		e.mu.Lock()
+		st, held := e.held.get(id)
+		ended := !held || st.State.Terminal()
+		settled, running := e.settled, e.phase == phaseRunning
+		e.mu.Unlock()
+		for f != nil { // what is there now
+			n, err := f.ReadAt(buf, off)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return
+				}
+				off += int64(n)
+			}
+			if err != nil || n == 0 {
+				break
+			}
+		}
+		if ended {
+			w.Header().Set(wire.HeaderEnd, wire.EndComplete)
+			return
+		}
+		if err := rc.Flush(); err != nil || !running {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-e.quit:
+			return
+		case <-settled:
+		case <-tick.C:
+		}
+	}
 }

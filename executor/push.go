@@ -72,9 +72,11 @@ func (e *Executor) pushOnce(ctx context.Context) {
 		return
 	}
 	ack, err := e.post(ctx, addr, rep)
+	e.metrics.pushes.Inc()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
+		e.metrics.pushFailures.Inc()
 		e.log.Debug("push failed; the next change or heartbeat carries it", "leader", addr, "err", err)
 		for _, st := range execs {
 			if _, ok := e.held.get(st.ExecutionID); ok {

@@ -113,6 +113,9 @@ func lookCommand(name, dir string, env []string) error {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
 		}
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) && !filepath.IsAbs(name) {
+			return fmt.Errorf("command not found: %s (a path relative to the task's working directory)", name)
+		}
 		return executable(p)
 	}
 	path := ""

@@ -79,9 +79,9 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 		}
 		a := &c.Slots[which[n]]
 		n++
-		e.State = wire.StateDeploying
 		e.Executor = a.Executor
 		e.Slot = a.Slot
+		s.setExecState(e, wire.StateDeploying, c.Time)
 		e.Epoch = c.Token
 		e.Deployed = false
 		e.DeployIndex = index
@@ -177,6 +177,11 @@ func (s *State) applyReport(index uint64, c *ReportExecutions) Result {
 				s.trackPartition(e, u.Bytes, index)
 			}
 			st := u.State
+			if st == wire.StateCanceled {
+				s.setFailCause(ReasonTaskCanceled)
+			} else {
+				s.setFailCause(ReasonTaskFailed)
+			}
 			if st == wire.StateFailed && len(u.Unavailable) > 0 {
 				if e.State == wire.StateCanceling {
 					// Its input was released because it is being
@@ -188,8 +193,8 @@ func (s *State) applyReport(index uint64, c *ReportExecutions) Result {
 			}
 			s.endExecution(e, st, c.Time, u.Message)
 		case u.State == wire.StateRunning && e.State == wire.StateDeploying:
-			e.State = wire.StateRunning
 			e.StartTime = c.Time
+			s.setExecState(e, wire.StateRunning, c.Time)
 		}
 		if u.State.Terminal() && e.State.Terminal() {
 			terminal = append(terminal, u.ID)
@@ -204,6 +209,13 @@ func (s *State) applyFail(c *FailExecutions) Result {
 		if e == nil || e.Executor != c.Executor || e.State.Terminal() || e.State == wire.StateScheduled {
 			continue
 		}
+		// Only a deployed execution can be missing; a pending one failed
+		// because its deployment expired.
+		if e.Deployed {
+			s.setFailCause(ReasonMissing)
+		} else {
+			s.setFailCause(ReasonDeployExpired)
+		}
 		s.failOrCancel(e, c.Time, c.Reason)
 	}
 	return Result{}
@@ -213,7 +225,9 @@ func (s *State) applyExecutorLost(c *ExecutorLost) Result {
 	// Partitions first: a job that needed one restarts once, and the
 	// failures of its executions on the executor are then part of that
 	// restart.
+	s.emit(Event{Topic: TopicExecutor, Type: EventExecutorStatus, Time: c.Time, Executor: c.Executor, State: ExecutorLostStatus})
 	s.losePartitions(s.partitionsOn(c.Executor), c.Time, "lost with executor "+c.Executor)
+	s.setFailCause(ReasonExecutorLost)
 	reason := fmt.Sprintf("executor %s lost", c.Executor)
 	for _, id := range sortedKeys(s.byExecutor[c.Executor]) {
 		if e := s.execs[id]; e != nil && !e.State.Terminal() {
@@ -245,7 +259,8 @@ func (s *State) applyRestart(c *RestartRegions) Result {
 		if !s.restartDue(j, ri, c.Time) {
 			continue
 		}
-		s.newAttempts(j, ri, true)
+		s.touchJob(j, false)
+		s.newAttempts(j, ri, true, c.Time)
 		j.Restarts++
 	}
 	s.refreshActive(j, c.Time)

@@ -43,8 +43,9 @@ func (s *State) applySubmit(index uint64, c *SubmitJob) Result {
 		}
 	}
 	s.jobs[j.ID] = j
+	s.touchJob(j, true)
 	for ri := range j.Regions {
-		s.newAttempts(j, ri, false)
+		s.newAttempts(j, ri, false, c.Time)
 	}
 	return Result{Created: true}
 }
@@ -57,7 +58,7 @@ func (s *State) applySubmit(index uint64, c *SubmitJob) Result {
 // A restart limited to some subtasks (RegionState.Rerun) creates new
 // attempts of those only; the others keep their FINISHED attempt and its
 // partition.
-func (s *State) newAttempts(j *Job, ri int, next bool) {
+func (s *State) newAttempts(j *Job, ri int, next bool, now int64) {
 	cur := s.currentOf(j)
 	r := &j.Regions[ri]
 	var only map[Subtask]bool
@@ -77,8 +78,14 @@ func (s *State) newAttempts(j *Job, ri int, next bool) {
 			}
 			if next {
 				old := ExecutionID(j.ID, vid, i, v.Attempts[i])
-				if e := s.execs[old]; e != nil && e.State == wire.StateFinished {
-					v.Finished--
+				if e := s.execs[old]; e != nil {
+					if e.State == wire.StateFinished {
+						v.Finished--
+					}
+					if v.Previous == nil {
+						v.Previous = make([]PreviousAttempt, len(v.Attempts))
+					}
+					v.Previous[i] = PreviousAttempt{Attempt: e.Attempt, State: e.State, Message: e.Message, EndTime: e.EndTime}
 				}
 				s.dropPartition(s.partitions[old])
 				delete(s.execs, old)
@@ -96,6 +103,9 @@ func (s *State) newAttempts(j *Job, ri int, next bool) {
 			s.execs[e.ID] = e
 			cur[vi][i] = e
 			s.live[regionRef{j.ID, ri}]++
+			if next && s.rec != nil {
+				s.emitExec(e, "", now)
+			}
 		}
 		if only == nil {
 			v.Finished = 0
@@ -145,18 +155,18 @@ func (s *State) applyCancel(c *CancelJob) Result {
 		return Result{Err: fmt.Errorf("%w: %q", ErrNotFound, c.ID)}
 	}
 	if j.Status.Terminal() || j.Status.ending() {
-		return Result{}
+		return Result{Status: j.Status, Unchanged: true}
 	}
 	s.stopJob(j, JobCancelling, "canceled by user", c.Time)
-	return Result{}
+	return Result{Status: j.Status}
 }
 
 // stopJob moves a job to CANCELLING or FAILING: every live execution is
 // cancelled (at once if it was never placed), and the job ends when the last
 // one has.
 func (s *State) stopJob(j *Job, st JobStatus, msg string, now int64) {
-	j.Status = st
-	j.Message = msg
+	s.setJobStatus(j, st)
+	s.setJobMessage(j, msg)
 	for ri := range j.Regions {
 		s.setRegionStatus(j, ri, RegionStopped)
 	}
@@ -173,13 +183,13 @@ func (s *State) cancelExecution(e *Execution, now int64) {
 	switch {
 	case e.State.Terminal() || e.State == wire.StateCanceling:
 	case e.State == wire.StateScheduled:
-		e.State = wire.StateCanceled
 		e.EndTime = now
+		s.setExecState(e, wire.StateCanceled, now)
 		if j := s.jobs[e.Job]; j != nil {
 			s.ended(regionOf(j, e))
 		}
 	default:
-		e.State = wire.StateCanceling
+		s.setExecState(e, wire.StateCanceling, now)
 		m := s.canceling[e.Executor]
 		if m == nil {
 			m = make(map[string]struct{})
@@ -200,9 +210,9 @@ func (s *State) maybeEnd(j *Job, now int64) {
 		}
 	}
 	if j.Status == JobCancelling {
-		j.Status = JobCanceled
+		s.setJobStatus(j, JobCanceled)
 	} else {
-		j.Status = JobFailed
+		s.setJobStatus(j, JobFailed)
 	}
 	j.EndTime = now
 }
@@ -243,6 +253,7 @@ func (s *State) applyForget(c *ForgetJobs) Result {
 		})
 		delete(s.current, id) // nothing of a terminal job is live
 		delete(s.jobs, id)
+		s.emit(Event{Topic: TopicJob, Type: EventJobForgotten, Time: c.Time, Job: id, State: string(j.Status)})
 		s.forgotten[id] = Tombstone{ID: id, Next: next, At: c.Time}
 	}
 	if c.PruneBefore > 0 {

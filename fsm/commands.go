@@ -67,6 +67,9 @@ type Fenced struct {
 
 func (f Fenced) token() uint64 { return f.Token }
 
+// when is the command's time.
+func (f Fenced) when() int64 { return f.Time }
+
 // EstablishLeadership is committed by a new leader after its Barrier; the
 // entry's log index becomes the epoch (the fencing token).
 //

@@ -9,17 +9,30 @@ import (
 
 // FSM adapts State to hashicorp/raft. Raft's FSM goroutine is the only
 // writer; readers (the HTTP API, the leader's loops) go through Read.
+//
+// It keeps the events of the entries it applied (events.go) in a bounded
+// buffer for readers of the event stream (Events): those since it started
+// or since its state was last restored from a snapshot, at most
+// the buffer's size.
 type FSM struct {
 	mu      sync.RWMutex
 	state   *State
+	events  *eventRing
 	changed chan struct{}
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
 
-// New returns an FSM over an empty state.
-func New() *FSM {
-	return &FSM{state: NewState(), changed: make(chan struct{})}
+// New returns an FSM over an empty state that keeps the newest
+// DefaultEventBuffer events.
+func New() *FSM { return NewWithEvents(DefaultEventBuffer) }
+
+// NewWithEvents returns an FSM over an empty state that keeps the newest
+// buffer events.
+func NewWithEvents(buffer int) *FSM {
+	st := NewState()
+	st.RecordEvents()
+	return &FSM{state: st, events: newEventRing(buffer, 1), changed: make(chan struct{})}
 }
 
 // Apply applies one log entry.
@@ -35,6 +48,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
 			out[i] = f.state.ApplyEntry(l.Index, l.Data)
+			f.events.add(f.state.TakeEvents())
 		} else {
 			f.state.SetIndex(l.Index)
 		}
@@ -61,6 +75,35 @@ func (f *FSM) Read(fn func(*State)) {
 	fn(f.state)
 }
 
+// Events returns up to limit events after cursor c that keep accepts (nil:
+// every one), and where the reader is after them. An *EventsGoneError says
+// that the events after c are no longer held.
+func (f *FSM) Events(c Cursor, keep func(*Event) bool, limit int) (EventsRead, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	evs, err := f.events.read(c, keep, limit)
+	if err != nil {
+		return EventsRead{}, err
+	}
+	out := EventsRead{Events: evs, Next: AllOf(f.state.Index())}
+	switch {
+	case limit > 0 && len(evs) >= limit:
+		last := evs[len(evs)-1]
+		out.Next = Cursor{Index: last.Index, Offset: last.Offset}
+	case c.Index > f.state.Index():
+		out.Next = c // ahead of this master: it has not applied that far yet
+	}
+	return out, nil
+}
+
+// OldestEvents is the smallest index a reader of the event stream may
+// resume from (AllOf), and how many events are held.
+func (f *FSM) OldestEvents() (oldest uint64, held int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.events.from - 1, f.events.count
+}
+
 // Capture copies the state (for the state hash, or a snapshot).
 func (f *FSM) Capture() *Capture {
 	f.mu.RLock()
@@ -80,8 +123,11 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
+	st.RecordEvents()
 	f.mu.Lock()
 	f.state = st
+	// What came before the snapshot is not known here any more.
+	f.events = newEventRing(f.events.max, st.Index()+1)
 	ch := f.changed
 	f.changed = make(chan struct{})
 	f.mu.Unlock()

@@ -9,11 +9,11 @@ import (
 func (s *State) endExecution(e *Execution, st wire.State, now int64, msg string) {
 	wasCanceling := e.State == wire.StateCanceling
 	wasLive := !e.State.Terminal()
-	e.State = st
 	e.EndTime = now
 	if msg != "" {
 		e.Message = msg
 	}
+	s.setExecState(e, st, now)
 	s.untrack(e)
 	j := s.jobs[e.Job]
 	if j == nil {
@@ -78,7 +78,8 @@ func (s *State) handleFailure(j *Job, ri int, cause string, now int64) {
 		s.stopJob(j, JobFailing, cause+"; "+why, now)
 		return
 	}
-	j.Message = cause
+	s.setJobMessage(j, cause)
+	s.emitRestart(j, s.failCause(), cause, now)
 	for _, r := range s.failoverScope(j, ri) {
 		s.setRegionStatus(j, r, RegionRestarting)
 		j.Regions[r].RestartAt = now + delay
@@ -135,12 +136,12 @@ func (s *State) refreshActive(j *Job, now int64) {
 	}
 	switch {
 	case finished:
-		j.Status = JobFinished
+		s.setJobStatus(j, JobFinished)
 		j.EndTime = now
-		j.Message = ""
+		s.setJobMessage(j, "")
 	case restarting:
-		j.Status = JobRestarting
+		s.setJobStatus(j, JobRestarting)
 	case started || j.Status == JobRestarting:
-		j.Status = JobRunning
+		s.setJobStatus(j, JobRunning)
 	}
 }

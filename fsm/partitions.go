@@ -183,7 +183,8 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string) {
 		s.stopJob(j, JobFailing, cause+"; "+why, now)
 		return
 	}
-	j.Message = cause
+	s.setJobMessage(j, cause)
+	s.emitRestart(j, ReasonPartitionLost, cause, now)
 	scope := make(map[int]bool)
 	if j.Spec.Failover == jobspec.FailoverFull {
 		for r := range j.Regions {

@@ -81,6 +81,7 @@ func (j *Job) clone() *Job {
 	c.Vertices = make([]VertexState, len(j.Vertices))
 	for i, v := range j.Vertices {
 		v.Attempts = append([]int(nil), v.Attempts...)
+		v.Previous = append([]PreviousAttempt(nil), v.Previous...)
 		c.Vertices[i] = v
 	}
 	c.Regions = append([]RegionState(nil), j.Regions...)

@@ -25,6 +25,14 @@ type Result struct {
 	Err error
 	// Epoch is set by establish-leadership: the new fencing token.
 	Epoch uint64
+	// Events are the changes the command made, when the state records
+	// them (RecordEvents).
+	Events []Event
+	// Status is set by cancel-job: the job's status once it applied; and
+	// Unchanged when the job was already ending or had ended, which the
+	// cancel left as it was.
+	Status    JobStatus
+	Unchanged bool
 	// Created is set by submit-job when the job is new.
 	Created bool
 	// Placed lists, for place-region, the executions placed.
@@ -95,6 +103,10 @@ type State struct {
 	current map[string][][]*Execution
 	// partsOn indexes partitions by the executor that holds them.
 	partsOn map[string]map[string]*Partition
+
+	// rec records the events of the entries applied (events.go); nil:
+	// none. It is not part of the state.
+	rec *recorder
 }
 
 // NewState returns an empty state.
@@ -185,6 +197,19 @@ func (s *State) Apply(index uint64, c Command) Result {
 			return Result{Err: fmt.Errorf("%w: command token %d, epoch %d", ErrStaleToken, tok, s.epoch)}
 		}
 	}
+	s.beginCommand("")
+	res := s.apply(index, c)
+	var now int64
+	if f, ok := c.(interface{ when() int64 }); ok {
+		now = f.when()
+	}
+	if evs := s.endCommand(index, now); len(evs) > 0 {
+		res.Events = evs[:len(evs):len(evs)]
+	}
+	return res
+}
+
+func (s *State) apply(index uint64, c Command) Result {
 	switch c := c.(type) {
 	case *EstablishLeadership:
 		s.epoch = index
@@ -192,6 +217,7 @@ func (s *State) Apply(index uint64, c Command) Result {
 		if c.Cluster != "" {
 			s.cluster = c.Cluster
 		}
+		s.emit(Event{Topic: TopicLeader, Type: EventLeader, Node: c.Node, Token: index})
 		return Result{Epoch: index}
 	case *SubmitJob:
 		return s.applySubmit(index, c)

@@ -80,6 +80,20 @@ type VertexState struct {
 	Attempts []int `codec:"a"`
 	// Finished counts subtasks whose current attempt has FINISHED.
 	Finished int `codec:"f"`
+	// Previous holds, per subtask, how the attempt before the current one
+	// ended: nil until a subtask of the vertex restarts, and a zero value
+	// for a subtask still at its first attempt. A master that predates it
+	// drops it from snapshots, which it reads all the same.
+	Previous []PreviousAttempt `codec:"pa,omitempty" json:",omitempty"`
+}
+
+// PreviousAttempt is how a replaced attempt of a subtask ended: what job
+// status shows as its last failure.
+type PreviousAttempt struct {
+	Attempt int        `codec:"a"`
+	State   wire.State `codec:"s,omitempty" json:",omitempty"`
+	Message string     `codec:"m,omitempty" json:",omitempty"`
+	EndTime int64      `codec:"et,omitempty" json:",omitempty"`
 }
 
 // RegionState is the per-region part of a job's state. The region's shape

@@ -75,6 +75,9 @@ type VertexView struct {
 	ID          string
 	Parallelism int
 	Subtasks    []Execution
+	// Previous is how the attempt before each subtask's current one ended,
+	// by subtask index (nil: none restarted).
+	Previous []PreviousAttempt
 }
 
 // Job returns a view of one job.
@@ -89,7 +92,8 @@ func (s *State) Job(id string) (*JobView, bool) {
 	}
 	for vi := range j.Vertices {
 		sv := &j.Spec.Vertices[vi]
-		vv := VertexView{ID: sv.ID, Parallelism: sv.Parallelism, Subtasks: make([]Execution, 0, sv.Parallelism)}
+		vv := VertexView{ID: sv.ID, Parallelism: sv.Parallelism, Subtasks: make([]Execution, 0, sv.Parallelism),
+			Previous: append([]PreviousAttempt(nil), j.Vertices[vi].Previous...)}
 		s.forEachInVertex(j, vi, func(e *Execution) { vv.Subtasks = append(vv.Subtasks, *e) })
 		v.Vertices = append(v.Vertices, vv)
 	}

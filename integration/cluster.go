@@ -49,6 +49,8 @@ type Options struct {
 	// is copied to (.artifacts/<kind>/<name>-<time>; default
 	// integration/<test name>).
 	ArtifactKind, ArtifactName string
+	// LogFormat is every node's --log-format (default text).
+	LogFormat string
 }
 
 func (o *Options) defaults() {
@@ -154,6 +156,9 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		o.Join, o.BootstrapExpect = gossip, opts.Masters
 		o.ExecutorHeartbeat, o.ExecutorLease, o.ExecutorTimeout = opts.Heartbeat, opts.Lease, opts.Timeout
 		o.LogLevel = "debug"
+		if opts.LogFormat != "" {
+			o.LogFormat = opts.LogFormat
+		}
 		if c.CA != nil {
 			o.TLS, o.GossipKeyring, o.ACL = c.CA.Files(pki.Server, n.ID), c.GossipKeyring, true
 		}
@@ -232,6 +237,9 @@ func (c *Cluster) AddExecutorWith(tweak func(*launch.Executor)) *Node {
 	o.Slots, o.Runtime = c.opts.Slots, c.opts.Runtime
 	o.Lease, o.CancelGrace = c.opts.Lease, 500*time.Millisecond
 	o.LogLevel = "debug"
+	if c.opts.LogFormat != "" {
+		o.LogFormat = c.opts.LogFormat
+	}
 	if c.CA != nil {
 		o.TLS, o.GossipKeyring = c.CA.Files(pki.Executor, n.ID), c.GossipKeyring
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits beyond the per-vertex ones.
@@ -68,7 +69,7 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err, prefix)
+		return jsonError(err, prefix, data)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &Error{Field: prefix, Msg: "malformed JSON: unexpected data after the value"}
@@ -84,8 +85,9 @@ func decodeStrict(data []byte, v any, prefix string) error {
 }
 
 // jsonError turns an encoding/json error into a message a user can act on,
-// naming fields under prefix.
-func jsonError(err error, prefix string) *Error {
+// naming fields under prefix; a syntax error is placed by line and column
+// in data.
+func jsonError(err error, prefix string, data []byte) *Error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	var ours *Error
@@ -102,7 +104,8 @@ func jsonError(err error, prefix string) *Error {
 	case errors.As(err, &ours):
 		return &Error{Field: join(ours.Field), Msg: ours.Msg}
 	case errors.As(err, &syn):
-		return &Error{Field: prefix, Msg: fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn)}
+		line, col := lineColumn(data, syn.Offset)
+		return &Error{Field: prefix, Msg: fmt.Sprintf("malformed JSON at line %d, column %d: %v", line, col, syn)}
 	case errors.As(err, &typ):
 		if typ.Field == "" && prefix == "" {
 			return &Error{Msg: fmt.Sprintf("a job spec is a JSON object, got JSON %s", typ.Value)}
@@ -118,6 +121,16 @@ func jsonError(err error, prefix string) *Error {
 		return &Error{Field: join(strings.Trim(f, `"`)), Msg: "unknown field"}
 	}
 	return &Error{Field: prefix, Msg: "malformed job spec: " + strings.TrimPrefix(msg, "json: ")}
+}
+
+// lineColumn places the byte that made a syntax error, which encoding/json
+// reports by how many bytes it had read (offset): line and column from 1,
+// the column counted in characters.
+func lineColumn(data []byte, offset int64) (line, col int) {
+	at := int(min(max(offset-1, 0), int64(len(data))))
+	before := data[:at]
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return bytes.Count(before, []byte("\n")) + 1, utf8.RuneCount(before[start:]) + 1
 }
 
 // kindOf names a Go type the way a JSON author thinks of it.

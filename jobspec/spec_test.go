@@ -148,3 +148,19 @@ func TestDistributionNormalized(t *testing.T) {
 	require.False(t, spec("").Vertices[1].Inputs[0].Forward())
 	require.NotEqual(t, spec(""), spec("forward"))
 }
+
+// TestMalformedJSONIsPlacedByLineAndColumn: a syntax error names the line
+// and column of the byte that broke it, not a byte offset.
+func TestMalformedJSONIsPlacedByLineAndColumn(t *testing.T) {
+	for _, c := range []struct {
+		spec, want string
+	}{
+		{"{\n  \"name\": \"x\",\n  \"vertices\": [}\n}", "malformed JSON at line 3, column 16: invalid character '}' looking for beginning of value"},
+		{`{"name": "é" "vertices": []}`, "malformed JSON at line 1, column 14: invalid character '\"' after object key:value pair"},
+		{"x", "malformed JSON at line 1, column 1: invalid character 'x' looking for beginning of value"},
+	} {
+		_, err := Parse([]byte(c.spec))
+		require.Error(t, err)
+		require.Equal(t, c.want, err.Error(), "%q", c.spec)
+	}
+}

@@ -12,8 +12,10 @@ const ExecutorCommand = "executor"
 // Executor is the options of `jobmaster executor`.
 type Executor struct {
 	executor.Config
-	// LogLevel is --log-level: debug, info, warn or error.
-	LogLevel string
+	// LogLevel is --log-level: debug, info, warn or error; LogFormat is
+	// --log-format: text or json.
+	LogLevel  string
+	LogFormat string
 	// Extra is appended to the argv as it is, after every registered flag
 	// (a later occurrence of a flag wins).
 	Extra []string
@@ -34,6 +36,7 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 	fs.DurationVar(&c.CancelGrace, "cancel-grace", executor.DefaultCancelGrace, "time between SIGTERM and SIGKILL when a task is cancelled")
 	fs.DurationVar(&c.FetchTimeout, "fetch-timeout", executor.DefaultFetchTimeout, "how long fetching one input of a task may keep failing (retried with backoff from 100ms to 10s) before the task fails")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "text (key=value) or json (one object per line), on stderr")
 	securityFlags(fs, &c.TLS, &c.GossipKeys, &c.GossipKeyring, &c.Insecure)
 }
 

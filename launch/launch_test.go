@@ -38,7 +38,7 @@ func TestServerRoundTrip(t *testing.T) {
 	o.ExecutorHeartbeat, o.ExecutorTimeout, o.ExecutorLease = 200*time.Millisecond, 4500*time.Millisecond, 3*time.Second
 	o.DeployTimeout = -time.Second // refused by the master, but carried as given
 	o.JobRetention = 0             // keep forever: not the default, so it is rendered
-	o.LogLevel, o.RaftLogLevel = "debug", "off"
+	o.LogLevel, o.RaftLogLevel, o.LogFormat = "debug", "off", "json"
 
 	argv := o.Args()
 	assert.Equal(t, []string{"server",
@@ -47,7 +47,7 @@ func TestServerRoundTrip(t *testing.T) {
 		"--join=127.0.0.1:9021,127.0.0.1:9022,127.0.0.1:9023", "--bootstrap-expect=3",
 		"--raft-heartbeat-timeout=300ms", "--raft-election-timeout=400ms",
 		"--executor-heartbeat=200ms", "--executor-timeout=4.5s", "--executor-lease=3s",
-		"--deploy-timeout=-1s", "--job-retention=0s", "--log-level=debug", "--raft-log-level=off",
+		"--deploy-timeout=-1s", "--job-retention=0s", "--log-level=debug", "--log-format=json", "--raft-log-level=off",
 	}, argv)
 	assert.Equal(t, o, parse(t, ServerCommand, ServerFlags, argv))
 }
@@ -60,13 +60,13 @@ func TestExecutorRoundTrip(t *testing.T) {
 	o.Slots, o.Runtime = 8, "sim"
 	o.Lease, o.CancelGrace = 3*time.Second, 500*time.Millisecond
 	o.FetchTimeout = 5 * time.Second
-	o.LogLevel = "warn"
+	o.LogLevel, o.LogFormat = "warn", "json"
 
 	argv := o.Args()
 	assert.Equal(t, []string{"executor",
 		"--node-id=e1", "--data-dir=/tmp/e1", "--http-addr=127.0.0.1:9031", "--gossip-addr=127.0.0.1:9041",
 		"--join=127.0.0.1:9021,127.0.0.1:9022", "--slots=8", "--runtime=sim",
-		"--lease=3s", "--cancel-grace=500ms", "--fetch-timeout=5s", "--log-level=warn",
+		"--lease=3s", "--cancel-grace=500ms", "--fetch-timeout=5s", "--log-level=warn", "--log-format=json",
 	}, argv)
 	assert.Equal(t, o, parse(t, ExecutorCommand, ExecutorFlags, argv))
 }

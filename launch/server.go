@@ -12,8 +12,10 @@ const ServerCommand = "server"
 // Server is the options of `jobmaster server`.
 type Server struct {
 	master.Config
-	// LogLevel is --log-level: debug, info, warn or error.
-	LogLevel string
+	// LogLevel is --log-level: debug, info, warn or error; LogFormat is
+	// --log-format: text or json.
+	LogLevel  string
+	LogFormat string
 	// Extra is appended to the argv as it is, after every registered flag
 	// (a later occurrence of a flag wins).
 	Extra []string
@@ -38,6 +40,7 @@ func ServerFlags(fs *pflag.FlagSet, o *Server) {
 	fs.DurationVar(&c.DeployTimeout, "deploy-timeout", master.DefaultDeployTimeout, "how long a deployment may stay unacknowledged before it fails")
 	fs.DurationVar(&c.JobRetention, "job-retention", master.DefaultJobRetention, "forget a job this long after it ended (0: keep ended jobs forever)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "text (key=value) or json (one object per line), on stderr")
 	fs.StringVar(&c.RaftLogLevel, "raft-log-level", "warn", "log level of the Raft library")
 	securityFlags(fs, &c.TLS, &c.GossipKeys, &c.GossipKeyring, &c.Insecure)
 	fs.BoolVar(&c.ACL, "acl", false, "turn ACLs on; needed, with TLS and a gossip key, to listen beyond loopback without --insecure (ACL enforcement arrives with the token system: today the flag only satisfies that check)")

@@ -86,10 +86,13 @@ type Ready struct {
 	// log.
 	Changes []Change
 	Events  []Event
+	// Tally counts what the Ready does, for the masters' metrics.
+	Tally Tally
 
 	// What Committed does once Propose is committed.
 	kickOnCommit bool
 	lost         []string // executors whose loss Propose records
+	pending      Tally    // counts that hold once Propose is committed
 }
 
 // Empty reports whether r asks for nothing.
@@ -142,6 +145,8 @@ func (r *Ready) event(level slog.Level, msg string, args ...any) {
 // lost, a kick. The returned Ready has nothing left to propose.
 func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
 	var placed []fsm.Execution
+	r.Tally.committed(r.Propose, results, r.pending)
+	r.pending = Tally{}
 	for i, cmd := range r.Propose {
 		if i >= len(results) {
 			break
@@ -156,7 +161,7 @@ func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
 			}
 			placed = append(placed, res.Placed...)
 		case *fsm.FailExecutions:
-			r.event(slog.LevelWarn, "executions failed", "executor", cmd.Executor, "ids", cmd.IDs, "reason", cmd.Reason)
+			r.event(slog.LevelWarn, "executions failed", "executor", cmd.Executor, "executions", cmd.IDs, "reason", cmd.Reason)
 		case *fsm.RestartRegions:
 			r.event(slog.LevelInfo, "restarting", "job", cmd.Job)
 		case *fsm.ForgetJobs:
@@ -166,7 +171,7 @@ func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
 		case *fsm.ExecutorLost:
 			r.event(slog.LevelWarn, "executor lost: its executions failed", "executor", cmd.Executor)
 		case *fsm.LosePartitions:
-			r.event(slog.LevelWarn, "partitions lost", "executor", cmd.Executor, "ids", cmd.IDs, "reason", cmd.Reason)
+			r.event(slog.LevelWarn, "partitions lost", "executor", cmd.Executor, "executions", cmd.IDs, "reason", cmd.Reason)
 		}
 	}
 	r.Propose = nil
@@ -185,7 +190,7 @@ func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
 
 // Failed is what remains of r when its proposal failed: only what needed no
 // commit (acks of terminal states the leader does not expect, and what to
-// log). A later report or tick decides the rest again.
+// log). A later report or tick decides the rest again, and counts it then.
 func Failed(r Ready) Ready {
 	return Ready{Executor: r.Executor, Ack: r.Ack, Events: r.Events}
 }

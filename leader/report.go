@@ -44,10 +44,13 @@ func (c *Core) report(read Reader, executor string, reported []wire.ExecutionSta
 		return r
 	}
 	r.Ack = res.Ack
+	r.Tally.UnknownCancelled += len(res.Unknown)
+	r.pending.MissingFailed += len(res.Missing)
+	r.pending.DeploysExpired += len(res.Expired)
 	r.Propose = append(reconcile.Commands(executor, res, c.token, now.UnixMilli(), c.cfg.AckDeadline), r.Propose...)
 	r.kickOnCommit = len(r.Propose) > 0
 	if len(res.Cancel) > 0 {
-		r.event(slog.LevelInfo, "cancelling executions", "executor", executor, "ids", res.Cancel)
+		r.event(slog.LevelInfo, "cancelling executions", "executor", executor, "executions", res.Cancel)
 		r.Cancel = append(r.Cancel, Cancel{Executor: executor, IDs: res.Cancel})
 	}
 	if len(res.Redeploy) > 0 {
@@ -61,6 +64,7 @@ func (c *Core) report(read Reader, executor string, reported []wire.ExecutionSta
 		})
 		if len(d.Tasks) > 0 {
 			r.Deploy = append(r.Deploy, d)
+			r.Tally.Redeployed += len(d.Tasks)
 		}
 	}
 	return r
@@ -81,8 +85,10 @@ func (c *Core) reportPartitions(read Reader, r *Ready, executor string, partitio
 	})
 	if len(res.Release) > 0 {
 		r.Release = append(r.Release, Release{Executor: executor, IDs: res.Release})
+		r.Tally.PartitionsReleased += len(res.Release)
 	}
 	if len(res.Lost) > 0 {
+		r.pending.PartitionsLost += len(res.Lost)
 		r.Propose = append(r.Propose, &fsm.LosePartitions{Fenced: c.fenced(now), Executor: executor, IDs: res.Lost,
 			Reason: "no longer held by executor " + executor})
 		r.kickOnCommit = true

@@ -170,13 +170,14 @@ func (c *Core) freeSlots(inUse map[string]int) int {
 	return free
 }
 
-// Executors lists the table for GET /v1/cluster, given the slot numbers in
-// use on each executor. An executor that has not answered this session and
+// Executors lists the table for GET /v1/cluster at now, given the slot
+// numbers in use on each executor, with how long each has been silent. An
+// executor that has not answered this session and
 // that gossip says failed or left is shown lost at once (a new leader would
 // otherwise show one lost before it took over as alive for a whole
 // timeout), though only the timeout declares it lost. A lost executor
 // offers no free slot.
-func (c *Core) Executors(used map[string][]int) []api.Executor {
+func (c *Core) Executors(used map[string][]int, now time.Time) []api.Executor {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]api.Executor, 0, len(c.execs))
@@ -189,7 +190,8 @@ func (c *Core) Executors(used map[string][]int) []api.Executor {
 		if st == Lost {
 			free = 0
 		}
-		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: free, Status: string(st)})
+		silent := max(0, now.Sub(x.lastAnswer).Milliseconds())
+		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: free, Status: string(st), SilentMs: &silent})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

@@ -29,10 +29,11 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 		out.FencingToken = st.Epoch()
 		out.ClusterID = st.Cluster()
 		used = st.UsedSlots()
+		setIndex(w, st)
 	})
 	out.Masters = m.masters(leaderID)
 	if s != nil {
-		out.Executors = s.tracker.core.Executors(used)
+		out.Executors = s.tracker.core.Executors(used, m.cfg.Now())
 	} else {
 		out.Executors = m.gossipExecutors(used)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"jobmaster/api"
 	"jobmaster/fsm"
@@ -83,7 +84,10 @@ func newJobID(name string) string {
 
 func (m *Master) listJobs(w http.ResponseWriter, _ *http.Request, _ []byte, _ *session) error {
 	var jobs []fsm.JobSummary
-	m.fsm.Read(func(st *fsm.State) { jobs = st.Jobs() })
+	m.fsm.Read(func(st *fsm.State) {
+		jobs = st.Jobs()
+		setIndex(w, st)
+	})
 	out := api.JobList{Jobs: make([]api.JobSummary, 0, len(jobs))}
 	for _, j := range jobs {
 		out.Jobs = append(out.Jobs, api.JobSummary{ID: j.ID, Name: j.Name, Status: string(j.Status)})
@@ -96,7 +100,10 @@ func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *ses
 	id := r.PathValue("id")
 	var v *fsm.JobView
 	var ok bool
-	m.fsm.Read(func(st *fsm.State) { v, ok = st.Job(id) })
+	m.fsm.Read(func(st *fsm.State) {
+		v, ok = st.Job(id)
+		setIndex(w, st)
+	})
 	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("job %q not found", id))
 		return nil
@@ -105,14 +112,25 @@ func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *ses
 	return nil
 }
 
+// setIndex names the applied index an answer is read at (api.IndexHeader):
+// an event stream resumed from it continues the answer exactly.
+func setIndex(w http.ResponseWriter, st *fsm.State) {
+	w.Header().Set(api.IndexHeader, strconv.FormatUint(st.Index(), 10))
+}
+
 func jobToAPI(v *fsm.JobView) api.Job {
 	out := api.Job{ID: v.ID, Name: v.Name, Status: string(v.Status), Restarts: v.Restarts, Message: v.Message,
 		SubmitTime: v.SubmitTime, EndTime: v.EndTime, Vertices: make([]api.Vertex, 0, len(v.Vertices))}
 	for _, vv := range v.Vertices {
 		av := api.Vertex{ID: vv.ID, Parallelism: vv.Parallelism, Subtasks: make([]api.Subtask, 0, len(vv.Subtasks))}
 		for _, e := range vv.Subtasks {
-			av.Subtasks = append(av.Subtasks, api.Subtask{Index: e.Subtask, Attempt: e.Attempt, State: e.State,
-				Executor: e.Executor, ExecutionID: e.ID, StartTime: e.StartTime, EndTime: e.EndTime, Message: e.Message})
+			st := api.Subtask{Index: e.Subtask, Attempt: e.Attempt, State: e.State,
+				Executor: e.Executor, ExecutionID: e.ID, StartTime: e.StartTime, EndTime: e.EndTime, Message: e.Message}
+			if e.Subtask < len(vv.Previous) && vv.Previous[e.Subtask].State != "" {
+				p := vv.Previous[e.Subtask]
+				st.PreviousAttempt = &api.PreviousAttempt{Attempt: p.Attempt, State: p.State, Message: p.Message, EndTime: p.EndTime}
+			}
+			av.Subtasks = append(av.Subtasks, st)
 		}
 		out.Vertices = append(out.Vertices, av)
 	}
@@ -121,14 +139,14 @@ func jobToAPI(v *fsm.JobView) api.Job {
 
 func (m *Master) cancelJob(w http.ResponseWriter, r *http.Request, _ []byte, s *session) error {
 	id := r.PathValue("id")
-	_, err := m.prop.ProposeOne(r.Context(), &fsm.CancelJob{Fenced: s.fenced(), ID: id})
+	res, err := m.prop.ProposeOne(r.Context(), &fsm.CancelJob{Fenced: s.fenced(), ID: id})
 	switch {
 	case errors.Is(err, fsm.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("job %q not found", id))
 	case err != nil:
 		return err
 	default:
-		writeJSON(w, http.StatusAccepted, api.SubmitResponse{ID: id})
+		writeJSON(w, http.StatusAccepted, api.CancelResponse{ID: id, Status: string(res.Status), Unchanged: res.Unchanged})
 	}
 	return nil
 }

@@ -160,7 +160,7 @@ func (m *Master) removePeer(w http.ResponseWriter, r *http.Request, _ []byte, _ 
 	if err := m.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
 		return err
 	}
-	m.log.Info("master removed from the Raft configuration", "id", id)
+	m.log.Info("master removed from the Raft configuration", "peer", id)
 	writeJSON(w, http.StatusOK, map[string]string{"removed": id})
 	return nil
 }

@@ -28,6 +28,7 @@ func (t *tracker) carry(r leader.Ready, wait bool) []string {
 			r = t.core.Committed(t.read, r, rs)
 		}
 	}
+	t.m.metrics.count(r.Tally)
 	for _, e := range r.Events {
 		t.m.log.Log(t.s.ctx, e.Level, e.Msg, e.Args...)
 	}
@@ -76,7 +77,13 @@ func (t *tracker) heartbeat(id string) {
 	}
 	var rep wire.Report
 	req := wire.HeartbeatRequest{Leader: t.leader(), Ack: h.Ack, Probe: h.Probe}
-	if err := postJSON(t.s.ctx, t.m.client, h.Addr, wire.PathHeartbeat, req, &rep, cfg.heartbeatRPCTimeout()); err != nil {
+	sent := cfg.Now()
+	err := postJSON(t.s.ctx, t.m.client, h.Addr, wire.PathHeartbeat, req, &rep, cfg.heartbeatRPCTimeout())
+	if t.s.ctx.Err() == nil {
+		status, _ := t.core.Status(id)
+		t.m.metrics.heartbeat(cfg.Now().Sub(sent), err != nil, status)
+	}
+	if err != nil {
 		t.core.HeartbeatFailed(h)
 		if errors.Is(err, errFencedOff) {
 			t.m.log.Warn("executor refuses this leader's token", "executor", id, "err", err)
@@ -117,7 +124,9 @@ func (t *tracker) sendDeploy(d leader.Deploy) []string {
 	}
 	req := wire.NewDeployRequest(t.leader(), wt)
 	var resp wire.DeployResponse
-	if err := postJSON(t.s.ctx, t.m.client, addr, wire.PathDeploy, req, &resp, t.m.cfg.DeployRPCTimeout); err != nil {
+	err := postJSON(t.s.ctx, t.m.client, addr, wire.PathDeploy, req, &resp, t.m.cfg.DeployRPCTimeout)
+	t.m.metrics.deploy(len(d.Tasks), err != nil)
+	if err != nil {
 		t.m.log.Warn("deploy failed; the reconciler retries it", "executor", d.Executor, "tasks", len(d.Tasks), "redeploy", d.Redeploy, "err", err)
 		return nil
 	}

@@ -57,6 +57,11 @@ type Config struct {
 	// RequestWait is how long an API request waits for a leader during an
 	// election before answering 503.
 	RequestWait time.Duration
+	// EventBuffer is how many events the master keeps for its event stream
+	// (0: fsm.DefaultEventBuffer), and EventHeartbeat how often an idle
+	// stream gets a heartbeat line (0: DefaultEventHeartbeat).
+	EventBuffer    int
+	EventHeartbeat time.Duration
 
 	// Security (tls.go, docs/security.md). TLS names the master's CA,
 	// certificate and key (--tls-ca, --tls-cert, --tls-key: all three or
@@ -78,6 +83,8 @@ type Config struct {
 	// RaftLogLevel (default "warn").
 	RaftLog      io.Writer
 	RaftLogLevel string
+	// RaftLogJSON writes Raft's log as JSON lines (--log-format json).
+	RaftLogJSON bool
 	// Now is the clock; tests inject their own.
 	Now func() time.Time
 }
@@ -93,6 +100,7 @@ const (
 	DefaultJobRetention      = 24 * time.Hour
 	DefaultDeployRPCTimeout  = wire.MaxRequestTimeout
 	DefaultCancelRPCTimeout  = 5 * time.Second
+	DefaultEventHeartbeat    = 10 * time.Second
 )
 
 // leaderConfig is the leader core's timing.
@@ -161,6 +169,7 @@ func (c *Config) setDefaults() error {
 	def(&c.RequestWait, DefaultRequestWait)
 	def(&c.DeployRPCTimeout, DefaultDeployRPCTimeout)
 	def(&c.CancelRPCTimeout, DefaultCancelRPCTimeout)
+	def(&c.EventHeartbeat, DefaultEventHeartbeat)
 	for _, d := range []struct {
 		name string
 		v    time.Duration

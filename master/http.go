@@ -10,6 +10,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/jobspec"
+	"jobmaster/metrics"
 	"jobmaster/transport"
 )
 
@@ -31,6 +32,8 @@ func (m *Master) routes() http.Handler {
 		http.MethodGet: m.leaderRead(m.cluster),
 	}))
 	mux.HandleFunc("/v1/health", m.methods(map[string]http.HandlerFunc{http.MethodGet: m.health}))
+	mux.HandleFunc("/v1/metrics", m.methods(map[string]http.HandlerFunc{http.MethodGet: metrics.Handler(m.metrics.reg).ServeHTTP}))
+	mux.HandleFunc(eventsPath, m.methods(map[string]http.HandlerFunc{http.MethodGet: m.events}))
 	mux.HandleFunc("/v1/state/hash", m.methods(map[string]http.HandlerFunc{http.MethodGet: m.stateHash}))
 	mux.HandleFunc("/v1/internal/executor-update", m.methods(map[string]http.HandlerFunc{
 		http.MethodPost: m.requirePusher(m.leaderWrite(m.executorUpdate)),
@@ -48,7 +51,7 @@ func (m *Master) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return recoverPanics(m, canonicalPaths(mux))
+	return m.metrics.http.Wrap(transport.Role(transport.RoleMaster, recoverPanics(m, canonicalPaths(mux))))
 }
 
 // canonicalPaths answers a path with '.' or '..' segments or repeated

@@ -118,7 +118,8 @@ func (s *session) run() {
 	s.token, s.cluster = token, cluster
 	s.tracker = newTracker(s)
 	m.setSession(s)
-	m.log.Info("leadership established", "fencing_token", token, "cluster", cluster, "took", m.cfg.Now().Sub(start))
+	m.metrics.sessions.Inc()
+	m.log.Info("leadership established", "token", token, "cluster", cluster, "took", m.cfg.Now().Sub(start))
 
 	done := make(chan struct{})
 	var running int
@@ -144,7 +145,7 @@ func (s *session) run() {
 		<-done
 	}
 	s.tracker.wait()
-	m.log.Info("leadership lost", "fencing_token", token)
+	m.log.Info("leadership lost", "token", token)
 }
 
 // current reports whether the session's epoch is the state's: after

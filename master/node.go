@@ -46,6 +46,7 @@ import (
 
 	"jobmaster/fsm"
 	"jobmaster/membership"
+	"jobmaster/metrics"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -67,6 +68,8 @@ type Master struct {
 	client *http.Client
 	// tls is the master's TLS material (tls.go); nil when TLS is off.
 	tls *transport.TLS
+	// metrics is what GET /v1/metrics serves (metrics.go).
+	metrics *masterMetrics
 
 	mu      sync.Mutex
 	session *session // the established leader session, or nil
@@ -92,10 +95,14 @@ func New(cfg Config) (*Master, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
+	// Before Raft and gossip start, so that their first metrics count.
+	if _, err := metrics.RouteLibraries(); err != nil {
+		cfg.Logger.Warn("raft's and memberlist's metrics are not exported", "err", err)
+	}
 	m := &Master{
 		cfg:            cfg,
 		log:            cfg.Logger.With("node", cfg.NodeID),
-		fsm:            fsm.New(),
+		fsm:            fsm.NewWithEvents(cfg.EventBuffer),
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),
 		replaceCh:      make(chan replaceRequest),
@@ -141,6 +148,7 @@ func New(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.gossip = g
+	m.metrics = newMasterMetrics(m)
 	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{TLS: tl})
 	m.goFunc(m.monitorLeadership)
 	m.goFunc(m.watchMembership)

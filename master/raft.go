@@ -43,10 +43,11 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 		return nil, err
 	}
 	logger := hclog.New(&hclog.LoggerOptions{
-		Name:   "raft." + cfg.NodeID,
-		Level:  hclog.LevelFromString(cfg.RaftLogLevel),
-		Output: cfg.RaftLog,
-	})
+		Name:       "raft",
+		Level:      hclog.LevelFromString(cfg.RaftLogLevel),
+		Output:     cfg.RaftLog,
+		JSONFormat: cfg.RaftLogJSON,
+	}).With("node", cfg.NodeID)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = logger

@@ -42,17 +42,17 @@ func (s *session) reconcileVotersOnce() {
 		switch {
 		case mem.Status == membership.StatusAlive && (!in || cur != addr):
 			if err := m.verifyServer(id, addr); err != nil {
-				m.log.Warn("not adding a voter", "id", id, "err", err)
+				m.log.Warn("not adding a voter", "peer", id, "err", err)
 			} else if err := m.raft.AddVoter(id, addr, 0, 5*time.Second).Error(); err != nil {
-				m.log.Warn("add voter", "id", id, "err", err)
+				m.log.Warn("add voter", "peer", id, "err", err)
 			} else {
-				m.log.Info("voter added", "id", id, "raft", addr)
+				m.log.Info("voter added", "peer", id, "raft", addr)
 			}
 		case mem.Status == membership.StatusLeft && in && id != raft.ServerID(m.cfg.NodeID):
 			if err := m.raft.RemoveServer(id, 0, 5*time.Second).Error(); err != nil {
-				m.log.Warn("remove server", "id", id, "err", err)
+				m.log.Warn("remove server", "peer", id, "err", err)
 			} else {
-				m.log.Info("server removed after leaving", "id", id)
+				m.log.Info("server removed after leaving", "peer", id)
 			}
 		}
 	}

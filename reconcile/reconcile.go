@@ -61,8 +61,11 @@ type Result struct {
 	// acknowledged in time.
 	Missing []string
 	Expired []string
-	// Cancel is the executions to cancel on the executor.
-	Cancel []string
+	// Cancel is the executions to cancel on the executor; Unknown is those
+	// of them that the leader does not expect there (the others are being
+	// cancelled already).
+	Cancel  []string
+	Unknown []string
 	// Redeploy is the pending executions to deploy again.
 	Redeploy []string
 	// Ack is the terminal executions the executor may forget now.
@@ -91,6 +94,7 @@ func Reconcile(in Input) Result {
 			out.Ack = append(out.Ack, r.ExecutionID)
 		case !ok:
 			out.Cancel = append(out.Cancel, r.ExecutionID)
+			out.Unknown = append(out.Unknown, r.ExecutionID)
 		case st.Terminal():
 			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st, Message: r.Message, Bytes: r.Bytes, Unavailable: r.Unavailable})
 		case !e.Deployed || (st == wire.StateRunning && e.State == wire.StateDeploying):

@@ -31,7 +31,7 @@ func TestReconcile(t *testing.T) {
 			reported: []wire.ExecutionStatus{rep("a", "RUNNING")}},
 		{name: "unknown live is cancelled, unknown terminal acknowledged",
 			reported: []wire.ExecutionStatus{rep("x", "RUNNING"), rep("y", "FINISHED"), rep("z", "CANCELING")},
-			want:     Result{Cancel: []string{"x", "z"}, Ack: []string{"y"}}},
+			want:     Result{Cancel: []string{"x", "z"}, Unknown: []string{"x", "z"}, Ack: []string{"y"}}},
 		{name: "deployed and absent is missing",
 			expected: []fsm.Execution{ex("a", wire.StateRunning, true, 1, 2, 0)},
 			want:     Result{Missing: []string{"a"}}},

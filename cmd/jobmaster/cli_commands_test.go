@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/transport"
 )
 
 const wcSpec = `{"name": "wordcount", "vertices": [{"id": "split", "parallelism": 2, "command": ["true"]}, {"id": "count", "parallelism": 1, "command": ["true"]}]}`
@@ -169,6 +170,22 @@ func TestJobCancel(t *testing.T) {
 	assert.Equal(t, "Error: cancel job \"nope\": job \"nope\" not found\n", r.stderr)
 }
 
+func TestCancelOfAnEndedJobSaysSo(t *testing.T) {
+	f := newFakeMaster(t)
+	f.addJob(t, "done", wcSpec, "FINISHED")
+	require.Equal(t, 0, runCLI(f.addr(), "job", "status", "done").code)
+
+	r := runCLI(f.addr(), "job", "cancel", "done")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "Job done had already ended FINISHED: nothing to cancel\n", r.stdout)
+	r = runCLI(f.addr(), "job", "cancel", "--wait", "done")
+	assert.Equal(t, 1, r.code, "--wait exits 0 only for a job that ended CANCELED")
+	r = runCLI(f.addr(), "job", "cancel", "--json", "done")
+	var res api.CancelResponse
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.Equal(t, api.CancelResponse{ID: "done", Status: "FINISHED", Unchanged: true}, res)
+}
+
 func TestJobCancelWaitWhenJobFinishesFirst(t *testing.T) {
 	f := newFakeMaster(t)
 	f.addJob(t, "wc", wcSpec, "RUNNING")
@@ -269,7 +286,11 @@ func TestNoLeaderHints(t *testing.T) {
 
 	r := runCLI(addr, "job", "list", "--timeout", "100ms")
 	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.stderr, "the cluster has no leader: a majority of the masters")
+	assert.Contains(t, r.stderr, "Error: the cluster has no leader: "+noLeader.Listener.Addr().String()+" knows none; ")
+	assert.Contains(t, r.stderr, ": connection refused\nA majority of the masters must run")
+	assert.Contains(t, r.stderr, "add --stale")
+	assert.NotContains(t, r.stderr, "no master answered", "a master did answer")
+	assert.NotContains(t, r.stderr, "retry shortly", "one message, that does not contradict its hint")
 	assert.NotContains(t, r.stderr, "Is a cluster running?")
 
 	r = runCLI(addr, "job", "run", specFile(t, wcSpec))
@@ -331,6 +352,9 @@ func TestRolesNameMissingFlags(t *testing.T) {
 	r = runCLI("127.0.0.1:1", "server", "--node-id", "m1", "--data-dir", t.TempDir(), "--raft-log-level", "loud")
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "--raft-log-level")
+	r = runCLI("127.0.0.1:1", "server", "--node-id", "m1", "--data-dir", t.TempDir(), "--log-format", "xml")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, `--log-format "xml": use text or json`)
 	r = runCLI("127.0.0.1:1", "executor", "--node-id", "e1", "--data-dir", t.TempDir())
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "--join is required")
@@ -359,4 +383,58 @@ func TestJobLogsOfAnUnknownJob(t *testing.T) {
 	r := runCLI(f.addr(), "job", "logs", "nope", "split", "0")
 	assert.Equal(t, 1, r.code)
 	assert.Equal(t, "Error: job \"nope\" not found\n", r.stderr, "as 'job status' says it")
+}
+
+// TestJSONOnEveryCommand: the commands that write files or keys print JSON
+// with --json too.
+func TestJSONOnEveryCommand(t *testing.T) {
+	dir := t.TempDir()
+	r := runCLI("", "tls", "ca", "create", "--dir", dir, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var ca tlsWritten
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ca), r.stdout)
+	assert.Equal(t, dir+"/ca.pem", ca.Cert)
+	r = runCLI("", "tls", "cert", "create", "--role", "client", "--node-id", "me", "--ca", dir, "--dir", dir, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var cert tlsWritten
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &cert), r.stdout)
+	assert.Equal(t, "jobmaster://client/me", cert.Identity)
+	r = runCLI("", "operator", "gossip", "keygen", "--json")
+	var key map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &key), r.stdout)
+	assert.Len(t, key["key"], 44)
+
+	snap := newServerAt(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(api.IndexHeader, "17")
+		_, _ = w.Write([]byte("snapshot bytes"))
+	})
+	file := dir + "/backup.snap"
+	r = runCLI(snap, "operator", "snapshot", "save", file, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var saved snapshotSaved
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &saved), r.stdout)
+	assert.Equal(t, snapshotSaved{File: file, Bytes: 14, Index: 17}, saved)
+}
+
+// newServerAt serves h and returns its host:port.
+func newServerAt(t *testing.T, h http.HandlerFunc) string {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s.Listener.Addr().String()
+}
+
+// TestAnExecutorFirstInTheAddressList: an executor's address before a
+// master's is passed over; executors only are said to be no masters.
+func TestAnExecutorFirstInTheAddressList(t *testing.T) {
+	f := newFakeMaster(t)
+	executor := newServerAt(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(transport.RoleHeader, transport.RoleExecutor)
+		writeJSON(w, http.StatusNotFound, api.Error{Error: "no such endpoint: " + r.URL.Path + " (this is executor e1: the job API is on the masters)"})
+	})
+	r := runCLI(executor+","+f.addr(), "job", "list")
+	assert.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(executor, "job", "list")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, executor+" (an executor, not a master)")
+	assert.Contains(t, r.stderr, "Those are not masters' addresses")
 }

@@ -7,9 +7,12 @@ import (
 	"io"
 	"strings"
 
+	"net/http"
+
 	"github.com/spf13/cobra"
 
 	"jobmaster/client"
+	"jobmaster/transport"
 )
 
 // Exit codes.
@@ -85,7 +88,41 @@ func report(stderr io.Writer, err error) int {
 
 // message is the text printed after "Error: ".
 func message(err error) string {
+	if u, ok := errors.AsType[*client.UnreachableError](err); ok && u.NoLeader() {
+		// Said once, the same way whatever the command: which masters know
+		// no leader and which could not be reached.
+		return noLeaderMessage(u)
+	}
 	return strings.TrimSpace(err.Error())
+}
+
+// noLeaderMessage says that the masters that answered know no leader, and
+// what became of the others.
+func noLeaderMessage(u *client.UnreachableError) string {
+	var none []string
+	others := map[string][]string{}
+	var order []string
+	for _, a := range u.Attempts {
+		addr := transport.HostPort(a.Address)
+		if apiErr, ok := errors.AsType[*client.APIError](a.Err); ok && apiErr.StatusCode == http.StatusServiceUnavailable {
+			none = append(none, addr)
+			continue
+		}
+		why := client.Describe(a.Err)
+		if others[why] == nil {
+			order = append(order, why)
+		}
+		others[why] = append(others[why], addr)
+	}
+	verb := "knows"
+	if len(none) > 1 {
+		verb = "know"
+	}
+	msg := fmt.Sprintf("the cluster has no leader: %s %s none", strings.Join(none, ", "), verb)
+	for _, why := range order {
+		msg += fmt.Sprintf("; %s: %s", strings.Join(others[why], ", "), why)
+	}
+	return msg
 }
 
 // hint suggests what to do about an error, or returns "".
@@ -93,8 +130,12 @@ func hint(err error) string {
 	var unreachable *client.UnreachableError
 	switch {
 	case errors.As(err, &unreachable) && unreachable.NoLeader():
-		return "A master answered but the cluster has no leader: a majority of the masters\n" +
-			"(2 of 3) must be running and able to reach each other. See docs/operations.md."
+		return "A majority of the masters must run and reach each other to elect a leader\n" +
+			"(2 of 3, 3 of 5). Reads work without one: add --stale (the answer may be\n" +
+			"behind the last leader's). See docs/operations.md, \"No leader\"."
+	case errors.As(err, &unreachable) && unreachable.NotMasters():
+		return "Those are not masters' addresses: give --address (or JOBMASTER_ADDR) the\n" +
+			"masters' HTTP addresses ('jobmaster members' lists them)."
 	case errors.As(err, &unreachable):
 		return "Is a cluster running? Start a local one with 'make run' or 'jobmaster dev',\n" +
 			"or point --address or JOBMASTER_ADDR at its masters."

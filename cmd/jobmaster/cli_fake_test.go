@@ -202,6 +202,10 @@ func (f *fakeMaster) cancel(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, api.Error{Error: fmt.Sprintf("job %q not found", id)})
 		return
 	}
+	if terminalStatus(j.job.Status) {
+		writeJSON(w, http.StatusAccepted, api.CancelResponse{ID: id, Status: j.job.Status, Unchanged: true})
+		return
+	}
 	j.script = []string{"CANCELLING", "CANCELED"}
 	if j.onCancel != nil {
 		j.script = j.onCancel

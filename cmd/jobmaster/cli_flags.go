@@ -32,6 +32,13 @@ type clientOpts struct {
 	// waiting is set while a command shows a job's progress: notes on
 	// stderr would garble it.
 	waiting bool
+	// stale is --stale, on the commands that only read.
+	stale bool
+}
+
+// staleFlag registers --stale on a command that only reads.
+func (o *clientOpts) staleFlag(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&o.stale, "stale", false, "let any master answer from its own copy of the state, without a leader (works while most masters are down; may be behind)")
 }
 
 // addClientFlags registers --address, --json, --timeout and the TLS flags
@@ -117,9 +124,13 @@ func (o *clientOpts) newClient(cmd *cobra.Command) (*client.Client, error) {
 			return
 		}
 		noted = true
-		fmt.Fprintf(cmd.ErrOrStderr(), "Still trying: %v; giving up after %v (Ctrl-C to stop now)\n", err, o.timeout)
+		fmt.Fprintf(cmd.ErrOrStderr(), "Still trying: %s; giving up after %v (Ctrl-C to stop now)\n", message(err), o.timeout)
 	}
-	c, err := client.New(addresses, append(tlsOpts, client.WithTimeout(o.timeout), client.WithRetryNotify(note))...)
+	opts := append(tlsOpts, client.WithTimeout(o.timeout), client.WithRetryNotify(note))
+	if o.stale {
+		opts = append(opts, client.WithStaleReads())
+	}
+	c, err := client.New(addresses, opts...)
 	if err != nil {
 		source := "--address"
 		if !cmd.Flags().Changed("address") {

@@ -9,7 +9,7 @@ import (
 )
 
 // newGossipCmd is `jobmaster operator gossip`: gossip encryption keys.
-func newGossipCmd() *cobra.Command {
+func newGossipCmd(o *clientOpts) *cobra.Command {
 	cmd := &cobra.Command{Use: "gossip", Short: "Make gossip encryption keys", Args: groupArgs, RunE: runGroup}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "keygen",
@@ -22,6 +22,9 @@ needs a key the others have; docs/security.md tells how to rotate it.`,
 			k, err := membership.NewKey()
 			if err != nil {
 				return err
+			}
+			if o.json {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"key": k})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), k)
 			return nil

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"jobmaster/api"
 )
 
 // newJobCancelCmd builds `jobmaster job cancel ID [--wait]`.
@@ -36,12 +34,31 @@ func cancelJob(cmd *cobra.Command, o *clientOpts, id string, wait bool) error {
 	}
 	defer c.Close()
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
-	if err := c.CancelJob(ctx, id); err != nil {
+	res, err := c.CancelJobStatus(ctx, id)
+	if err != nil {
 		return fmt.Errorf("cancel job %q: %w", id, notFound(err, id))
+	}
+	if res.Unchanged && terminalStatus(res.Status) {
+		// Nothing to cancel, and nothing to wait for.
+		if o.json {
+			return printJSON(out, res)
+		}
+		fmt.Fprintf(out, "Job %s had already ended %s: nothing to cancel\n", id, res.Status)
+		if wait && res.Status != statusCanceled {
+			return &exitError{code: exitFailure}
+		}
+		return nil
+	}
+	if res.Unchanged && !wait {
+		if o.json {
+			return printJSON(out, res)
+		}
+		fmt.Fprintf(out, "Job %s is already %s; the cancel changes nothing\n", id, res.Status)
+		return nil
 	}
 	if !wait {
 		if o.json {
-			return printJSON(out, api.SubmitResponse{ID: id})
+			return printJSON(out, res)
 		}
 		fmt.Fprintf(out, "Cancel requested for job %s\n", id)
 		return nil

@@ -12,7 +12,7 @@ import (
 
 // newJobListCmd builds `jobmaster job list`.
 func newJobListCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List jobs",
 		Args:  exactArgs(),
@@ -31,4 +31,6 @@ func newJobListCmd(o *clientOpts) *cobra.Command {
 			return nil
 		}),
 	}
+	o.staleFlag(cmd)
+	return cmd
 }

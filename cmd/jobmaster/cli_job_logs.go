@@ -1,27 +1,35 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"jobmaster/api"
 	"jobmaster/client"
+	"jobmaster/wire"
 )
 
-// newJobLogsCmd builds `jobmaster job logs JOB VERTEX SUBTASK [--stderr]`.
+// newJobLogsCmd builds `jobmaster job logs JOB VERTEX SUBTASK [--stderr] [-f]`.
 func newJobLogsCmd(o *clientOpts) *cobra.Command {
-	var stderr bool
+	var stderr, follow bool
 	cmd := &cobra.Command{
 		Use:   "logs JOB VERTEX SUBTASK",
 		Short: "Print the stdout (or stderr) of a subtask's current attempt",
 		Long: `Print the stdout (or, with --stderr, the stderr) of the current attempt of
 one subtask, read from the executor that runs or ran it. SUBTASK is the
-0-based subtask index. The output is the raw log, with or without --json.`,
-		Example: "  jobmaster job logs wc-1 split 0\n  jobmaster job logs wc-1 count 1 --stderr",
+0-based subtask index. The output is the raw log, with or without --json.
+
+With -f (--follow) the command prints what the task writes as it writes it,
+and exits once the task has ended (waiting first, if the subtask has not
+been placed yet); it says on stderr how the task ended.`,
+		Example: "  jobmaster job logs wc-1 split 0\n  jobmaster job logs wc-1 count 1 --stderr\n  jobmaster job logs wc-1 report 0 -f",
 		Args:    exactArgs("JOB", "VERTEX", "SUBTASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			subtask, err := strconv.Atoi(args[2])
@@ -32,21 +40,32 @@ one subtask, read from the executor that runs or ran it. SUBTASK is the
 			if stderr {
 				stream = client.Stderr
 			}
-			return printLogs(cmd, o, args[0], args[1], subtask, stream)
+			return printLogs(cmd, o, args[0], args[1], subtask, client.LogOptions{Stream: stream, Follow: follow})
 		},
 	}
 	cmd.Flags().BoolVar(&stderr, "stderr", false, "print stderr instead of stdout")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing what the task writes until it ends, then exit")
+	o.staleFlag(cmd)
 	return cmd
 }
 
+// placedPoll is how often logs -f asks whether a subtask has been placed.
+const placedPoll = 500 * time.Millisecond
+
 // printLogs copies one log stream of a subtask to stdout.
-func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask int, stream string) error {
+func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask int, lo client.LogOptions) error {
 	c, err := o.newClient(cmd)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	logs, err := c.Logs(cmd.Context(), job, vertex, subtask, stream)
+	ctx := cmd.Context()
+	if lo.Follow {
+		if err := waitPlaced(ctx, c, job, vertex, subtask); err != nil {
+			return err
+		}
+	}
+	logs, err := c.LogsOf(ctx, job, vertex, subtask, lo)
 	if apiErr, ok := errors.AsType[*client.APIError](err); ok && apiErr.StatusCode == http.StatusNotFound && apiErr.Message != "" {
 		return errors.New(apiErr.Message) // like 'job status': the message says what is missing
 	}
@@ -55,7 +74,74 @@ func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask in
 	}
 	defer logs.Close()
 	if _, err := io.Copy(cmd.OutOrStdout(), logs); err != nil {
+		if ctx.Err() != nil {
+			return &exitError{code: exitInterrupted}
+		}
 		return fmt.Errorf("read the logs of %s[%d]: %w", vertex, subtask, err)
 	}
+	if lo.Follow {
+		if st := recordedEnd(ctx, c, job, vertex, subtask); st != nil {
+			fmt.Fprintln(cmd.ErrOrStderr(), endedLine(vertex, st))
+		}
+	}
 	return nil
+}
+
+// recordedEnd reads the subtask until the masters have recorded the end of
+// the attempt whose log ended (its executor's report of it may still be on
+// its way), for a few seconds at most.
+func recordedEnd(ctx context.Context, c *client.Client, job, vertex string, subtask int) *api.Subtask {
+	var st *api.Subtask
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		j, err := c.Job(ctx, job)
+		if err != nil {
+			return st
+		}
+		if st, err = client.FindSubtask(j, vertex, subtask); err != nil {
+			return nil
+		}
+		if st.State.Terminal() || st.State == wire.StateScheduled || time.Now().After(deadline) {
+			return st
+		}
+		if sleepCtx(ctx, 100*time.Millisecond) != nil {
+			return st
+		}
+	}
+}
+
+// endedLine says how a followed subtask's attempt ended.
+func endedLine(vertex string, st *api.Subtask) string {
+	line := fmt.Sprintf("%s/%d attempt %d ended %s", vertex, st.Index, st.Attempt, st.State)
+	if !st.State.Terminal() {
+		// A restart may already have replaced the attempt followed.
+		line = fmt.Sprintf("%s/%d attempt %d is %s", vertex, st.Index, st.Attempt, st.State)
+	}
+	if st.Message != "" {
+		line += ": " + oneLine(st.Message)
+	}
+	return line
+}
+
+// waitPlaced waits until the current attempt of the subtask has been
+// placed on an executor.
+func waitPlaced(ctx context.Context, c *client.Client, job, vertex string, subtask int) error {
+	for {
+		j, err := c.Job(ctx, job)
+		if err != nil {
+			return notFound(err, job)
+		}
+		st, err := client.FindSubtask(j, vertex, subtask)
+		if err != nil {
+			return err
+		}
+		if st.Executor != "" && st.ExecutionID != "" {
+			return nil
+		}
+		if terminalStatus(j.Status) {
+			return fmt.Errorf("subtask %s[%d] of job %q never ran: the job ended %s", vertex, subtask, job, j.Status)
+		}
+		if err := sleepCtx(ctx, placedPoll); err != nil {
+			return &exitError{code: exitInterrupted}
+		}
+	}
 }

@@ -28,5 +28,6 @@ func newMembersCmd(env *cliEnv) *cobra.Command {
 		}),
 	}
 	addClientFlags(cmd, o)
+	o.staleFlag(cmd)
 	return cmd
 }

@@ -12,6 +12,13 @@ import (
 	"jobmaster/api"
 )
 
+// snapshotSaved is what operator snapshot save --json prints.
+type snapshotSaved struct {
+	File  string `json:"file"`
+	Bytes int    `json:"bytes"`
+	Index uint64 `json:"index"`
+}
+
 // newOperatorCmd builds `jobmaster operator`: backups, master membership
 // and gossip keys.
 func newOperatorCmd(env *cliEnv) *cobra.Command {
@@ -24,22 +31,27 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 	}
 	addClientFlags(cmd, o)
 	snap := &cobra.Command{Use: "snapshot", Short: "Save or restore the replicated state", Args: groupArgs, RunE: runGroup}
-	snap.AddCommand(&cobra.Command{
+	save := &cobra.Command{
 		Use:   "save FILE",
 		Short: "Save the replicated state to FILE (a backup)",
 		Args:  exactArgs("FILE"),
 		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
-			data, err := c.SnapshotSave(cmd.Context())
+			data, index, err := c.Snapshot(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if err := os.WriteFile(args[0], data, 0o600); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Saved %d bytes to %s\n", len(data), args[0])
+			if o.json {
+				return printJSON(cmd.OutOrStdout(), snapshotSaved{File: args[0], Bytes: len(data), Index: index})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Saved %d bytes to %s (the state at index %d)\n", len(data), args[0], index)
 			return nil
 		}),
-	}, &cobra.Command{
+	}
+	o.staleFlag(save)
+	snap.AddCommand(save, &cobra.Command{
 		Use:   "restore FILE",
 		Short: "Replace the cluster's state with a snapshot saved earlier (disaster recovery)",
 		Long: `Replace the cluster's whole state with a snapshot saved by 'operator snapshot
@@ -55,12 +67,15 @@ expects but no executor runs are failed and restarted).`,
 			if err := c.SnapshotRestore(cmd.Context(), data); err != nil {
 				return err
 			}
+			if o.json {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"restored": true, "file": args[0]})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Restored the state from %s\n", args[0])
 			return nil
 		}),
 	})
 	rft := &cobra.Command{Use: "raft", Short: "List or remove the masters of the Raft configuration", Args: groupArgs, RunE: runGroup}
-	rft.AddCommand(&cobra.Command{
+	list := &cobra.Command{
 		Use:   "list-peers",
 		Short: "List the masters of the Raft configuration",
 		Args:  exactArgs(),
@@ -79,7 +94,9 @@ expects but no executor runs are failed and restarted).`,
 			}
 			return tw.Flush()
 		}),
-	}, &cobra.Command{
+	}
+	o.staleFlag(list)
+	rft.AddCommand(list, &cobra.Command{
 		Use:   "remove-peer ID",
 		Short: "Remove a master that is gone for good from the Raft configuration",
 		Args:  exactArgs("ID"),
@@ -87,10 +104,13 @@ expects but no executor runs are failed and restarted).`,
 			if err := c.RemovePeer(cmd.Context(), args[0]); err != nil {
 				return err
 			}
+			if o.json {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"removed": args[0]})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Removed %s from the Raft configuration\n", args[0])
 			return nil
 		}),
 	})
-	cmd.AddCommand(snap, rft, newGossipCmd())
+	cmd.AddCommand(snap, rft, newGossipCmd(o))
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"jobmaster/api"
+	"jobmaster/wire"
 )
 
 // table collects tab-separated rows and aligns them like Nomad's CLI:
@@ -28,10 +29,17 @@ func (t *table) row(cells ...string) {
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }
 
-// String flushes the table and returns its text.
+// String flushes the table and returns its text, without the blanks that
+// pad an empty last cell.
 func (t *table) String() string {
 	_ = t.tw.Flush()
-	return t.b.String()
+	lines := strings.SplitAfter(t.b.String(), "\n")
+	for i, l := range lines {
+		if strings.HasSuffix(l, "\n") {
+			lines[i] = strings.TrimRight(l[:len(l)-1], " ") + "\n"
+		}
+	}
+	return strings.Join(lines, "")
 }
 
 // keyValues renders "Key = value" lines with the "=" aligned.
@@ -67,6 +75,13 @@ func formatJobList(jobs []api.JobSummary) string {
 // formatJobStatus renders `job status`: the job, then a table per vertex.
 // now gives the time zone for dates and the end of a running job's duration.
 func formatJobStatus(job *api.Job, now time.Time) string {
+	return formatJobStatusNoting(job, now, nil)
+}
+
+// formatJobStatusNoting is formatJobStatus with a note for the live
+// subtasks of some executors (silentNotes: one the leader has not heard
+// from for a while).
+func formatJobStatusNoting(job *api.Job, now time.Time, notes map[string]string) string {
 	pairs := [][2]string{
 		{"ID", job.ID},
 		{"Name", orDash(job.Name)},
@@ -90,31 +105,73 @@ func formatJobStatus(job *api.Job, now time.Time) string {
 	b.WriteString(keyValues(pairs...))
 	for _, v := range job.Vertices {
 		b.WriteString("\n")
-		b.WriteString(formatVertex(v))
+		b.WriteString(formatVertex(v, notes))
 	}
 	return b.String()
 }
 
+// silentNotes notes the executors the leader has not heard from for two
+// seconds or more: their subtasks may be gone though still shown live,
+// until the executor timeout declares them lost.
+func silentNotes(cl *api.Cluster) map[string]string {
+	notes := map[string]string{}
+	for _, x := range cl.Executors {
+		switch {
+		case x.SilentMs != nil && *x.SilentMs >= 2000:
+			notes[x.ID] = fmt.Sprintf("executor not heard for %s", (time.Duration(*x.SilentMs) * time.Millisecond).Truncate(time.Second))
+		case x.SilentMs == nil && x.Status == "lost":
+			notes[x.ID] = "executor gone from gossip"
+		}
+	}
+	return notes
+}
+
+// previousAttempt renders how a restarted subtask's previous attempt ended.
+func previousAttempt(s api.Subtask) string {
+	p := s.PreviousAttempt
+	if p == nil {
+		return ""
+	}
+	out := fmt.Sprintf("attempt %d %s", p.Attempt, p.State)
+	if p.Message != "" {
+		out += ": " + oneLine(p.Message)
+	}
+	return out
+}
+
 // formatVertex renders one vertex of `job status`: a heading with counts,
 // then one row per subtask.
-func formatVertex(v api.Vertex) string {
+func formatVertex(v api.Vertex, notes map[string]string) string {
 	c := countSubtasks(v)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Vertex %q (parallelism %d): %s\n", v.ID, c.total, c.summary())
-	withMessage := false
+	message := func(s api.Subtask) string {
+		if s.Message == "" && !s.State.Terminal() && s.State != wire.StateScheduled {
+			return notes[s.Executor]
+		}
+		return oneLine(s.Message)
+	}
+	withMessage, withPrevious := false, false
 	for _, s := range v.Subtasks {
-		withMessage = withMessage || s.Message != ""
+		withMessage = withMessage || message(s) != ""
+		withPrevious = withPrevious || s.PreviousAttempt != nil
 	}
 	t := newTable(2)
 	header := []string{"INDEX", "STATE", "ATTEMPT", "EXECUTOR", "EXECUTION ID"}
 	if withMessage {
 		header = append(header, "MESSAGE")
 	}
+	if withPrevious {
+		header = append(header, "PREVIOUS ATTEMPT")
+	}
 	t.row(header...)
 	for _, s := range v.Subtasks {
 		cells := []string{strconv.Itoa(s.Index), string(s.State), strconv.Itoa(s.Attempt), orDash(s.Executor), orDash(s.ExecutionID)}
 		if withMessage {
-			cells = append(cells, oneLine(s.Message))
+			cells = append(cells, message(s))
+		}
+		if withPrevious {
+			cells = append(cells, previousAttempt(s))
 		}
 		t.row(cells...)
 	}

@@ -12,8 +12,20 @@ import (
 	"jobmaster/pki"
 )
 
+// tlsWritten is what the tls commands print with --json.
+type tlsWritten struct {
+	Identity string   `json:"identity,omitempty"` // jobmaster://<role>/<node id>; empty for a CA
+	Cert     string   `json:"cert"`
+	Key      string   `json:"key"`
+	NotAfter string   `json:"not_after"`
+	Names    []string `json:"names,omitempty"`
+}
+
 // newTLSCmd is `jobmaster tls`: the cluster's small CA (docs/security.md).
 func newTLSCmd() *cobra.Command {
+	var tlsJSON bool
+	newTLSCACreateCmd := func() *cobra.Command { return newTLSCACreate(&tlsJSON) }
+	newTLSCertCreateCmd := func() *cobra.Command { return newTLSCertCreate(&tlsJSON) }
 	cmd := &cobra.Command{
 		Use:   "tls",
 		Short: "Create a CA and the certificates of masters, executors and clients",
@@ -26,6 +38,7 @@ own state or fetch partitions.`,
 		Args: groupArgs,
 		RunE: runGroup,
 	}
+	cmd.PersistentFlags().BoolVar(&tlsJSON, "json", false, "print what was written as JSON")
 	ca := &cobra.Command{Use: "ca", Short: "Create the cluster's certificate authority", Args: groupArgs, RunE: runGroup}
 	ca.AddCommand(newTLSCACreateCmd())
 	cert := &cobra.Command{Use: "cert", Short: "Issue certificates from the CA", Args: groupArgs, RunE: runGroup}
@@ -34,7 +47,7 @@ own state or fetch partitions.`,
 	return cmd
 }
 
-func newTLSCACreateCmd() *cobra.Command {
+func newTLSCACreate(asJSON *bool) *cobra.Command {
 	var dir string
 	var days int
 	cmd := &cobra.Command{
@@ -59,6 +72,9 @@ keep it off the cluster's hosts. Existing files are never overwritten.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if *asJSON {
+				return printJSON(out, tlsWritten{Cert: certPath, Key: keyPath, NotAfter: ca.Cert.NotAfter.UTC().Format(time.RFC3339)})
+			}
 			fmt.Fprintf(out, "Created %s, valid until %s\n", ca.Cert.Subject.CommonName, ca.Cert.NotAfter.UTC().Format(time.DateOnly))
 			fmt.Fprintf(out, "  certificate: %s (every node's --tls-ca, clients' --ca-cert)\n", certPath)
 			fmt.Fprintf(out, "  key:         %s (keep it secret, and off the cluster's hosts)\n", keyPath)
@@ -70,7 +86,7 @@ keep it off the cluster's hosts. Existing files are never overwritten.`,
 	return cmd
 }
 
-func newTLSCertCreateCmd() *cobra.Command {
+func newTLSCertCreate(asJSON *bool) *cobra.Command {
 	var role, nodeID, caDir, dir, ips, dns string
 	var days int
 	cmd := &cobra.Command{
@@ -129,6 +145,10 @@ peers verify it.`,
 			}
 			names = append(names, is.Cert.DNSNames...)
 			out := cmd.OutOrStdout()
+			if *asJSON {
+				return printJSON(out, tlsWritten{Identity: is.Identity.URI().String(), Cert: certPath, Key: keyPath,
+					NotAfter: is.Cert.NotAfter.UTC().Format(time.RFC3339), Names: names})
+			}
 			fmt.Fprintf(out, "Issued the certificate of %s (%s), valid until %s, for %s\n",
 				is.Identity, is.Identity.URI(), is.Cert.NotAfter.UTC().Format(time.DateOnly), strings.Join(names, ", "))
 			fmt.Fprintf(out, "  certificate: %s (--tls-cert)\n", certPath)

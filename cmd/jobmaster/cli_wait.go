@@ -27,6 +27,9 @@ type progressView interface {
 	show(job *api.Job, elapsed time.Duration)
 	// note shows why the job is not moving ("" clears it).
 	note(msg string)
+	// failed shows a failed attempt (or a restart's cause) as it happens,
+	// elapsed into the wait.
+	failed(line string, elapsed time.Duration)
 	// close ends the view, leaving the cursor at the start of a line.
 	close()
 }
@@ -77,19 +80,25 @@ type waitOpts struct {
 }
 
 // waitJob polls job id every interval, showing each answer on view, until
-// the job reaches a terminal status. It returns the last job seen and how
+// the job reaches a terminal status (followJob reads the event stream
+// instead, and falls back to this). It returns the last job seen and how
 // long it waited; errStoppedWaiting when ctx ends first. Each poll fails
 // over between masters like any call, so a master failover does not end the
 // wait; a poll that fails for good does.
 //
 // A job that stays CREATED with nothing placed for stuckAfter gets a note
-// on the view saying why (slotNote).
+// on the view saying why (slotNote); each failed attempt a poll sees is
+// shown once.
 func waitJob(ctx context.Context, c *client.Client, id string, view progressView, w waitOpts) (*api.Job, time.Duration, error) {
-	start := time.Now()
+	return pollJob(ctx, c, id, view, w, time.Now(), &failureLog{said: map[string]bool{}})
+}
+
+// pollJob is waitJob from start, with the failures already said.
+func pollJob(ctx context.Context, c *client.Client, id string, view progressView, w waitOpts, start time.Time, fails *failureLog) (*api.Job, time.Duration, error) {
 	ticker := time.NewTicker(w.interval)
 	defer ticker.Stop()
 	var last *api.Job
-	var unplacedSince, checked time.Time
+	stuck := newStuckCheck(w)
 	for {
 		job, err := c.Job(ctx, id)
 		if ctx.Err() != nil {
@@ -99,20 +108,9 @@ func waitJob(ctx context.Context, c *client.Client, id string, view progressView
 			return last, time.Since(start), fmt.Errorf("waiting for job %q: %w", id, notFound(err, id))
 		}
 		last = job
-		now := time.Now()
-		switch {
-		case job.Status != "CREATED":
-			if !unplacedSince.IsZero() {
-				view.note("")
-			}
-			unplacedSince = time.Time{}
-		case unplacedSince.IsZero():
-			unplacedSince = now
-		case now.Sub(unplacedSince) >= w.stuckAfter && (checked.IsZero() || now.Sub(checked) >= recheckEvery):
-			checked = now
-			if cl, err := c.Cluster(ctx); err == nil {
-				view.note(slotNote(job, cl, w.need))
-			}
+		stuck.check(ctx, c, job, view)
+		for _, line := range fails.fromJob(job) {
+			view.failed(line, time.Since(start))
 		}
 		view.show(job, time.Since(start))
 		if terminalStatus(job.Status) {
@@ -133,7 +131,7 @@ func (o *clientOpts) follow(cmd *cobra.Command, c *client.Client, id string, nee
 	defer func() { o.waiting = false }()
 	view := o.newView(cmd)
 	defer view.close()
-	return waitJob(cmd.Context(), c, id, view, o.env.waitOpts(need))
+	return followJob(cmd.Context(), c, id, view, o.env.waitOpts(need))
 }
 
 // newView picks how a waiting command shows progress: nothing with --json,
@@ -172,11 +170,16 @@ func (v sinceView) show(job *api.Job, elapsed time.Duration) {
 	v.progressView.show(job, v.offset+elapsed)
 }
 
+func (v sinceView) failed(line string, elapsed time.Duration) {
+	v.progressView.failed(line, v.offset+elapsed)
+}
+
 // quietView shows nothing (--json prints the final job instead).
 type quietView struct{}
 
 func (quietView) show(*api.Job, time.Duration) {}
 func (quietView) note(string)                  {}
+func (quietView) failed(string, time.Duration) {}
 func (quietView) close()                       {}
 
 // lineView prints one line per change of the job, prefixed with the
@@ -203,17 +206,32 @@ func (v *lineView) show(job *api.Job, elapsed time.Duration) {
 	fmt.Fprintf(v.w, "%s %s\n", formatElapsed(elapsed), line)
 }
 
+func (v *lineView) failed(line string, elapsed time.Duration) {
+	fmt.Fprintf(v.w, "%s %s\n", formatElapsed(elapsed), line)
+}
+
 func (v *lineView) close() {}
 
 // liveView redraws the job in place on a terminal.
 type liveView struct {
 	w     io.Writer
 	size  func() termSize
-	drawn int    // lines of the last frame
-	msg   string // the note, drawn under the frame
+	drawn int      // lines of the last frame
+	msg   string   // the note, drawn under the frame
+	fails []string // the latest failures, drawn under the frame
 }
 
 func (v *liveView) note(msg string) { v.msg = msg }
+
+// liveFailures is how many of the latest failures a live view shows.
+const liveFailures = 3
+
+func (v *liveView) failed(line string, elapsed time.Duration) {
+	v.fails = append(v.fails, formatElapsed(elapsed)+" "+line)
+	if len(v.fails) > liveFailures {
+		v.fails = v.fails[len(v.fails)-liveFailures:]
+	}
+}
 
 // ANSI escapes used by liveView.
 const (
@@ -229,14 +247,22 @@ func newLiveView(w io.Writer, size func() termSize) *liveView {
 }
 
 func (v *liveView) show(job *api.Job, elapsed time.Duration) {
+	v.frame(liveLines(job, elapsed, v.size()))
+}
+
+// frame draws lines in place of the last frame, with the latest failures
+// and the note under them.
+func (v *liveView) frame(lines []string) {
 	size := v.size()
-	lines := liveLines(job, elapsed, size)
-	if v.msg != "" {
-		msg := "  " + v.msg
-		if size.width > 0 {
-			msg = truncate(msg, size.width-1)
+	for _, extra := range append(append([]string(nil), v.fails...), v.msg) {
+		if extra == "" {
+			continue
 		}
-		lines = append(lines, msg)
+		extra = "  " + extra
+		if size.width > 0 {
+			extra = truncate(extra, size.width-1)
+		}
+		lines = append(lines, extra)
 	}
 	var b strings.Builder
 	if v.drawn > 0 {

@@ -15,14 +15,24 @@ import (
 	"jobmaster/jobspec"
 )
 
-// newLogger is the servers' structured logger on stderr; a bad level is a
-// usage error.
-func newLogger(cmd *cobra.Command, level string) (*slog.Logger, error) {
+// newLogger is the servers' structured logger on stderr, as text
+// (key=value) or JSON lines; a bad level or format is a usage error. Every
+// line of a node carries the same keys for the same things: node (the node
+// logging), job, execution (an execution id; executions for a list),
+// token (a fencing token), executor and leader (other nodes).
+func newLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(strings.ToLower(level))); err != nil {
 		return nil, usageErrorf(cmd, "--log-level %q: use debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, usageErrorf(cmd, "--log-format %q: use text or json", format)
 }
 
 // checkNodeID: a node id names the node in Raft, gossip, URLs

@@ -55,7 +55,11 @@ With --failover-demo it kills the leader (kill -9) while the job runs and
 shows another master taking over with a new fencing token, and that no task
 was restarted. With --partition-loss-demo it kills the executor holding
 split's partitions once split has finished, and shows the lost subtasks of
-split running again and the same counts coming out.`,
+split running again and the same counts coming out.
+
+While it runs, 'jobmaster dev kill NODE' kills a node (kill -9) and
+'jobmaster dev restart NODE' starts it again (a node killed from outside
+too), so you can play with failures.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd, env, &o)
@@ -71,6 +75,10 @@ split running again and the same counts coming out.`,
 	f.BoolVar(&o.exitAfterDemo, "exit-after-demo", false, "stop the cluster when the demo job ends (exit 0 if it FINISHED)")
 	f.BoolVar(&o.failoverDemo, "failover-demo", false, "kill the leader while the demo job runs and show the takeover")
 	f.BoolVar(&o.lossDemo, "partition-loss-demo", false, "kill the executor holding split's partitions after split finished, and show them produced again")
+	cmd.AddCommand(
+		newDevOrderCmd(env, "restart", "Restart a node of the running dev cluster (start it again if it was killed)"),
+		newDevOrderCmd(env, "kill", "Kill a node of the running dev cluster (kill -9)"),
+	)
 	return cmd
 }
 
@@ -161,6 +169,7 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	}
 	defer c.stopAll()
 	c.printNodes()
+	defer c.startControl(dir, published)()
 
 	addrs := c.masterAddrs()
 	cl, err := client.New(addrs, client.WithTimeout(30*time.Second),
@@ -201,8 +210,8 @@ The cluster keeps running. In another terminal, try:
   %[1]s job run examples/flaky.json --wait
   %[1]s job run examples/wide.json --wait
   %[1]s job list
-Kill the leader (see 'members'; kill -9 its PID from the table above) and
-watch another take over; this command does not restart it.
+Kill the leader ('%[1]s dev kill m2', or kill -9 its PID from the table
+above) and watch another take over; bring it back with '%[1]s dev restart m2'.
 Press Ctrl-C to stop the cluster.
 `, displayBin(bin))
 	<-ctx.Done()

@@ -46,7 +46,7 @@ certificates and the --gossip-keyring file.`,
 			if len(o.Join) == 0 {
 				return usageErrorf(cmd, "--join is required: the gossip addresses of the masters")
 			}
-			logger, err := newLogger(cmd, o.LogLevel)
+			logger, err := newLogger(cmd, o.LogLevel, o.LogFormat)
 			if err != nil {
 				return err
 			}

@@ -44,12 +44,13 @@ certificates and the --gossip-keyring file.`,
 			default:
 				return usageErrorf(cmd, "--raft-log-level %q: use trace, debug, info, warn, error or off", o.RaftLogLevel)
 			}
-			logger, err := newLogger(cmd, o.LogLevel)
+			logger, err := newLogger(cmd, o.LogLevel, o.LogFormat)
 			if err != nil {
 				return err
 			}
 			cfg := o.Config
 			cfg.Logger = logger
+			cfg.RaftLogJSON = strings.EqualFold(o.LogFormat, "json")
 			m, err := master.New(cfg)
 			if err != nil {
 				return err

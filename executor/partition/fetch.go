@@ -74,6 +74,9 @@ type Fetcher struct {
 	// Log, if set, gets every failed attempt (debug) and every source given
 	// up (warn).
 	Log *slog.Logger
+	// Observe, if set, is told after every attempt how many bytes it
+	// brought and whether it failed (ended without its end marker).
+	Observe func(bytes int64, failed bool)
 }
 
 // Fetch copies what src holds into w, resuming at the offset it reached
@@ -101,6 +104,9 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source, w io.Writer) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if f.Observe != nil {
+			f.Observe(n, end == "")
+		}
 		var sink *SinkError
 		var perm *UnavailableError
 		switch {
@@ -127,12 +133,12 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source, w io.Writer) error {
 		wait, giveUp := Retry(first, t, failures, bound)
 		if giveUp {
 			if f.Log != nil {
-				f.Log.Warn("giving up on an input", "producer", src.Producer, "addr", src.Addr, "failing_for", t.Sub(first), "err", err)
+				f.Log.Warn("giving up on an input", "execution", src.Producer, "addr", src.Addr, "failing_for", t.Sub(first), "err", err)
 			}
 			return &UnavailableError{Err: fmt.Errorf("%w (failing for %s)", err, t.Sub(first).Round(time.Millisecond))}
 		}
 		if f.Log != nil {
-			f.Log.Debug("fetch failed; retrying", "producer", src.Producer, "addr", src.Addr, "offset", off, "retry_in", wait, "err", err)
+			f.Log.Debug("fetch failed; retrying", "execution", src.Producer, "addr", src.Addr, "offset", off, "retry_in", wait, "err", err)
 		}
 		timer := time.NewTimer(wait)
 		select {

@@ -175,7 +175,7 @@ wait:
 				return
 			}
 			if fi.Size() < off {
-				s.log.Warn("a running producer's file shrank while it was streamed: it must only grow", "producer", q.Producer, "consumer", q.Consumer, "index", q.Index)
+				s.log.Warn("a running producer's file shrank while it was streamed: it must only grow", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index)
 				finish(w, wire.EndFailed)
 				return
 			}
@@ -223,7 +223,7 @@ wait:
 		defer g.Close()
 	}
 	if f != nil && (g == nil || !sameFile(f, g)) || off > size {
-		s.log.Warn("a producer replaced a file while it was streamed: it must only append to it", "producer", q.Producer, "consumer", q.Consumer, "index", q.Index)
+		s.log.Warn("a producer replaced a file while it was streamed: it must only append to it", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index)
 		finish(w, wire.EndFailed)
 		return
 	}

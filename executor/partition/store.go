@@ -145,7 +145,7 @@ func (s *Store) load() error {
 			id := strings.Join(next, "/")
 			m, err := s.loadOne(p, id)
 			if err != nil {
-				s.log.Warn("removing a damaged partition", "partition", id, "err", err)
+				s.log.Warn("removing a damaged partition", "execution", id, "err", err)
 				_ = os.RemoveAll(p)
 				continue
 			}
@@ -462,11 +462,11 @@ func (s *Store) remove(gone []*held) {
 		}
 		s.mu.Unlock()
 		if err != nil {
-			s.log.Warn("moving a released partition aside", "partition", h.meta.ID, "err", err)
+			s.log.Warn("moving a released partition aside", "execution", h.meta.ID, "err", err)
 			trash = h.dir
 		}
 		if err := os.RemoveAll(trash); err != nil {
-			s.log.Warn("deleting a released partition", "partition", h.meta.ID, "err", err)
+			s.log.Warn("deleting a released partition", "execution", h.meta.ID, "err", err)
 		}
 	}
 }
@@ -505,7 +505,7 @@ func (s *Store) Verify() []string {
 	}
 	s.mu.Unlock()
 	if len(dropped) > 0 {
-		s.log.Warn("partitions gone from disk: no longer held", "partitions", dropped)
+		s.log.Warn("partitions gone from disk: no longer held", "executions", dropped)
 	}
 	return dropped
 }

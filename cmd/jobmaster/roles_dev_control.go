@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// A running `jobmaster dev` takes orders on a Unix socket in its data
+// directory (devSocket), so that a user playing with failures can kill a
+// node and bring it back: `jobmaster dev kill NODE`, `jobmaster dev restart
+// NODE`. On its default ports the dev also names the socket where the
+// client commands find its credentials (devControlFile), so that neither
+// needs flags. One request per connection, one line: the verb and the node;
+// the answer is one line, "ok ..." or "error ...".
+
+// Names of the control socket (in the data directory) and of the file
+// that names it (in devCredentialsDir).
+const (
+	devSocket      = "dev.sock"
+	devControlFile = "dev.control"
+)
+
+// devControl serves the control socket of a dev cluster.
+type devControl struct {
+	c  *devCluster
+	ln net.Listener
+	mu sync.Mutex // one order at a time
+}
+
+// listenControl opens the dev's control socket at path.
+func (c *devCluster) listenControl(path string) (*devControl, error) {
+	_ = os.Remove(path) // a socket a dead dev left behind
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	d := &devControl{c: c, ln: ln}
+	go d.serve()
+	return d, nil
+}
+
+func (d *devControl) close() { d.ln.Close() }
+
+// maxSocketPath is the longest path a Unix socket may have on Linux.
+const maxSocketPath = 107
+
+// startControl opens the control socket in dir and, with published (the
+// dev's credentials directory on the default ports), names it there. It
+// returns what undoes both; a socket that cannot be opened is reported and
+// done without.
+func (c *devCluster) startControl(dir, published string) func() {
+	sock := filepath.Join(dir, devSocket)
+	if abs, err := filepath.Abs(sock); err == nil {
+		sock = abs
+	}
+	if len(sock) > maxSocketPath {
+		fmt.Fprintf(c.out, "  (no 'jobmaster dev restart': the path %s is too long for a socket)\n", sock)
+		return func() {}
+	}
+	ctl, err := c.listenControl(sock)
+	if err != nil {
+		fmt.Fprintf(c.out, "  (no 'jobmaster dev restart': %v)\n", err)
+		return func() {}
+	}
+	named := ""
+	if published != "" {
+		named = filepath.Join(published, devControlFile)
+		if err := replaceFile(named, []byte(sock+"\n")); err != nil {
+			named = ""
+		}
+	}
+	return func() {
+		ctl.close()
+		if b, err := os.ReadFile(named); err == nil && strings.TrimSpace(string(b)) == sock {
+			os.Remove(named)
+		}
+		os.Remove(sock)
+	}
+}
+
+func (d *devControl) serve() {
+	for {
+		conn, err := d.ln.Accept()
+		if err != nil {
+			return
+		}
+		go d.handle(conn)
+	}
+}
+
+func (d *devControl) handle(conn net.Conn) {
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return
+	}
+	d.mu.Lock()
+	answer, err := d.c.order(strings.Fields(line))
+	d.mu.Unlock()
+	if err != nil {
+		fmt.Fprintf(conn, "error %v\n", err)
+		return
+	}
+	fmt.Fprintf(conn, "ok %s\n", answer)
+}
+
+// order carries out one order: kill or restart a node.
+func (c *devCluster) order(words []string) (string, error) {
+	if len(words) != 2 {
+		return "", errors.New("want: kill NODE or restart NODE")
+	}
+	verb, id := words[0], words[1]
+	var n *devNode
+	var ids []string
+	for _, x := range c.nodes() {
+		ids = append(ids, x.id)
+		if x.id == id {
+			n = x
+		}
+	}
+	if n == nil {
+		return "", fmt.Errorf("no node %q in this dev cluster (its nodes: %s)", id, strings.Join(ids, ", "))
+	}
+	switch verb {
+	case "kill":
+		if !n.running() {
+			return "", fmt.Errorf("%s is not running", id)
+		}
+		pid := n.pid()
+		n.signal(syscall.SIGKILL, 5*time.Second)
+		fmt.Fprintf(c.out, "\n>>> Killed %s (kill -9, pid %d), as asked.\n", id, pid)
+		return fmt.Sprintf("killed %s (pid %d)", id, pid), nil
+	case "restart":
+		how := "started %s again"
+		if n.running() {
+			n.signal(syscall.SIGTERM, 20*time.Second)
+			how = "stopped and started %s again"
+		}
+		if err := c.start(n); err != nil {
+			return "", err
+		}
+		done := fmt.Sprintf(how+" (pid %d)", id, n.pid())
+		fmt.Fprintf(c.out, "\n>>> %s%s, as asked.\n", strings.ToUpper(done[:1]), done[1:])
+		return done, nil
+	}
+	return "", fmt.Errorf("unknown order %q: want kill or restart", verb)
+}
+
+// running reports whether the node's process runs (a node killed from
+// outside, kill -9 PID, has exited).
+func (n *devNode) running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// newDevOrderCmd is `jobmaster dev kill|restart NODE`: an order to the
+// running dev.
+func newDevOrderCmd(env *cliEnv, verb, short string) *cobra.Command {
+	var dataDir string
+	cmd := &cobra.Command{
+		Use:   verb + " NODE",
+		Short: short,
+		Long: short + `, in the 'jobmaster dev' running on this machine: on its
+default ports it is found without flags; otherwise give its --data-dir.
+NODE is m1, m2, m3, e1, ... as the dev's table lists them.`,
+		Example: "  jobmaster dev " + verb + " m2\n  jobmaster dev " + verb + " e1 --data-dir /tmp/mydev",
+		Args:    exactArgs("NODE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sock, err := findDevSocket(env, dataDir)
+			if err != nil {
+				return err
+			}
+			answer, err := sendDevOrder(sock, verb+" "+args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), strings.ToUpper(answer[:1])+answer[1:])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory of the dev to talk to (default: the dev on the default ports)")
+	return cmd
+}
+
+// findDevSocket is the control socket of the dev in dataDir, else of the
+// dev on the default ports.
+func findDevSocket(env *cliEnv, dataDir string) (string, error) {
+	if dataDir != "" {
+		return filepath.Join(dataDir, devSocket), nil
+	}
+	dir := devCredentialsDir(env.getenv)
+	b, err := os.ReadFile(filepath.Join(dir, devControlFile))
+	if dir == "" || err != nil {
+		return "", errors.New("no 'jobmaster dev' on the default ports runs on this machine; for another, give its --data-dir")
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// sendDevOrder sends one order and returns the dev's answer.
+func sendDevOrder(sock, order string) (string, error) {
+	conn, err := net.DialTimeout("unix", sock, 2*time.Second)
+	if err != nil {
+		return "", fmt.Errorf("no 'jobmaster dev' answers at %s: %v", sock, shortDialError(err))
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	fmt.Fprintln(conn, order)
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("the dev at %s did not answer: %v", sock, err)
+	}
+	line = strings.TrimSpace(line)
+	if rest, ok := strings.CutPrefix(line, "ok "); ok {
+		return rest, nil
+	}
+	return "", errors.New(strings.TrimPrefix(line, "error "))
+}
+
+// shortDialError says why a socket could not be reached.
+func shortDialError(err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return "no such socket (is it running, with this --data-dir?)"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused (it has stopped)"
+	}
+	return err.Error()
+}

@@ -1,0 +1,253 @@
+package master
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"jobmaster/api"
+	"jobmaster/fsm"
+)
+
+// eventsPath is the event stream's route (docs/api.md, "GET /v1/events").
+const eventsPath = "/v1/events"
+
+// eventsBatch bounds the events read from the buffer at once.
+const eventsBatch = 512
+
+// eventsQuery is what a GET /v1/events asks for.
+type eventsQuery struct {
+	from   fsm.Cursor
+	now    bool // no index: from the present
+	topics map[fsm.Topic]bool
+	job    string
+	sse    bool
+}
+
+// parseEventsQuery reads the query and headers of a stream request.
+func parseEventsQuery(r *http.Request) (eventsQuery, error) {
+	q := r.URL.Query()
+	out := eventsQuery{sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
+	index, offset := q.Get("index"), q.Get("offset")
+	// An EventSource resumes by itself with the id of the last line it
+	// got: that wins over the URL it was opened with.
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		index, offset, _ = strings.Cut(id, ".")
+	}
+	if len(q["index"]) > 1 || len(q["offset"]) > 1 {
+		return out, errors.New("index and offset may be given once each")
+	}
+	switch {
+	case index == "" && offset != "":
+		return out, errors.New("offset needs an index: it is the last offset seen within that index")
+	case index == "":
+		out.now = true
+	default:
+		i, err := strconv.ParseUint(index, 10, 64)
+		if err != nil {
+			return out, fmt.Errorf("index %q: want the log index of the last event seen (0 or more)", index)
+		}
+		out.from = fsm.AllOf(i)
+		if offset != "" {
+			k, err := strconv.Atoi(offset)
+			if err != nil || k < 0 || k == math.MaxInt {
+				return out, fmt.Errorf("offset %q: want the offset of the last event seen within index %d (0 or more)", offset, i)
+			}
+			out.from.Offset = k
+		}
+	}
+	for _, v := range q["topic"] {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			if t == "" {
+				continue
+			}
+			if !slices.Contains(fsm.Topics, fsm.Topic(t)) {
+				return out, fmt.Errorf("topic %q: want job, execution, executor or leader", t)
+			}
+			if out.topics == nil {
+				out.topics = make(map[fsm.Topic]bool)
+			}
+			out.topics[fsm.Topic(t)] = true
+		}
+	}
+	if len(q["job"]) > 1 {
+		return out, errors.New("job may be given once")
+	}
+	out.job = q.Get("job")
+	return out, nil
+}
+
+// keep is the query's filter (nil: every event).
+func (q eventsQuery) keep() func(*fsm.Event) bool {
+	if q.topics == nil && q.job == "" {
+		return nil
+	}
+	return func(e *fsm.Event) bool {
+		return (q.topics == nil || q.topics[e.Topic]) && (q.job == "" || e.Job == q.job)
+	}
+}
+
+// events: GET /v1/events. This master's own events, never forwarded: every
+// master derives the same events from the same entries, so a reader may
+// resume on any of them. The stream ends when the client goes, when the
+// master stops, or with a "gone" line when this master no longer holds
+// what comes next (a snapshot was installed under it).
+func (m *Master) events(w http.ResponseWriter, r *http.Request) {
+	q, err := parseEventsQuery(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	keep := q.keep()
+	cur := q.from
+	if q.now {
+		m.fsm.Read(func(st *fsm.State) { cur = fsm.AllOf(st.Index()) })
+	}
+	// Check before answering 200 that the events after cur are held.
+	changed := m.fsm.Changed()
+	read, err := m.fsm.Events(cur, keep, eventsBatch)
+	if gone, ok := errors.AsType[*fsm.EventsGoneError](err); ok {
+		jsonFormat.WriteJSON(w, http.StatusGone, api.EventsGone{OldestIndex: gone.Oldest,
+			Error: fmt.Sprintf("master %s no longer holds the events after index %d (it holds those after index %d): read the state again and resume from its %s", m.cfg.NodeID, cur.Index, gone.Oldest, api.IndexHeader)})
+		return
+	}
+	s := &eventStream{w: w, rc: http.NewResponseController(w), sse: q.sse}
+	h := w.Header()
+	if q.sse {
+		h.Set("Content-Type", "text/event-stream")
+	} else {
+		h.Set("Content-Type", "application/x-ndjson")
+	}
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // proxies must not hold lines back
+	w.WriteHeader(http.StatusOK)
+	if s.sse {
+		s.raw("retry: 1000\n\n")
+	}
+	// The first line says where the stream starts.
+	if !s.heartbeat(cur) {
+		return
+	}
+	tick := time.NewTicker(m.cfg.EventHeartbeat)
+	defer tick.Stop()
+	for {
+		if len(read.Events) > 0 {
+			for i := range read.Events {
+				if !s.event(&read.Events[i]) {
+					return
+				}
+			}
+			if !s.flush() {
+				return
+			}
+			tick.Reset(m.cfg.EventHeartbeat)
+		}
+		cur = read.Next
+		if len(read.Events) < eventsBatch {
+			select {
+			case <-changed:
+			case <-tick.C:
+				if !s.heartbeat(cur) {
+					return
+				}
+			case <-r.Context().Done():
+				return
+			case <-m.stop:
+				return
+			}
+		}
+		changed = m.fsm.Changed()
+		read, err = m.fsm.Events(cur, keep, eventsBatch)
+		if gone, ok := errors.AsType[*fsm.EventsGoneError](err); ok {
+			o := gone.Oldest
+			s.line(api.EventGone, "", &api.Event{Index: cur.Index, Type: api.EventGone, OldestIndex: &o,
+				Error: fmt.Sprintf("master %s no longer holds the events after index %d (a snapshot was installed): read the state again and resume from its %s", m.cfg.NodeID, cur.Index, api.IndexHeader)})
+			s.flush()
+			return
+		}
+	}
+}
+
+// eventStream writes the lines of one stream: newline-delimited JSON, or
+// server-sent events for an EventSource.
+type eventStream struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	sse bool
+	err error
+}
+
+func (s *eventStream) raw(text string) {
+	if s.err == nil {
+		_, s.err = s.w.Write([]byte(text))
+	}
+}
+
+func (s *eventStream) flush() bool {
+	if s.err == nil {
+		s.err = s.rc.Flush()
+	}
+	return s.err == nil
+}
+
+// line writes one line: under SSE, with the event name (none for changes,
+// which an EventSource's onmessage receives) and the id it resumes from.
+func (s *eventStream) line(name, id string, ev *api.Event) bool {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		s.err = err
+		return false
+	}
+	if s.sse {
+		if name != "" {
+			s.raw("event: " + name + "\n")
+		}
+		if id != "" {
+			s.raw("id: " + id + "\n")
+		}
+		s.raw("data: " + string(b) + "\n\n")
+	} else {
+		s.raw(string(b) + "\n")
+	}
+	return s.err == nil
+}
+
+func (s *eventStream) heartbeat(c fsm.Cursor) bool {
+	ev := &api.Event{Index: c.Index, Type: api.EventHeartbeat}
+	id := strconv.FormatUint(c.Index, 10)
+	if !c.Whole() {
+		off := c.Offset
+		ev.Offset = &off
+		id += "." + strconv.Itoa(off)
+	}
+	return s.line(api.EventHeartbeat, id, ev) && s.flush()
+}
+
+func (s *eventStream) event(e *fsm.Event) bool {
+	ev := eventToAPI(e)
+	return s.line("", fmt.Sprintf("%d.%d", e.Index, e.Offset), &ev)
+}
+
+// eventToAPI is an event as the stream shows it.
+func eventToAPI(e *fsm.Event) api.Event {
+	off := e.Offset
+	out := api.Event{Index: e.Index, Offset: &off, Topic: string(e.Topic), Type: e.Type, Time: e.Time, Job: e.Job,
+		Execution: e.Execution, Vertex: e.Vertex, Executor: e.Executor, State: e.State, Previous: e.Previous,
+		Message: e.Message, Reason: e.Reason, Node: e.Node, FencingToken: e.Token}
+	switch e.Type {
+	case fsm.EventExecutionState:
+		sub, att := e.Subtask, e.Attempt
+		out.Subtask, out.Attempt = &sub, &att
+	case fsm.EventJobStatus, fsm.EventJobRestart:
+		n := e.Restarts
+		out.Restarts = &n
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package master
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+)
+
+// scrape reads master i's /v1/metrics into metric families.
+func (c *testCluster) scrape(i int) map[string]*metricFamily {
+	c.t.Helper()
+	r := do(c.t, http.MethodGet, c.url(i, "/v1/metrics"), nil)
+	require.Equal(c.t, http.StatusOK, r.status, "%s", r.body)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(string(r.body)))
+	require.NoError(c.t, err)
+	out := make(map[string]*metricFamily, len(fams))
+	for name, f := range fams {
+		out[name] = &metricFamily{f}
+	}
+	return out
+}
+
+// value is the value of the sample of family name whose labels include
+// labels (name=value pairs); -1 if there is none.
+func value(fams map[string]*metricFamily, name string, labels ...string) float64 {
+	f := fams[name]
+	if f == nil {
+		return -1
+	}
+	return f.value(labels...)
+}
+
+func TestMetricsOnEveryMaster(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	requireAccepted(t, do(t, http.MethodPut, c.url(c.follower(), "/v1/jobs/m-1"), []byte(simpleJob)))
+	do(t, http.MethodGet, c.url(l, "/v1/jobs/m-1"), nil)
+	do(t, http.MethodGet, c.url(l, "/v1/jobs/nope"), nil)
+	c.waitSameState()
+
+	for i := range c.masters {
+		fams := c.scrape(i)
+		// From the state, on every master: the job waits for an executor.
+		require.Equal(t, 1.0, value(fams, "jobmaster_jobs", "status", "CREATED"), "master %d", i)
+		require.Equal(t, 0.0, value(fams, "jobmaster_jobs", "status", "FINISHED"))
+		require.Equal(t, 2.0, value(fams, "jobmaster_executions", "state", "SCHEDULED"))
+		require.Greater(t, value(fams, "jobmaster_fencing_token"), 0.0)
+		require.Greater(t, value(fams, "jobmaster_raft_term"), 0.0)
+		require.Equal(t, 1.0, value(fams, "jobmaster_leader_info", "leader", c.masters[l].ID()))
+		isLeader := 0.0
+		if i == l {
+			isLeader = 1
+		}
+		require.Equal(t, isLeader, value(fams, "jobmaster_is_leader"), "master %d", i)
+		// Raft's own, through go-metrics.
+		require.NotNil(t, fams["jobmaster_raft_fsm_applyBatch"], "raft's FSM apply time")
+		require.NotNil(t, fams["jobmaster_raft_commitTime"], "raft's commit time")
+		require.NotNil(t, fams["go_goroutines"])
+	}
+	fams := c.scrape(l)
+	require.Equal(t, 0.0, value(fams, "jobmaster_executors", "status", "alive"), "no executor in this cluster")
+	require.Equal(t, 0.0, value(fams, "jobmaster_reconcile_actions_total", "action", "unknown_cancelled"))
+	require.Equal(t, 1.0, value(fams, "jobmaster_http_requests_total", "route", "/v1/jobs/{id}", "method", "GET", "code", "200"))
+	require.Equal(t, 1.0, value(fams, "jobmaster_http_requests_total", "route", "/v1/jobs/{id}", "method", "GET", "code", "404"))
+	require.Equal(t, 1.0, value(fams, "jobmaster_http_requests_total", "route", "/v1/jobs/{id}", "method", "PUT", "code", "201"),
+		"the forwarded PUT, as the leader served it")
+	require.Equal(t, -1.0, value(fams, "jobmaster_http_requests_total", "route", "/v1/jobs/m-1"), "routes are patterns")
+}
