@@ -71,6 +71,7 @@ func (r *replica) restore(t *rapid.T, s heldSnapshot, log []*raft.Log) {
 func TestPropertyReplicasAgreeAtEveryIndex(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		leader := NewState() // the leader's own view: commands are drawn against it
+		leader.RecordEvents() // as every master's FSM does, so results carry events
 		var log []*raft.Log
 		results := map[uint64]string{} // the leader's results per entry index
 		hashAt := map[uint64]string{}  // the first hash seen at each applied index, and by whom
@@ -118,6 +119,7 @@ func TestPropertyReplicasAgreeAtEveryIndex(t *testing.T) {
 					}
 					l.Data = entry
 					rs := leader.ApplyEntry(l.Index, entry)
+					leader.TakeEvents()
 					for _, res := range rs {
 						if res.Epoch != 0 {
 							token = res.Epoch
