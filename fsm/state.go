@@ -76,6 +76,10 @@ type State struct {
 	// partitions are the result partitions held for consumers, by producer
 	// execution id.
 	partitions map[string]*Partition
+	// tokens are the ACL tokens, by accessor id (acl.go); aclBootstrap is
+	// the index of the bootstrap, 0 before it.
+	tokens       map[string]*ACLToken
+	aclBootstrap uint64
 
 	// derived
 	byExecutor map[string]map[string]*Execution // live, placed executions
@@ -95,6 +99,8 @@ type State struct {
 	current map[string][][]*Execution
 	// partsOn indexes partitions by the executor that holds them.
 	partsOn map[string]map[string]*Partition
+	// tokenByHash indexes tokens by the hash of their secret.
+	tokenByHash map[string]*ACLToken
 }
 
 // NewState returns an empty state.
@@ -104,6 +110,7 @@ func NewState() *State {
 		execs:      make(map[string]*Execution),
 		forgotten:  make(map[string]Tombstone),
 		partitions: make(map[string]*Partition),
+		tokens:     make(map[string]*ACLToken),
 	}
 	s.resetDerived()
 	return s
@@ -119,6 +126,7 @@ func (s *State) resetDerived() {
 	s.live = make(map[regionRef]int)
 	s.current = make(map[string][][]*Execution)
 	s.partsOn = make(map[string]map[string]*Partition)
+	s.indexTokens()
 }
 
 // currentOf returns job j's table of current executions, creating it.
@@ -211,6 +219,12 @@ func (s *State) Apply(index uint64, c Command) Result {
 		return s.applyForget(c)
 	case *LosePartitions:
 		return s.applyLosePartitions(c)
+	case *BootstrapACL:
+		return s.applyBootstrapACL(index, c)
+	case *CreateACLToken:
+		return s.applyCreateACLToken(index, c)
+	case *DeleteACLToken:
+		return s.applyDeleteACLToken(c)
 	}
 	return Result{Err: fmt.Errorf("unknown command %T", c)}
 }
