@@ -19,7 +19,10 @@ import (
 //
 // The cluster is bootstrapped once: the first bootstrap-acl command creates
 // the first management token and marks the state bootstrapped for good; a
-// second one is ErrACLBootstrapped, even after that token is deleted. The
+// second one is ErrACLBootstrapped, even after that token is deleted,
+// unless it repeats the first (the same token: a retry, whose caller holds
+// the secret already), which changes nothing. Creating a token that exists
+// with the same fields changes nothing either (Result.Created tells). The
 // last management token cannot be deleted (ErrLastManagementToken), so a
 // bootstrapped cluster always has a way in.
 
@@ -121,16 +124,29 @@ func isHexHash(s string) bool {
 
 func (s *State) applyBootstrapACL(index uint64, c *BootstrapACL) Result {
 	if s.aclBootstrap != 0 {
+		if t, ok := s.tokens[c.ACLToken.AccessorID]; ok && t.CreateIndex == s.aclBootstrap && sameToken(*t, c.ACLToken) {
+			return Result{}
+		}
 		return Result{Err: fmt.Errorf("%w (at index %d)", ErrACLBootstrapped, s.aclBootstrap)}
 	}
 	if c.ACLToken.Policy != acl.Management {
 		return Result{Err: fmt.Errorf("%w: the bootstrap token is a management token, not %q", ErrInvalidToken, c.ACLToken.Policy)}
 	}
-	if r := s.addToken(index, c.Time, c.ACLToken); r.Err != nil {
-		return r
+	r := s.addToken(index, c.Time, c.ACLToken)
+	if r.Created {
+		s.aclBootstrap = index
+	} else if r.Err == nil {
+		// The token existed before the bootstrap (created by a command,
+		// not the API): it bootstraps nothing.
+		r.Err = fmt.Errorf("%w: accessor id %s", ErrTokenExists, c.ACLToken.AccessorID)
 	}
-	s.aclBootstrap = index
-	return Result{}
+	return r
+}
+
+// sameToken reports whether two tokens have the same fields, but for when
+// they were created.
+func sameToken(a, b ACLToken) bool {
+	return a.AccessorID == b.AccessorID && a.Name == b.Name && a.Policy == b.Policy && a.SecretHash == b.SecretHash
 }
 
 func (s *State) applyCreateACLToken(index uint64, c *CreateACLToken) Result {
@@ -141,7 +157,10 @@ func (s *State) addToken(index uint64, now int64, t ACLToken) Result {
 	if err := CheckToken(t); err != nil {
 		return Result{Err: err}
 	}
-	if _, ok := s.tokens[t.AccessorID]; ok {
+	if old, ok := s.tokens[t.AccessorID]; ok {
+		if sameToken(*old, t) {
+			return Result{}
+		}
 		return Result{Err: fmt.Errorf("%w: accessor id %s", ErrTokenExists, t.AccessorID)}
 	}
 	if _, ok := s.tokenByHash[t.SecretHash]; ok {
@@ -151,7 +170,7 @@ func (s *State) addToken(index uint64, now int64, t ACLToken) Result {
 	tok := &t
 	s.tokens[t.AccessorID] = tok
 	s.tokenByHash[t.SecretHash] = tok
-	return Result{}
+	return Result{Created: true}
 }
 
 func (s *State) applyDeleteACLToken(c *DeleteACLToken) Result {

@@ -29,13 +29,23 @@ func TestACLBootstrapOnce(t *testing.T) {
 	require.ErrorIs(t, r.Err, ErrInvalidToken)
 	require.False(t, h.s.ACLBootstrapped())
 
-	require.NoError(t, h.apply(&BootstrapACL{Fenced: h.fenced(), ACLToken: testToken("root", "bootstrap", acl.Management)}).Err)
+	r = h.apply(&BootstrapACL{Fenced: h.fenced(), ACLToken: testToken("root", "bootstrap", acl.Management)})
+	require.NoError(t, r.Err)
+	require.True(t, r.Created)
 	require.True(t, h.s.ACLBootstrapped())
+	at := h.s.Index()
+	// A retry of the same bootstrap changes nothing and succeeds: its
+	// caller knows the secret.
+	hash := h.s.Capture().Hash()
+	r = h.apply(&BootstrapACL{Fenced: h.fenced(), ACLToken: testToken("root", "bootstrap", acl.Management)})
+	require.NoError(t, r.Err)
+	require.False(t, r.Created)
+	require.Equal(t, hash, h.s.Capture().Hash())
 	tok, ok := h.s.TokenBySecretHash(hashOf("secret-root"))
 	require.True(t, ok)
 	require.Equal(t, "root", tok.AccessorID)
 	require.Equal(t, acl.Management, tok.Policy)
-	require.Equal(t, h.s.Index(), tok.CreateIndex)
+	require.Equal(t, at, tok.CreateIndex)
 	require.Equal(t, h.now, tok.CreateTime)
 
 	// Once, even after a second management token exists and the first is
@@ -44,6 +54,8 @@ func TestACLBootstrapOnce(t *testing.T) {
 	require.NoError(t, h.apply(&CreateACLToken{Fenced: h.fenced(), ACLToken: testToken("m2", "", acl.Management)}).Err)
 	require.NoError(t, h.apply(&DeleteACLToken{Fenced: h.fenced(), AccessorID: "root"}).Err)
 	require.ErrorIs(t, h.apply(&BootstrapACL{Fenced: h.fenced(), ACLToken: testToken("again", "", acl.Management)}).Err, ErrACLBootstrapped)
+	require.ErrorIs(t, h.apply(&BootstrapACL{Fenced: h.fenced(), ACLToken: testToken("root", "bootstrap", acl.Management)}).Err, ErrACLBootstrapped,
+		"the bootstrap token, deleted, does not come back")
 	_, ok = h.s.TokenBySecretHash(hashOf("secret-root"))
 	require.False(t, ok, "a deleted token's secret is unknown")
 }
@@ -53,11 +65,16 @@ func TestACLTokens(t *testing.T) {
 	require.NoError(t, h.apply(&BootstrapACL{Fenced: h.fenced(), ACLToken: testToken("root", "", acl.Management)}).Err)
 	require.NoError(t, h.apply(&CreateACLToken{Fenced: h.fenced(), ACLToken: testToken("r", "reader", acl.Read)}).Err)
 	before := h.s.Capture().Hash()
+	// The same token again is a retry: nothing changes.
+	r := h.apply(&CreateACLToken{Fenced: h.fenced(), ACLToken: testToken("r", "reader", acl.Read)})
+	require.NoError(t, r.Err)
+	require.False(t, r.Created)
 	for name, c := range map[string]struct {
 		tok  ACLToken
 		want error
 	}{
 		"same accessor":   {testToken("r", "", acl.Read), ErrTokenExists},
+		"other policy":    {testToken("r", "reader", acl.Submit), ErrTokenExists},
 		"same secret":     {ACLToken{AccessorID: "r2", Policy: acl.Read, SecretHash: hashOf("secret-r")}, ErrTokenExists},
 		"no policy":       {ACLToken{AccessorID: "p", SecretHash: hashOf("p")}, ErrInvalidToken},
 		"bad policy":      {ACLToken{AccessorID: "p", Policy: "root", SecretHash: hashOf("p")}, ErrInvalidToken},

@@ -25,7 +25,8 @@ type Result struct {
 	Err error
 	// Epoch is set by establish-leadership: the new fencing token.
 	Epoch uint64
-	// Created is set by submit-job when the job is new.
+	// Created is set by submit-job when the job is new, and by
+	// bootstrap-acl and create-acl-token when the token is.
 	Created bool
 	// Placed lists, for place-region, the executions placed.
 	Placed []Execution
