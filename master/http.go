@@ -45,10 +45,11 @@ func (m *Master) routes() http.Handler {
 	mux.HandleFunc("/v1/operator/raft/peers/{id}", m.methods(map[string]http.HandlerFunc{
 		http.MethodDelete: m.leaderWrite(m.removePeer),
 	}))
+	m.aclRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return recoverPanics(m, canonicalPaths(mux))
+	return recoverPanics(m, canonicalPaths(m.guard(mux)))
 }
 
 // canonicalPaths answers a path with '.' or '..' segments or repeated

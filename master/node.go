@@ -38,13 +38,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"jobmaster/fsm"
+	"jobmaster/internal/privatedir"
 	"jobmaster/membership"
 	"jobmaster/transport"
 	"jobmaster/wire"
@@ -89,8 +89,10 @@ func New(cfg Config) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if was, err := privatedir.Ensure(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
+	} else if was != 0 {
+		cfg.Logger.Warn("data directory made private: it holds every job spec with its env", "node", cfg.NodeID, "dir", cfg.DataDir, "was", was.String(), "now", "drwx------")
 	}
 	m := &Master{
 		cfg:            cfg,
@@ -141,7 +143,8 @@ func New(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.gossip = g
-	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{TLS: tl})
+	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{TLS: tl, MaxConnsPerClient: cfg.MaxConnsPerClient,
+		Logger: m.log.With("component", "http")})
 	m.goFunc(m.monitorLeadership)
 	m.goFunc(m.watchMembership)
 	m.goFunc(func() {

@@ -54,12 +54,11 @@ func CheckContentType(r *http.Request, want string) error {
 	if err == nil && strings.EqualFold(mt, want) {
 		return nil
 	}
-	got := "no Content-Type"
-	if ct != "" {
-		got = fmt.Sprintf("Content-Type %q", ct)
+	msg := fmt.Sprintf("%s %s takes a body of type %s, not %q", r.Method, r.URL.Path, want, ct)
+	if ct == "" {
+		msg = fmt.Sprintf("%s %s takes a body of type %s: send Content-Type: %s", r.Method, r.URL.Path, want, want)
 	}
-	return &StatusError{Code: http.StatusUnsupportedMediaType,
-		Message: fmt.Sprintf("%s %s takes a body of type %s, not %s", r.Method, r.URL.Path, want, got)}
+	return &StatusError{Code: http.StatusUnsupportedMediaType, Message: msg}
 }
 
 // CheckOrigin refuses (403) a request whose Origin header names another

@@ -56,7 +56,7 @@ func TestCheckContentType(t *testing.T) {
 	r.Header.Set("Content-Type", "application/json")
 	err := CheckContentType(r, BinaryType)
 	require.Equal(t, 415, statusOf(err))
-	require.ErrorContains(t, err, `PUT /v1/operator/snapshot takes a body of type application/octet-stream, not Content-Type "application/json"`)
+	require.ErrorContains(t, err, `PUT /v1/operator/snapshot takes a body of type application/octet-stream, not "application/json"`)
 	r.Header.Set("Content-Type", BinaryType)
 	require.NoError(t, CheckContentType(r, BinaryType))
 }
