@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -91,7 +92,14 @@ func message(err error) string {
 // hint suggests what to do about an error, or returns "".
 func hint(err error) string {
 	var unreachable *client.UnreachableError
+	var apiErr *client.APIError
 	switch {
+	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized:
+		return "This cluster has ACLs on: give a token's secret with --token or " + tokenEnv + "\n" +
+			"(a management token's holder makes one with 'jobmaster acl token create')."
+	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusForbidden && strings.Contains(apiErr.Message, "permission denied"):
+		return "The token's policy does not allow this: read reads, submit also submits and\n" +
+			"cancels jobs, management does everything."
 	case errors.As(err, &unreachable) && unreachable.NoLeader():
 		return "A master answered but the cluster has no leader: a majority of the masters\n" +
 			"(2 of 3) must be running and able to reach each other. See docs/operations.md."
