@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"jobmaster/transport"
+	"jobmaster/wire"
 )
 
 // A master's data directory holds every job spec with its env: it is made
@@ -22,4 +25,9 @@ func TestDataDirIsPrivate(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, fs.FileMode(0o700), st.Mode().Perm(), d)
 	}
+}
+
+// A leader splits deploys below what an executor reads of a request.
+func TestDeploysFitTheExecutorsBodyLimit(t *testing.T) {
+	require.Less(t, wire.MaxDeployBytes, transport.MaxRequestBytes)
 }
