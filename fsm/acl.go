@@ -170,6 +170,7 @@ func (s *State) addToken(index uint64, now int64, t ACLToken) Result {
 	tok := &t
 	s.tokens[t.AccessorID] = tok
 	s.tokenByHash[t.SecretHash] = tok
+	s.tokenGen++
 	return Result{Created: true}
 }
 
@@ -183,6 +184,7 @@ func (s *State) applyDeleteACLToken(c *DeleteACLToken) Result {
 	}
 	delete(s.tokens, c.AccessorID)
 	delete(s.tokenByHash, t.SecretHash)
+	s.tokenGen++
 	return Result{}
 }
 
@@ -233,4 +235,36 @@ func (s *State) indexTokens() {
 	for _, t := range s.tokens {
 		s.tokenByHash[t.SecretHash] = t
 	}
+	s.tokenGen++
+}
+
+// TokenTable is a copy of the tokens, indexed by the hash of their secret,
+// that is never changed: FSM publishes a new one whenever the tokens
+// change, so that checking a request's token takes no lock on the state
+// (FSM.Tokens).
+type TokenTable struct {
+	gen    uint64
+	byHash map[string]ACLToken
+}
+
+// Lookup returns the token whose secret hashes to hash (hex SHA-256).
+func (t *TokenTable) Lookup(hash string) (ACLToken, bool) {
+	if t == nil {
+		return ACLToken{}, false
+	}
+	tok, ok := t.byHash[hash]
+	return tok, ok
+}
+
+// tokenTable is the state's tokens as a TokenTable; prev is returned
+// unchanged when the tokens have not changed since it was made.
+func (s *State) tokenTable(prev *TokenTable) *TokenTable {
+	if prev != nil && prev.gen == s.tokenGen {
+		return prev
+	}
+	t := &TokenTable{gen: s.tokenGen, byHash: make(map[string]ACLToken, len(s.tokenByHash))}
+	for h, tok := range s.tokenByHash {
+		t.byHash[h] = *tok
+	}
+	return t
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"testing"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/acl"
@@ -150,4 +151,40 @@ func TestRestoreAcrossChunks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, h.s.Capture().Hash(), r.Capture().Hash())
 	checkInvariants(t, r)
+}
+
+// The FSM publishes the tokens after every apply and restore, for lookups
+// that take no lock.
+func TestFSMPublishesItsTokens(t *testing.T) {
+	f := New()
+	apply := func(index uint64, c Command) {
+		out := f.ApplyBatch([]*raft.Log{{Index: index, Type: raft.LogCommand, Data: MustEncode(c)}})
+		require.NoError(t, out[0].([]Result)[0].Err)
+	}
+	apply(1, &EstablishLeadership{Node: "m1"})
+	before := f.Tokens()
+	_, ok := before.Lookup(hashOf("secret-root"))
+	require.False(t, ok)
+	apply(2, &BootstrapACL{Fenced: Fenced{Token: 1}, ACLToken: testToken("root", "", acl.Management)})
+	apply(3, &CreateACLToken{Fenced: Fenced{Token: 1}, ACLToken: testToken("r", "reader", acl.Read)})
+	tok, ok := f.Tokens().Lookup(hashOf("secret-r"))
+	require.True(t, ok)
+	require.Equal(t, "reader", tok.Name)
+	_, ok = before.Lookup(hashOf("secret-r"))
+	require.False(t, ok, "a published table never changes")
+	same := f.Tokens()
+	f.ApplyBatch([]*raft.Log{{Index: 4, Type: raft.LogCommand, Data: MustEncode(&CancelJob{Fenced: Fenced{Token: 1}, ID: "nope"})}})
+	require.Same(t, same, f.Tokens(), "a command that changes no token publishes no new table")
+	apply(5, &DeleteACLToken{Fenced: Fenced{Token: 1}, AccessorID: "r"})
+	_, ok = f.Tokens().Lookup(hashOf("secret-r"))
+	require.False(t, ok)
+
+	snap, err := f.Snapshot()
+	require.NoError(t, err)
+	sink := &memSink{}
+	require.NoError(t, snap.Persist(sink))
+	g := New()
+	require.NoError(t, g.Restore(ioNopCloser{&sink.Buffer}))
+	_, ok = g.Tokens().Lookup(hashOf("secret-root"))
+	require.True(t, ok, "a restore publishes the snapshot's tokens")
 }

@@ -3,6 +3,7 @@ package fsm
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -13,14 +14,24 @@ type FSM struct {
 	mu      sync.RWMutex
 	state   *State
 	changed chan struct{}
+	// tokens is the state's tokens as of the last apply or restore, read
+	// without the lock (Tokens).
+	tokens atomic.Pointer[TokenTable]
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
 
 // New returns an FSM over an empty state.
 func New() *FSM {
-	return &FSM{state: NewState(), changed: make(chan struct{})}
+	f := &FSM{state: NewState(), changed: make(chan struct{})}
+	f.tokens.Store(f.state.tokenTable(nil))
+	return f
 }
+
+// Tokens is the table of ACL tokens as of the last command applied: every
+// request to a master looks its token up there, without waiting for an
+// apply in progress.
+func (f *FSM) Tokens() *TokenTable { return f.tokens.Load() }
 
 // Apply applies one log entry.
 func (f *FSM) Apply(l *raft.Log) interface{} {
@@ -39,6 +50,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			f.state.SetIndex(l.Index)
 		}
 	}
+	f.tokens.Store(f.state.tokenTable(f.tokens.Load()))
 	ch := f.changed
 	f.changed = make(chan struct{})
 	f.mu.Unlock()
@@ -82,6 +94,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.state = st
+	f.tokens.Store(st.tokenTable(nil))
 	ch := f.changed
 	f.changed = make(chan struct{})
 	f.mu.Unlock()

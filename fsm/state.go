@@ -100,8 +100,10 @@ type State struct {
 	current map[string][][]*Execution
 	// partsOn indexes partitions by the executor that holds them.
 	partsOn map[string]map[string]*Partition
-	// tokenByHash indexes tokens by the hash of their secret.
+	// tokenByHash indexes tokens by the hash of their secret; tokenGen
+	// counts its changes (FSM republishes its TokenTable on a change).
 	tokenByHash map[string]*ACLToken
+	tokenGen    uint64
 }
 
 // NewState returns an empty state.

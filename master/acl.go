@@ -86,13 +86,13 @@ func withCaller(r *http.Request, c *caller) *http.Request {
 }
 
 // lookupToken finds the token whose secret hashes to hash in this master's
-// state. The state is indexed by the hash; the hash found is compared
-// again in constant time, so that nothing in the answer's timing depends
-// on how much of a guessed secret's hash matched.
+// state, in the table the FSM publishes after every apply (no lock: a
+// request does not wait for an apply in progress). It is indexed by the
+// hash; the hash found is compared again in constant time, so that nothing
+// in the answer's timing depends on how much of a guessed secret's hash
+// matched.
 func (m *Master) lookupToken(hash string) (fsm.ACLToken, bool) {
-	var t fsm.ACLToken
-	var ok bool
-	m.fsm.Read(func(st *fsm.State) { t, ok = st.TokenBySecretHash(hash) })
+	t, ok := m.fsm.Tokens().Lookup(hash)
 	if !ok || subtle.ConstantTimeCompare([]byte(t.SecretHash), []byte(hash)) != 1 {
 		return fsm.ACLToken{}, false
 	}
