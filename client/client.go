@@ -38,6 +38,7 @@ type Client struct {
 	notify         func(*UnreachableError)
 	tls            transport.TLSFiles // WithCACert, WithClientCert
 	stale          bool               // WithStaleReads
+	token          string             // WithToken
 
 	mu   sync.Mutex
 	last int // index in addrs of the master that last answered
@@ -112,6 +113,12 @@ func WithCACert(file string) Option {
 // https, as WithCACert does.
 func WithClientCert(certFile, keyFile string) Option {
 	return func(c *Client) { c.tls.Cert, c.tls.Key = certFile, keyFile }
+}
+
+// WithToken makes the Client send the ACL token secret with every request
+// to the masters (X-Jobmaster-Token). It is never sent to executors.
+func WithToken(secret string) Option {
+	return func(c *Client) { c.token = secret }
 }
 
 // New returns a Client for the masters in addresses, a comma-separated list

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"jobmaster/api"
+	"jobmaster/transport"
 )
 
 // SnapshotSave downloads the replicated state (GET /v1/operator/snapshot):
@@ -34,7 +35,7 @@ func (c *Client) SnapshotRestore(ctx context.Context, snapshot []byte) error {
 	// Its 503s are refusals before anything happened; a 502 or 504 is a
 	// forward whose answer was lost.
 	_, err := c.do(ctx, request{method: http.MethodPut, path: "/v1/operator/snapshot", body: snapshot,
-		unknownOn: []int{http.StatusBadGateway, http.StatusGatewayTimeout}})
+		contentType: transport.BinaryType, unknownOn: []int{http.StatusBadGateway, http.StatusGatewayTimeout}})
 	return err
 }
 

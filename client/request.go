@@ -22,6 +22,8 @@ type request struct {
 	method string
 	path   string // with query, escaped
 	body   []byte // nil: no body
+	// contentType is the body's type; "" is JSON.
+	contentType string
 	// idempotent requests may be resent after they may have reached a
 	// master; the others only when the connection was never set up.
 	idempotent bool
@@ -160,9 +162,16 @@ func (c *Client) attempt(ctx context.Context, base string, req request) (*respon
 		return nil, err
 	}
 	if req.body != nil {
-		hreq.Header.Set("Content-Type", "application/json")
+		ct := req.contentType
+		if ct == "" {
+			ct = transport.JSONType
+		}
+		hreq.Header.Set("Content-Type", ct)
 	}
 	hreq.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		hreq.Header.Set(transport.TokenHeader, c.token)
+	}
 	// A request that never got a connection was never sent, whatever the
 	// error (a deadline in the middle of dialing, say).
 	var connected atomic.Bool

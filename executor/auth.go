@@ -22,9 +22,13 @@ import (
 //	/v1/internal/release          server
 //	/v1/internal/partition        executor (another executor fetching a partition)
 //	/v1/internal/ anything else   server: a new internal endpoint is a master's until this table says otherwise
-//	/v1/executions, logs, ...     none needed (users; ACLs are for later)
+//	/v1/executions, logs, ...     any certificate the cluster's CA issued (server, executor or client): users
+//	                              read with a client certificate; tokens are the masters' to check, and are
+//	                              never sent to an executor, which could otherwise replay them to the masters
 //
-// Without TLS every request is admitted, as before.
+// Without TLS every request is admitted, as before. In every mode, guard
+// first refuses drive-by requests (transport.CheckOrigin,
+// transport.CheckContentType): every body an executor takes is JSON.
 var internalRoles = map[string]pki.Role{
 	wire.PathDeploy:        pki.Server,
 	wire.PathCancel:        pki.Server,
@@ -50,11 +54,14 @@ func requiredRole(urlPath string) (pki.Role, bool) {
 }
 
 // authorize decides whether a peer that presented peer (hasPeer false:
-// no certificate) may call the endpoint at urlPath; its error is the 403's
-// message.
+// no certificate, or one without an identity) may call the endpoint at
+// urlPath, with TLS on; its error is the 403's message.
 func authorize(urlPath string, peer pki.Identity, hasPeer bool) error {
 	role, needed := requiredRole(urlPath)
 	if !needed {
+		if !hasPeer {
+			return fmt.Errorf("this executor answers only peers with a certificate from the cluster's CA; none was presented (users read with a client certificate: jobmaster tls cert create --role client, then --client-cert and --client-key)")
+		}
 		return nil
 	}
 	return admitRole(role, peer, hasPeer)
@@ -71,16 +78,24 @@ func admitRole(role pki.Role, peer pki.Identity, hasPeer bool) error {
 	return nil
 }
 
-// guard applies authorize to every request, with TLS on.
+// guard refuses drive-by requests, and, with TLS on, applies authorize to
+// every request.
 func (e *Executor) guard(h http.Handler) http.Handler {
-	if e.tls == nil {
-		return h
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		peer, ok := transport.PeerIdentity(r)
-		if err := authorize(r.URL.Path, peer, ok); err != nil {
-			writeError(w, http.StatusForbidden, err.Error())
+		if err := transport.CheckOrigin(r); err != nil {
+			jsonFormat.Reject(w, err)
 			return
+		}
+		if err := transport.CheckContentType(r, transport.JSONType); err != nil {
+			jsonFormat.Reject(w, err)
+			return
+		}
+		if e.tls != nil {
+			peer, ok := transport.PeerIdentity(r)
+			if err := authorize(r.URL.Path, peer, ok); err != nil {
+				writeError(w, http.StatusForbidden, err.Error())
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	})

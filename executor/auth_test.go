@@ -49,10 +49,14 @@ func TestAuthorize(t *testing.T) {
 		{"/v1/internal", exec, true, false},
 		{"/v1/internal//deploy", exec, true, false},
 		{"/v1/internal/x/../deploy", exec, true, false},
-		{wire.PathExecutions, none, false, true},
-		{wire.PathLogs, none, false, true},
-		{wire.PathPartitions, none, false, true},
-		{"/v1/jobs", none, false, true},
+		{wire.PathExecutions, none, false, false},
+		{wire.PathLogs, none, false, false},
+		{wire.PathPartitions, none, false, false},
+		{"/v1/jobs", none, false, false},
+		{wire.PathExecutions, client, true, true},
+		{wire.PathLogs, client, true, true},
+		{wire.PathPartitions, server, true, true},
+		{wire.PathExecutions, exec, true, true},
 	}
 	for _, tt := range tests {
 		err := authorize(tt.path, tt.peer, tt.has)
@@ -69,6 +73,9 @@ func tlsDo(t *testing.T, hc *http.Client, method, url string, body []byte) (int,
 	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	require.NoError(t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := hc.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -128,11 +135,18 @@ func TestOnlyServersCommandAnExecutor(t *testing.T) {
 	code, _ = tlsDo(t, ex, http.MethodGet, transport.URL(ex, e.Addr(), wire.PathPartitionData+"?id=x"), nil)
 	assert.NotEqual(t, http.StatusForbidden, code)
 
-	// The public endpoints need no certificate.
-	user := clients["none"]
+	// The public endpoints need a certificate of the cluster: a user's
+	// client certificate will do, none will not.
+	user := clients["client"]
 	code, body = tlsDo(t, user, http.MethodGet, transport.URL(user, e.Addr(), wire.PathExecutions), nil)
 	require.Equal(t, http.StatusOK, code)
 	assert.Contains(t, string(body), "j/v/0/0")
+	for _, path := range []string{wire.PathExecutions, wire.PathLogs + "?id=j/v/0/0&stream=stdout", wire.PathPartitions} {
+		anon := clients["none"]
+		code, body = tlsDo(t, anon, http.MethodGet, transport.URL(anon, e.Addr(), path), nil)
+		assert.Equal(t, http.StatusForbidden, code, "%s: %s", path, body)
+		assert.Contains(t, string(body), "only peers with a certificate from the cluster's CA")
+	}
 
 	// Plain HTTP gets nothing.
 	code, _ = tlsDo(t, httpClient, http.MethodGet, "http://"+e.Addr()+wire.PathExecutions, nil)

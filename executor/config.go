@@ -52,7 +52,8 @@ type Config struct {
 	// SlowGossip, when set, slows the gossip failure detector (see
 	// membership.Config.Slow): for many executors in one process only.
 	SlowGossip *membership.Timings
-	// Slots is the number of slots offered (default 4).
+	// Slots is the number of slots offered (default 4, at most
+	// wire.MaxSlots).
 	Slots int
 	// Runtime is RuntimeExec (default) or RuntimeSim.
 	Runtime string
@@ -83,6 +84,9 @@ type Config struct {
 	// Insecure lets an executor listening beyond loopback start without
 	// TLS or a gossip key (with a warning).
 	Insecure bool
+	// MaxConnsPerClient bounds the HTTP connections one client address may
+	// hold open (0: transport's default; negative: no bound).
+	MaxConnsPerClient int
 	// Logger receives the executor's log (default: discarded).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
@@ -106,6 +110,8 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("slots must be positive, got %d", c.Slots))
 	case c.Slots == 0:
 		c.Slots = DefaultSlots
+	case c.Slots > wire.MaxSlots:
+		errs = append(errs, fmt.Errorf("slots: at most %d, got %d", wire.MaxSlots, c.Slots))
 	}
 	switch c.Runtime {
 	case "":

@@ -70,6 +70,13 @@ func TestExecEnvironmentAndLogs(t *testing.T) {
 	wd, err := filepath.EvalSymlinks(filepath.Join(e.cfg.DataDir, "executions", "envjob", "v", "2", "1"))
 	require.NoError(t, err)
 	require.Equal(t, wd, lines[0], "the working directory is the execution's")
+	root, err := filepath.EvalSymlinks(e.cfg.DataDir)
+	require.NoError(t, err)
+	for d := wd; d != root && d != filepath.Dir(d); d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o700), st.Mode().Perm(), "%s is its owner's alone", d)
+	}
 	env := map[string][]string{}
 	for _, kv := range lines[1:] {
 		k, v, _ := strings.Cut(kv, "=")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"jobmaster/executor/partition"
+	"jobmaster/internal/privatedir"
 	"jobmaster/membership"
 	"jobmaster/metrics"
 	"jobmaster/transport"
@@ -97,8 +98,10 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if was, err := privatedir.Ensure(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
+	} else if was != 0 {
+		cfg.Logger.Warn("data directory made private: it holds the tasks' directories, logs and partitions", "executor", cfg.NodeID, "dir", cfg.DataDir, "was", was.String(), "now", "drwx------")
 	}
 	fc, err := loadFence(cfg.DataDir)
 	if err != nil {
@@ -216,7 +219,8 @@ func (e *Executor) Start() error {
 	} else {
 		e.rt = newExecRuntime(e.cfg, e.onExit)
 	}
-	e.srv = transport.NewServer(e.routes(), transport.ServerOptions{IdleTimeout: time.Minute, Logger: e.log, TLS: e.tls})
+	e.srv = transport.NewServer(e.routes(), transport.ServerOptions{IdleTimeout: time.Minute, Logger: e.log, TLS: e.tls,
+		MaxConnsPerClient: e.cfg.MaxConnsPerClient})
 	e.mu.Lock()
 	e.phase = phaseRunning
 	e.lease.renew(e.cfg.Now())

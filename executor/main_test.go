@@ -175,6 +175,9 @@ func (l *leader) do(method, path string, body []byte) (int, []byte) {
 	l.t.Helper()
 	req, err := http.NewRequest(method, l.base+path, bytes.NewReader(body))
 	require.NoError(l.t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := httpClient.Do(req)
 	require.NoError(l.t, err)
 	defer resp.Body.Close()

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"jobmaster/acl"
 	"jobmaster/wire"
 	"testing"
 
@@ -22,12 +23,15 @@ func TestCodecRoundTripsEveryCommand(t *testing.T) {
 		&ReportExecutions{Fenced: f, Executor: "e", Updates: []ReportUpdate{{ID: "a/v/0/0", State: wire.StateFinished, Bytes: 42},
 			{ID: "a/w/0/0", State: wire.StateFailed, Unavailable: []string{"a/v/0/0"}}}},
 		&LosePartitions{Fenced: f, Executor: "e", IDs: []string{"a/v/0/0"}, Reason: "gone"},
+		&BootstrapACL{Fenced: f, ACLToken: testToken("a1", "root", acl.Management)},
+		&CreateACLToken{Fenced: f, ACLToken: testToken("a2", "ci", acl.Submit)},
+		&DeleteACLToken{Fenced: f, AccessorID: "a2"},
 	}
 	entry := MustEncode(cmds...)
 	got, err := Decode(entry)
 	require.NoError(t, err)
 	require.Equal(t, cmds, got)
-	for i := 1; i <= int(TypeLosePartitions); i++ {
+	for i := 1; i <= int(lastType); i++ {
 		require.NotEqual(t, "unknown", CommandType(i).String(), "type %d has a name", i)
 	}
 }

@@ -22,7 +22,13 @@ const (
 	TypeRestartRegions      CommandType = 8
 	TypeForgetJobs          CommandType = 9
 	TypeLosePartitions      CommandType = 10
+	TypeBootstrapACL        CommandType = 11
+	TypeCreateACLToken      CommandType = 12
+	TypeDeleteACLToken      CommandType = 13
 )
+
+// lastType is the highest command type number.
+const lastType = TypeDeleteACLToken
 
 func (t CommandType) String() string {
 	switch t {
@@ -46,6 +52,12 @@ func (t CommandType) String() string {
 		return "forget-jobs"
 	case TypeLosePartitions:
 		return "lose-partitions"
+	case TypeBootstrapACL:
+		return "bootstrap-acl"
+	case TypeCreateACLToken:
+		return "create-acl-token"
+	case TypeDeleteACLToken:
+		return "delete-acl-token"
 	}
 	return "unknown"
 }
@@ -215,6 +227,12 @@ func newCommand(t CommandType) Command {
 		return &ForgetJobs{}
 	case TypeLosePartitions:
 		return &LosePartitions{}
+	case TypeBootstrapACL:
+		return &BootstrapACL{}
+	case TypeCreateACLToken:
+		return &CreateACLToken{}
+	case TypeDeleteACLToken:
+		return &DeleteACLToken{}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package fsm
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -19,6 +20,9 @@ type FSM struct {
 	state   *State
 	events  *eventRing
 	changed chan struct{}
+	// tokens is the state's tokens as of the last apply or restore, read
+	// without the lock (Tokens).
+	tokens atomic.Pointer[TokenTable]
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -32,8 +36,15 @@ func New() *FSM { return NewWithEvents(DefaultEventBuffer) }
 func NewWithEvents(buffer int) *FSM {
 	st := NewState()
 	st.RecordEvents()
-	return &FSM{state: st, events: newEventRing(buffer, 1), changed: make(chan struct{})}
+	f := &FSM{state: st, events: newEventRing(buffer, 1), changed: make(chan struct{})}
+	f.tokens.Store(f.state.tokenTable(nil))
+	return f
 }
+
+// Tokens is the table of ACL tokens as of the last command applied: every
+// request to a master looks its token up there, without waiting for an
+// apply in progress.
+func (f *FSM) Tokens() *TokenTable { return f.tokens.Load() }
 
 // Apply applies one log entry.
 func (f *FSM) Apply(l *raft.Log) interface{} {
@@ -53,6 +64,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			f.state.SetIndex(l.Index)
 		}
 	}
+	f.tokens.Store(f.state.tokenTable(f.tokens.Load()))
 	ch := f.changed
 	f.changed = make(chan struct{})
 	f.mu.Unlock()
@@ -128,6 +140,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.state = st
 	// What came before the snapshot is not known here any more.
 	f.events = newEventRing(f.events.max, st.Index()+1)
+	f.tokens.Store(st.tokenTable(nil))
 	ch := f.changed
 	f.changed = make(chan struct{})
 	f.mu.Unlock()

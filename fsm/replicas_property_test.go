@@ -70,7 +70,7 @@ func (r *replica) restore(t *rapid.T, s heldSnapshot, log []*raft.Log) {
 
 func TestPropertyReplicasAgreeAtEveryIndex(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		leader := NewState() // the leader's own view: commands are drawn against it
+		leader := NewState()  // the leader's own view: commands are drawn against it
 		leader.RecordEvents() // as every master's FSM does, so results carry events
 		var log []*raft.Log
 		results := map[uint64]string{} // the leader's results per entry index

@@ -17,13 +17,16 @@ import (
 // snapshotFormat is the version of the snapshot stream. Restore accepts every
 // version listed in the fixture tests under testdata/. Format 3 appended
 // StartTime to each execution's array (older ones decode without it);
-// format 4 appends the result partitions after the tombstones. An older
-// master refuses a newer format by number rather than misreading it.
-const snapshotFormat = 4
+// format 4 appends the result partitions after the tombstones; format 5
+// appends the ACL tokens after the partitions, and the header says whether
+// and when the ACLs were bootstrapped. An older master refuses a newer
+// format by number rather than misreading it.
+const snapshotFormat = 5
 
-// snapshotHeader opens a snapshot stream; Jobs jobs, Execs executions and
-// (from format 2) Tombstones tombstones follow, each a msgpack value, in id
-// order.
+// snapshotHeader opens a snapshot stream; Jobs jobs, Execs executions,
+// (from format 2) Tombstones tombstones, (from format 4) Partitions
+// partitions and (from format 5) Tokens ACL tokens follow, each a msgpack
+// value, in id order.
 type snapshotHeader struct {
 	Format int    `codec:"format"`
 	Index  uint64 `codec:"index"`
@@ -37,6 +40,10 @@ type snapshotHeader struct {
 	Tombstones int `codec:"tombs,omitempty"`
 	// Partitions: format 4.
 	Partitions int `codec:"parts,omitempty"`
+	// Tokens and ACLBootstrap (the bootstrap's index, 0 before it):
+	// format 5.
+	Tokens       int    `codec:"toks,omitempty"`
+	ACLBootstrap uint64 `codec:"aclb,omitempty"`
 }
 
 // Capture is a point-in-time copy of the state, taken quickly under the
@@ -47,17 +54,23 @@ type Capture struct {
 	execs  []Execution
 	tombs  []Tombstone
 	parts  []Partition
+	tokens []ACLToken
 }
 
 // Capture copies the state.
 func (s *State) Capture() *Capture {
 	c := &Capture{
 		header: snapshotHeader{Format: snapshotFormat, Index: s.index, Epoch: s.epoch, Leader: s.leader, Cluster: s.cluster,
-			Jobs: len(s.jobs), Execs: len(s.execs), Tombstones: len(s.forgotten), Partitions: len(s.partitions)},
-		jobs:  make([]*Job, 0, len(s.jobs)),
-		execs: make([]Execution, 0, len(s.execs)),
-		tombs: make([]Tombstone, 0, len(s.forgotten)),
-		parts: make([]Partition, 0, len(s.partitions)),
+			Jobs: len(s.jobs), Execs: len(s.execs), Tombstones: len(s.forgotten), Partitions: len(s.partitions),
+			Tokens: len(s.tokens), ACLBootstrap: s.aclBootstrap},
+		jobs:   make([]*Job, 0, len(s.jobs)),
+		execs:  make([]Execution, 0, len(s.execs)),
+		tombs:  make([]Tombstone, 0, len(s.forgotten)),
+		parts:  make([]Partition, 0, len(s.partitions)),
+		tokens: make([]ACLToken, 0, len(s.tokens)),
+	}
+	for _, t := range s.tokens {
+		c.tokens = append(c.tokens, *t)
 	}
 	for _, p := range s.partitions {
 		c.parts = append(c.parts, *p)
@@ -108,6 +121,7 @@ func (c *Capture) encode(w io.Writer, h snapshotHeader) error {
 	sort.Slice(c.execs, func(a, b int) bool { return c.execs[a].ID < c.execs[b].ID })
 	sort.Slice(c.tombs, func(a, b int) bool { return c.tombs[a].ID < c.tombs[b].ID })
 	sort.Slice(c.parts, func(a, b int) bool { return c.parts[a].ID < c.parts[b].ID })
+	sort.Slice(c.tokens, func(a, b int) bool { return c.tokens[a].AccessorID < c.tokens[b].AccessorID })
 	enc := codec.NewEncoder(w, msgpackHandle)
 	if err := enc.Encode(&h); err != nil {
 		return fmt.Errorf("snapshot header: %w", err)
@@ -132,6 +146,11 @@ func (c *Capture) encode(w io.Writer, h snapshotHeader) error {
 			return fmt.Errorf("snapshot partition %s: %w", c.parts[i].ID, err)
 		}
 	}
+	for i := range c.tokens {
+		if err := enc.Encode(&c.tokens[i]); err != nil {
+			return fmt.Errorf("snapshot token %s: %w", c.tokens[i].AccessorID, err)
+		}
+	}
 	return nil
 }
 
@@ -153,8 +172,25 @@ func (c *Capture) Hash() string {
 // Index is the applied index the capture was taken at.
 func (c *Capture) Index() uint64 { return c.header.Index }
 
-// Restore reads a snapshot stream into a new State.
-func Restore(r io.Reader) (*State, error) {
+// Restore reads a snapshot stream into a new State. It trusts no count in
+// the header: memory grows with what actually decodes (RestoreSized).
+func Restore(r io.Reader) (*State, error) { return RestoreSized(r, -1) }
+
+// Bounds of a restore that the header's counts cannot move.
+const (
+	// maxPrealloc bounds how many entries a map or array is sized for in
+	// advance from a header count; beyond it they grow as records decode.
+	maxPrealloc = 1 << 20
+	// restoreChunk is how many executions are decoded into one array:
+	// they are allocated a chunk at a time, as they arrive.
+	restoreChunk = 1 << 14
+)
+
+// RestoreSized is Restore of a stream of size bytes (-1: unknown). With a
+// size, a header that claims more records than the bytes could hold (each
+// takes at least one) is refused before anything is decoded: a 40-byte
+// body that claims 1e11 executions is an error, not an allocation.
+func RestoreSized(r io.Reader, size int64) (*State, error) {
 	dec := codec.NewDecoder(bufio.NewReaderSize(r, 256<<10), msgpackHandle)
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
@@ -163,10 +199,14 @@ func Restore(r io.Reader) (*State, error) {
 	if h.Format < 1 || h.Format > snapshotFormat {
 		return nil, fmt.Errorf("snapshot format %d, this version reads 1 to %d", h.Format, snapshotFormat)
 	}
+	if err := h.checkCounts(size); err != nil {
+		return nil, err
+	}
 	s := NewState()
 	s.index, s.epoch, s.leader, s.cluster = h.Index, h.Epoch, h.Leader, h.Cluster
-	s.jobs = make(map[string]*Job, h.Jobs)
-	s.execs = make(map[string]*Execution, h.Execs)
+	s.aclBootstrap = h.ACLBootstrap
+	s.jobs = make(map[string]*Job, min(h.Jobs, maxPrealloc))
+	s.execs = make(map[string]*Execution, min(h.Execs, maxPrealloc))
 	for i := 0; i < h.Jobs; i++ {
 		j := &Job{}
 		if err := dec.Decode(j); err != nil {
@@ -174,13 +214,18 @@ func Restore(r io.Reader) (*State, error) {
 		}
 		s.jobs[j.ID] = j
 	}
-	execs := make([]Execution, h.Execs)
-	for i := range execs {
-		e := &execs[i]
-		if err := dec.Decode(e); err != nil {
-			return nil, fmt.Errorf("snapshot execution %d: %w", i, err)
+	var chunks [][]Execution
+	for done := 0; done < h.Execs; {
+		chunk := make([]Execution, min(h.Execs-done, restoreChunk))
+		for i := range chunk {
+			e := &chunk[i]
+			if err := dec.Decode(e); err != nil {
+				return nil, fmt.Errorf("snapshot execution %d: %w", done+i, err)
+			}
+			s.execs[e.ID] = e
 		}
-		s.execs[e.ID] = e
+		chunks = append(chunks, chunk)
+		done += len(chunk)
 	}
 	for i := 0; i < h.Tombstones; i++ {
 		var t Tombstone
@@ -196,18 +241,53 @@ func Restore(r io.Reader) (*State, error) {
 		}
 		s.partitions[p.ID] = p
 	}
-	if err := s.rebuildDerived(pointers(execs)); err != nil {
+	for i := 0; i < h.Tokens; i++ {
+		t := &ACLToken{}
+		if err := dec.Decode(t); err != nil {
+			return nil, fmt.Errorf("snapshot token %d: %w", i, err)
+		}
+		if err := CheckToken(*t); err != nil {
+			return nil, fmt.Errorf("snapshot token %d: %w", i, err)
+		}
+		s.tokens[t.AccessorID] = t
+	}
+	if err := s.rebuildDerived(pointers(chunks)); err != nil {
 		return nil, err
+	}
+	if len(s.tokenByHash) != len(s.tokens) {
+		return nil, fmt.Errorf("snapshot: two tokens share a secret")
 	}
 	return s, nil
 }
 
-// pointers yields a pointer to each element of xs.
-func pointers(xs []Execution) iter.Seq[*Execution] {
+// checkCounts refuses a header whose counts are negative or, for a stream
+// of size bytes (size >= 0), could not fit in it.
+func (h *snapshotHeader) checkCounts(size int64) error {
+	counts := []struct {
+		name string
+		n    int
+	}{{"jobs", h.Jobs}, {"executions", h.Execs}, {"tombstones", h.Tombstones}, {"partitions", h.Partitions}, {"tokens", h.Tokens}}
+	var total int64
+	for _, c := range counts {
+		if c.n < 0 {
+			return fmt.Errorf("snapshot header: %d %s", c.n, c.name)
+		}
+		total += int64(c.n)
+		if size >= 0 && (int64(c.n) > size || total > size) {
+			return fmt.Errorf("snapshot header: it claims %d %s (%d records in all), more than its %d bytes can hold", c.n, c.name, total, size)
+		}
+	}
+	return nil
+}
+
+// pointers yields a pointer to each element of the chunks, in order.
+func pointers(chunks [][]Execution) iter.Seq[*Execution] {
 	return func(yield func(*Execution) bool) {
-		for i := range xs {
-			if !yield(&xs[i]) {
-				return
+		for _, xs := range chunks {
+			for i := range xs {
+				if !yield(&xs[i]) {
+					return
+				}
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"jobmaster/acl"
 	"jobmaster/wire"
 	"os"
 	"path/filepath"
@@ -45,6 +46,11 @@ func fixtureState(t *testing.T) *State {
 		{"id":"sum","parallelism":1,"command":["true"],"inputs":[{"from":"gen","mode":"blocking"}]}]}`)
 	h.placeAll("e3")
 	h.report("e3", ReportUpdate{ID: "data/gen/0/0", State: wire.StateFinished, Bytes: 42})
+	// ACL tokens, and the bootstrap (format 5).
+	require.NoError(t, h.apply(&BootstrapACL{Fenced: h.fenced(), ACLToken: testToken("boot", "root", acl.Management)}).Err)
+	require.NoError(t, h.apply(&CreateACLToken{Fenced: h.fenced(), ACLToken: testToken("ci", "ci runner", acl.Submit)}).Err)
+	require.NoError(t, h.apply(&CreateACLToken{Fenced: h.fenced(), ACLToken: testToken("old", "", acl.Read)}).Err)
+	require.NoError(t, h.apply(&DeleteACLToken{Fenced: h.fenced(), AccessorID: "old"}).Err)
 	checkInvariants(t, h.s)
 	return h.s
 }
@@ -67,6 +73,10 @@ func dump(t *testing.T, s *State) []byte {
 	}
 	if len(s.partitions) > 0 {
 		out["partitions"] = s.Partitions()
+	}
+	if len(s.tokens) > 0 {
+		out["tokens"] = s.Tokens()
+		out["acl_bootstrap"] = s.aclBootstrap
 	}
 	if len(s.forgotten) > 0 {
 		var tombs []Tombstone

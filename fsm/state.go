@@ -33,7 +33,8 @@ type Result struct {
 	// cancel left as it was.
 	Status    JobStatus
 	Unchanged bool
-	// Created is set by submit-job when the job is new.
+	// Created is set by submit-job when the job is new, and by
+	// bootstrap-acl and create-acl-token when the token is.
 	Created bool
 	// Placed lists, for place-region, the executions placed.
 	Placed []Execution
@@ -84,6 +85,10 @@ type State struct {
 	// partitions are the result partitions held for consumers, by producer
 	// execution id.
 	partitions map[string]*Partition
+	// tokens are the ACL tokens, by accessor id (acl.go); aclBootstrap is
+	// the index of the bootstrap, 0 before it.
+	tokens       map[string]*ACLToken
+	aclBootstrap uint64
 
 	// derived
 	byExecutor map[string]map[string]*Execution // live, placed executions
@@ -107,6 +112,10 @@ type State struct {
 	// rec records the events of the entries applied (events.go); nil:
 	// none. It is not part of the state.
 	rec *recorder
+	// tokenByHash indexes tokens by the hash of their secret; tokenGen
+	// counts its changes (FSM republishes its TokenTable on a change).
+	tokenByHash map[string]*ACLToken
+	tokenGen    uint64
 }
 
 // NewState returns an empty state.
@@ -116,6 +125,7 @@ func NewState() *State {
 		execs:      make(map[string]*Execution),
 		forgotten:  make(map[string]Tombstone),
 		partitions: make(map[string]*Partition),
+		tokens:     make(map[string]*ACLToken),
 	}
 	s.resetDerived()
 	return s
@@ -131,6 +141,7 @@ func (s *State) resetDerived() {
 	s.live = make(map[regionRef]int)
 	s.current = make(map[string][][]*Execution)
 	s.partsOn = make(map[string]map[string]*Partition)
+	s.indexTokens()
 }
 
 // currentOf returns job j's table of current executions, creating it.
@@ -237,6 +248,12 @@ func (s *State) apply(index uint64, c Command) Result {
 		return s.applyForget(c)
 	case *LosePartitions:
 		return s.applyLosePartitions(c)
+	case *BootstrapACL:
+		return s.applyBootstrapACL(index, c)
+	case *CreateACLToken:
+		return s.applyCreateACLToken(index, c)
+	case *DeleteACLToken:
+		return s.applyDeleteACLToken(c)
 	}
 	return Result{Err: fmt.Errorf("unknown command %T", c)}
 }

@@ -110,8 +110,11 @@ func (s *State) Execution(id string) (Execution, bool) {
 }
 
 // NumJobs and NumExecutions count what the state holds.
-func (s *State) NumJobs() int       { return len(s.jobs) }
-func (s *State) NumExecutions() int { return len(s.execs) }
+func (s *State) NumJobs() int { return len(s.jobs) }
+
+// HasJob reports whether a job with this id exists.
+func (s *State) HasJob(id string) bool { _, ok := s.jobs[id]; return ok }
+func (s *State) NumExecutions() int    { return len(s.execs) }
 
 // Expected returns the live executions placed on an executor (the
 // expected-deployment set for it), in id order.

@@ -39,11 +39,11 @@ type Options struct {
 	// Dir holds the nodes' data directories and logs (default: a
 	// temporary directory removed after the test).
 	Dir string
-	// TLS runs every node secure, as `jobmaster dev` does: TLS with
-	// certificates from a CA in Dir/tls (Cluster.CA), gossip encrypted
-	// with the keyring file Cluster.GossipKeyring, and --acl on masters.
-	// The harness's clients then use TLS too. Off, the nodes run insecure
-	// on loopback, as they always have.
+	// TLS runs every node with TLS, with certificates from a CA in
+	// Dir/tls (Cluster.CA), and gossip encrypted with the keyring file
+	// Cluster.GossipKeyring. The harness's clients then use TLS too, with
+	// a client certificate. Off, the nodes run insecure on loopback, as
+	// they always have.
 	TLS bool
 	// ArtifactKind and ArtifactName name the folder a failed test's Dir
 	// is copied to (.artifacts/<kind>/<name>-<time>; default
@@ -51,6 +51,12 @@ type Options struct {
 	ArtifactKind, ArtifactName string
 	// LogFormat is every node's --log-format (default text).
 	LogFormat string
+	// ACL runs the masters with --acl and bootstraps them with the
+	// management token Cluster.ManagementToken, which the harness's
+	// clients (Client, HTTP) send with every request; Cluster.Token makes
+	// tokens of other policies. With TLS too, the cluster runs as
+	// `jobmaster dev` does.
+	ACL bool
 }
 
 func (o *Options) defaults() {
@@ -98,6 +104,11 @@ type Cluster struct {
 	GossipKeyring string
 	// artifacts is where Dir is copied if the test fails.
 	artifacts string
+	// ManagementToken is the secret of the management token the cluster
+	// was bootstrapped with (Options.ACL; "" otherwise).
+	ManagementToken string
+	// clientOpts are the options of the harness's clients but the token.
+	clientOpts []client.Option
 }
 
 func freeAddr(t testing.TB) string { return freeport.Must(t) }
@@ -119,15 +130,17 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		name = t.Name()
 	}
 	c := &Cluster{t: t, opts: opts, dir: dir, artifacts: artifactDir(kind, name, time.Now())}
-	var clientOpts []client.Option
+	if opts.ACL {
+		c.ManagementToken = "harness-management-" + randomHex(t)
+	}
+	httpOpts := transport.ClientOptions{Timeout: 5 * time.Second, Token: c.ManagementToken}
 	if opts.TLS {
 		c.secure()
 		f := c.CA.Files(pki.Client, "harness")
-		clientOpts = []client.Option{client.WithCACert(f.CA), client.WithClientCert(f.Cert, f.Key)}
-		c.HTTP = transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second, TLS: c.CA.Load(pki.Client, "harness")})
-	} else {
-		c.HTTP = transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second})
+		c.clientOpts = []client.Option{client.WithCACert(f.CA), client.WithClientCert(f.Cert, f.Key)}
+		httpOpts.TLS = c.CA.Load(pki.Client, "harness")
 	}
+	c.HTTP = transport.NewClient(httpOpts)
 	if opts.Netns {
 		nw, err := NewNetwork(opts.CutMode)
 		if err != nil {
@@ -160,25 +173,25 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			o.LogFormat = opts.LogFormat
 		}
 		if c.CA != nil {
-			o.TLS, o.GossipKeyring, o.ACL = c.CA.Files(pki.Server, n.ID), c.GossipKeyring, true
+			o.TLS, o.GossipKeyring = c.CA.Files(pki.Server, n.ID), c.GossipKeyring
 		}
+		o.ACL = opts.ACL
 		o.Insecure = c.insecure()
 		n.args = o.Args
 	}
 	for i := 0; i < opts.Executors; i++ {
 		c.AddExecutor()
 	}
-	cl, err := client.New(strings.Join(httpAddrs, ","), append(clientOpts, client.WithTimeout(20*time.Second))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Client = cl
+	c.Client = c.ClientWith(c.ManagementToken)
 	t.Cleanup(c.Close)
 	for _, n := range c.Masters {
 		n.Start()
 	}
 	for _, n := range c.Executors {
 		n.Start()
+	}
+	if opts.ACL {
+		c.bootstrapACL()
 	}
 	c.Leader()
 	c.WaitExecutorsAlive()
@@ -276,8 +289,9 @@ func (c *Cluster) Close() {
 }
 
 // insecure says whether the nodes need --insecure: in network namespaces
-// they listen beyond loopback, and without TLS they would refuse to start.
-func (c *Cluster) insecure() bool { return c.Net != nil && c.CA == nil }
+// they listen beyond loopback, and without TLS (and, on masters, ACLs)
+// they would refuse to start.
+func (c *Cluster) insecure() bool { return c.Net != nil && !(c.CA != nil && c.opts.ACL) }
 
 // secure creates the cluster's CA and gossip keyring (Options.TLS).
 func (c *Cluster) secure() {

@@ -60,6 +60,9 @@ func Parse(data []byte) (*Spec, error) {
 	if err := s.Normalize(); err != nil {
 		return nil, err
 	}
+	if err := checkSizes(&s); err != nil {
+		return nil, err
+	}
 	return &s, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"jobmaster/executor"
+	"jobmaster/transport"
 )
 
 // ExecutorCommand is the command that runs an executor.
@@ -35,6 +36,7 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 	fs.DurationVar(&c.Lease, "lease", executor.DefaultLease, "every task is dead this long after the last heartbeat from a leader (self-fencing)")
 	fs.DurationVar(&c.CancelGrace, "cancel-grace", executor.DefaultCancelGrace, "time between SIGTERM and SIGKILL when a task is cancelled")
 	fs.DurationVar(&c.FetchTimeout, "fetch-timeout", executor.DefaultFetchTimeout, "how long fetching one input of a task may keep failing (retried with backoff from 100ms to 10s) before the task fails")
+	fs.IntVar(&c.MaxConnsPerClient, "http-max-conns-per-client", transport.DefaultMaxConnsPerClient, "the most HTTP connections one client address may hold open (loopback is not counted; -1: no bound)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", "text", "text (key=value) or json (one object per line), on stderr")
 	securityFlags(fs, &c.TLS, &c.GossipKeys, &c.GossipKeyring, &c.Insecure)

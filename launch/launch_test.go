@@ -131,10 +131,10 @@ func vary(t *testing.T, f *pflag.Flag) string {
 	switch f.Value.Type() {
 	case "string":
 		return f.DefValue + "x,y"
-	case "int":
-		n, err := strconv.Atoi(f.DefValue)
+	case "int", "int64":
+		n, err := strconv.ParseInt(f.DefValue, 10, 64)
 		require.NoError(t, err)
-		return strconv.Itoa(n + 3)
+		return strconv.FormatInt(n+3, 10)
 	case "duration":
 		d, err := time.ParseDuration(f.DefValue)
 		require.NoError(t, err)

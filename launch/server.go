@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"jobmaster/master"
+	"jobmaster/transport"
 )
 
 // ServerCommand is the command that runs a master.
@@ -43,7 +44,11 @@ func ServerFlags(fs *pflag.FlagSet, o *Server) {
 	fs.StringVar(&o.LogFormat, "log-format", "text", "text (key=value) or json (one object per line), on stderr")
 	fs.StringVar(&c.RaftLogLevel, "raft-log-level", "warn", "log level of the Raft library")
 	securityFlags(fs, &c.TLS, &c.GossipKeys, &c.GossipKeyring, &c.Insecure)
-	fs.BoolVar(&c.ACL, "acl", false, "turn ACLs on; needed, with TLS and a gossip key, to listen beyond loopback without --insecure (ACL enforcement arrives with the token system: today the flag only satisfies that check)")
+	fs.BoolVar(&c.ACL, "acl", false, "turn ACLs on: every request but GET /v1/health and the bootstrap needs a token whose policy allows it ('jobmaster acl bootstrap')")
+	fs.IntVar(&c.MaxJobs, "max-jobs", master.DefaultMaxJobs, "quota: the most jobs the state holds, ended ones not yet forgotten included; a submit beyond it gets 429 (0: no quota)")
+	fs.IntVar(&c.MaxExecutions, "max-executions", master.DefaultMaxExecutions, "quota: the most executions (attempts of subtasks) the state holds; a submit that would pass it gets 429 (0: no quota)")
+	fs.Int64Var(&c.MaxSnapshotBytes, "max-snapshot-bytes", master.DefaultMaxSnapshotBytes, "the largest snapshot a restore takes; a larger body gets 413")
+	fs.IntVar(&c.MaxConnsPerClient, "http-max-conns-per-client", transport.DefaultMaxConnsPerClient, "the most HTTP connections one client address may hold open (loopback is not counted; -1: no bound)")
 }
 
 // DefaultServer is the options of a master started with no flags.

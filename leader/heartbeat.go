@@ -93,7 +93,13 @@ func (c *Core) HeartbeatAnswered(read Reader, h Heartbeat, rep *wire.Report, now
 	x.status = Alive
 	x.lostSent = false
 	x.probing = false
-	x.slots, x.used, x.instance = rep.Slots, rep.UsedSlots, rep.Instance
+	slots, fits := SlotsOf(rep.Slots)
+	refused := !fits && x.refusedClaim != rep.Slots
+	x.refusedClaim = 0
+	if !fits {
+		x.refusedClaim = rep.Slots
+	}
+	x.slots, x.used, x.instance = slots, rep.UsedSlots, rep.Instance
 	lease := time.Duration(rep.LeaseMs) * time.Millisecond
 	warn := lease > x.lease && c.cfg.MinTimeout(lease) > c.cfg.Timeout
 	x.lease = lease
@@ -102,6 +108,10 @@ func (c *Core) HeartbeatAnswered(read Reader, h Heartbeat, rep *wire.Report, now
 	r := c.report(read, h.Executor, rep.Executions, rep.Partitions, h.Base, h.Sent, now, false)
 	if change != nil {
 		r.Changes = append([]Change{*change}, r.Changes...)
+	}
+	if refused {
+		r.event(slog.LevelWarn, "executor claims a slot count outside what an executor may have: it is counted with the nearest bound",
+			"executor", h.Executor, "claimed", rep.Slots, "counted", slots, "max_slots", wire.MaxSlots)
 	}
 	if warn {
 		r.event(slog.LevelError, "executor lease too long for --executor-timeout: its lease is renewed for too short a window, and a lost executor may outlive its replacement tasks",

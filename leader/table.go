@@ -6,6 +6,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/placement"
+	"jobmaster/wire"
 )
 
 // executor is what the leader knows of one executor.
@@ -27,6 +28,9 @@ type executor struct {
 	// lostSent: its loss was committed (or needed no command); reset when
 	// it answers again.
 	lostSent bool
+	// refusedClaim is the slot count it last claimed beyond wire.MaxSlots
+	// (logged once per claim), 0 when its claim is within the bound.
+	refusedClaim int
 	// probing: heartbeats to it are probes.
 	probing bool
 	// acks are terminal executions to acknowledge with the next heartbeat.
@@ -67,7 +71,7 @@ func (c *Core) Refresh(now time.Time, members []Member, withWork []string) (adde
 		x.addr = mem.Addr
 		x.gone = mem.Gone
 		if x.slots == 0 || !x.answered {
-			x.slots = mem.Slots
+			x.slots, _ = SlotsOf(mem.Slots)
 		}
 	}
 	for id := range work {
@@ -88,6 +92,20 @@ func (c *Core) Refresh(now time.Time, members []Member, withWork []string) (adde
 	sort.Strings(added)
 	sort.Strings(dropped)
 	return added, dropped
+}
+
+// SlotsOf is how many slots the leader counts for an executor that claims
+// claimed (in gossip or a report): the claim, held within 0 and
+// wire.MaxSlots; ok is false when it had to be. Placement builds a list
+// of free slots per executor, so a claim of 2e9 slots must not reach it.
+func SlotsOf(claimed int) (slots int, ok bool) {
+	switch {
+	case claimed < 0:
+		return 0, false
+	case claimed > wire.MaxSlots:
+		return wire.MaxSlots, false
+	}
+	return claimed, true
 }
 
 // ensure returns the executor's record, adding it if new. A new record's

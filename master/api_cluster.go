@@ -11,6 +11,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/fsm"
+	"jobmaster/leader"
 	"jobmaster/membership"
 	"jobmaster/wire"
 )
@@ -84,8 +85,9 @@ func (m *Master) gossipExecutors(used map[string][]int) []api.Executor {
 		if st == membership.StatusDead || st == membership.StatusLeft {
 			st = "lost"
 		}
-		out = append(out, api.Executor{ID: mem.ID, HTTPAddr: mem.Meta.HTTPAddr, Slots: mem.Meta.Slots,
-			FreeSlots: max(0, mem.Meta.Slots-len(used[mem.ID])), Status: st})
+		slots, _ := leader.SlotsOf(mem.Meta.Slots)
+		out = append(out, api.Executor{ID: mem.ID, HTTPAddr: mem.Meta.HTTPAddr, Slots: slots,
+			FreeSlots: max(0, slots-len(used[mem.ID])), Status: st})
 	}
 	if out == nil {
 		out = []api.Executor{}

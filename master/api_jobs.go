@@ -53,7 +53,14 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 		r.Header.Set(jobIDHeader, id)
 	}
 	m.onLeader(w, r, body, func(w http.ResponseWriter, r *http.Request, _ []byte, s *session) error {
+		if err := m.checkQuota(id, spec); err != nil {
+			writeError(w, http.StatusTooManyRequests, err.Error())
+			return nil
+		}
 		res, err := m.prop.ProposeOne(r.Context(), &fsm.SubmitJob{Fenced: s.fenced(), ID: id, Spec: spec})
+		if err == nil && res.Created {
+			m.audit(r, "job submit", "job", id, "subtasks", subtasksOf(spec))
+		}
 		switch {
 		case errors.Is(err, fsm.ErrConflict):
 			writeError(w, http.StatusConflict, fmt.Sprintf("job %q already exists with a different spec", id))
@@ -140,6 +147,9 @@ func jobToAPI(v *fsm.JobView) api.Job {
 func (m *Master) cancelJob(w http.ResponseWriter, r *http.Request, _ []byte, s *session) error {
 	id := r.PathValue("id")
 	res, err := m.prop.ProposeOne(r.Context(), &fsm.CancelJob{Fenced: s.fenced(), ID: id})
+	if err == nil {
+		m.audit(r, "job cancel", "job", id)
+	}
 	switch {
 	case errors.Is(err, fsm.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("job %q not found", id))

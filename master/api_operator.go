@@ -1,6 +1,7 @@
 package master
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,6 +34,11 @@ func (m *Master) snapshotSave(w http.ResponseWriter, _ *http.Request, _ []byte, 
 // it aside before Raft installs it, so a bad file changes nothing. The
 // leader then starts a new epoch: the restored state's is old.
 func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
+	// A backup may take longer to upload than the server's read timeout;
+	// its size is bounded instead (--max-snapshot-bytes).
+	_ = transport.Unbounded(w)
+	body := &sizedBody{ReadCloser: http.MaxBytesReader(w, r.Body, m.cfg.MaxSnapshotBytes)}
+	r.Body = body
 	if s := m.currentSession(); s == nil {
 		addr := m.leaderHTTPAddr()
 		// One hop only: a master that was forwarded this and does not lead
@@ -44,6 +50,10 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 		}
 		// Streamed once: a restore is not retried behind the caller's back.
 		if !m.forwardStream(w, r, addr) {
+			if body.tooBig {
+				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("snapshot larger than %d bytes (--max-snapshot-bytes); the leader restored nothing", m.cfg.MaxSnapshotBytes))
+				return
+			}
 			writeError(w, http.StatusBadGateway, "the leader did not answer; the restore may or may not have happened")
 		}
 		return
@@ -57,6 +67,10 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	defer tmp.Close()
 	size, err := io.Copy(tmp, r.Body)
 	if err != nil {
+		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("snapshot larger than %d bytes (--max-snapshot-bytes)", m.cfg.MaxSnapshotBytes))
+			return
+		}
 		writeError(w, http.StatusBadRequest, "reading snapshot: "+err.Error())
 		return
 	}
@@ -64,7 +78,7 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	st, err := fsm.Restore(tmp)
+	st, err := fsm.RestoreSized(tmp, size)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "not a jobmaster snapshot: "+err.Error())
 		return
@@ -100,7 +114,23 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.log.Warn("state restored from a snapshot", "jobs", st.NumJobs(), "executions", st.NumExecutions(), "cluster", st.Cluster())
+	m.audit(r, "snapshot restore", "jobs", st.NumJobs(), "executions", st.NumExecutions(), "tokens", st.NumTokens())
 	writeJSON(w, http.StatusOK, map[string]any{"restored": true, "jobs": st.NumJobs(), "executions": st.NumExecutions()})
+}
+
+// sizedBody is a request body bounded by http.MaxBytesReader that says
+// whether the bound was hit.
+type sizedBody struct {
+	io.ReadCloser
+	tooBig bool
+}
+
+func (b *sizedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+		b.tooBig = true
+	}
+	return n, err
 }
 
 // forwardStream relays a request whose body is streamed once.
@@ -109,6 +139,7 @@ func (m *Master) forwardStream(w http.ResponseWriter, r *http.Request, addr stri
 	if err != nil {
 		return false
 	}
+	copyHeaders(req, r)
 	req.Header.Set(hopsHeader, "1")
 	resp, err := m.client.Do(req)
 	if err != nil {
@@ -161,6 +192,7 @@ func (m *Master) removePeer(w http.ResponseWriter, r *http.Request, _ []byte, _ 
 		return err
 	}
 	m.log.Info("master removed from the Raft configuration", "peer", id)
+	m.audit(r, "raft peer remove", "master", id)
 	writeJSON(w, http.StatusOK, map[string]string{"removed": id})
 	return nil
 }

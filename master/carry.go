@@ -122,15 +122,25 @@ func (t *tracker) sendDeploy(d leader.Deploy) []string {
 			wt[i].Inputs = in
 		}
 	}
-	req := wire.NewDeployRequest(t.leader(), wt)
-	var resp wire.DeployResponse
-	err := postJSON(t.s.ctx, t.m.client, addr, wire.PathDeploy, req, &resp, t.m.cfg.DeployRPCTimeout)
-	t.m.metrics.deploy(len(d.Tasks), err != nil)
-	if err != nil {
-		t.m.log.Warn("deploy failed; the reconciler retries it", "executor", d.Executor, "tasks", len(d.Tasks), "redeploy", d.Redeploy, "err", err)
-		return nil
+	// Split below what an executor reads of a request: thousands of tasks
+	// with large commands, envs or inputs go as several deploys, each
+	// acknowledged by its own answer.
+	var acks []string
+	for _, req := range wire.SplitDeploy(t.leader(), wt, 0) {
+		var resp wire.DeployResponse
+		n := 0
+		for _, g := range req.Groups {
+			n += len(g.Subtasks) / 3
+		}
+		err := postJSON(t.s.ctx, t.m.client, addr, wire.PathDeploy, req, &resp, t.m.cfg.DeployRPCTimeout)
+		t.m.metrics.deploy(n, err != nil)
+		if err != nil {
+			t.m.log.Warn("deploy failed; the reconciler retries it", "executor", d.Executor, "tasks", n, "of", len(d.Tasks), "redeploy", d.Redeploy, "err", err)
+			continue
+		}
+		acks = append(acks, t.carry(t.core.Partial(t.read, d.Executor, resp.Executions, nil, t.m.cfg.Now()), true)...)
 	}
-	return t.carry(t.core.Partial(t.read, d.Executor, resp.Executions, nil, t.m.cfg.Now()), true)
+	return acks
 }
 
 // addressInputs fills in the HTTP address of each source's executor, from

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/internal/freeport"
+	"jobmaster/transport"
 )
 
 // testCluster runs masters in this process on loopback, with real Raft
@@ -156,10 +158,19 @@ type httpResult struct {
 	header http.Header
 }
 
-func do(t *testing.T, method, url string, body []byte) httpResult {
+func do(t *testing.T, method, url string, body []byte, headers ...string) httpResult {
 	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	require.NoError(t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", transport.JSONType)
+		if strings.Contains(url, "/v1/operator/snapshot") {
+			req.Header.Set("Content-Type", transport.BinaryType)
+		}
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

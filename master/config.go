@@ -71,12 +71,22 @@ type Config struct {
 	// of keys, read again on Reload) encrypt gossip.
 	GossipKeys    []string
 	GossipKeyring string
-	// ACL is --acl. ACL enforcement arrives with the token system; until
-	// then it only counts as on for the start check (exposure).
+	// ACL is --acl: every request but a few (acl.Routes) needs a token
+	// whose policy allows it (acl.go).
 	ACL bool
 	// Insecure lets a master listening beyond loopback start without TLS,
 	// a gossip key or ACLs (with a warning).
 	Insecure bool
+
+	// Bounds (docs/security.md). MaxJobs and MaxExecutions are quotas on
+	// the state, checked by the leader before it proposes a submit (0: no
+	// quota). MaxSnapshotBytes bounds a restore's body (0: the default).
+	// MaxConnsPerClient bounds the HTTP connections one client address may
+	// hold (0: the default; negative: no bound).
+	MaxJobs           int
+	MaxExecutions     int
+	MaxSnapshotBytes  int64
+	MaxConnsPerClient int
 
 	Logger *slog.Logger
 	// RaftLog receives hashicorp/raft's own log (default: stderr), at
@@ -101,6 +111,9 @@ const (
 	DefaultDeployRPCTimeout  = wire.MaxRequestTimeout
 	DefaultCancelRPCTimeout  = 5 * time.Second
 	DefaultEventHeartbeat    = 10 * time.Second
+	DefaultMaxJobs           = 100_000
+	DefaultMaxExecutions     = 2_000_000
+	DefaultMaxSnapshotBytes  = 1 << 30
 )
 
 // leaderConfig is the leader core's timing.
@@ -136,6 +149,17 @@ func (c *Config) setDefaults() error {
 	}
 	if c.BootstrapExpect < 0 {
 		return errors.New("--bootstrap-expect must not be negative")
+	}
+	for _, q := range []struct {
+		name string
+		v    int64
+	}{{"--max-jobs", int64(c.MaxJobs)}, {"--max-executions", int64(c.MaxExecutions)}, {"--max-snapshot-bytes", c.MaxSnapshotBytes}} {
+		if q.v < 0 {
+			return fmt.Errorf("%s must not be negative (it is %d)", q.name, q.v)
+		}
+	}
+	if c.MaxSnapshotBytes == 0 {
+		c.MaxSnapshotBytes = DefaultMaxSnapshotBytes
 	}
 	for _, d := range []struct {
 		name string

@@ -8,6 +8,7 @@ import (
 	"jobmaster/fsm"
 	"jobmaster/leader"
 	"jobmaster/membership"
+	"jobmaster/wire"
 )
 
 // tracker runs a session's executor-facing goroutines: it keeps the core's
@@ -39,6 +40,9 @@ type tracker struct {
 	// started: run has begun, so new executors get a heartbeat loop at
 	// once (before, the table is only filled).
 	started bool
+	// claims holds, per executor, the slot count beyond wire.MaxSlots its
+	// gossip metadata last claimed, so that each claim is logged once.
+	claims map[string]int
 }
 
 // newTracker builds the session's core and fills its table from gossip and
@@ -46,7 +50,7 @@ type tracker struct {
 // every executor.
 func newTracker(s *session) *tracker {
 	now := s.m.cfg.Now()
-	t := &tracker{s: s, m: s.m, core: leader.New(s.m.cfg.leaderConfig(), s.token, now), loops: make(map[string]chan struct{})}
+	t := &tracker{s: s, m: s.m, core: leader.New(s.m.cfg.leaderConfig(), s.token, now), loops: make(map[string]chan struct{}), claims: make(map[string]int)}
 	first := make(chan struct{})
 	t.wave.Store(&first)
 	t.refresh(now)
@@ -113,6 +117,23 @@ func (t *tracker) waves() {
 	}
 }
 
+// noteSlotClaim logs, once per claim, an executor whose gossip metadata
+// claims more slots than an executor may have (the core counts it with
+// wire.MaxSlots).
+func (t *tracker) noteSlotClaim(id string, claimed int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if counted, ok := leader.SlotsOf(claimed); !ok {
+		if t.claims[id] != claimed {
+			t.m.log.Warn("executor's gossip claims a slot count outside what an executor may have: it is counted with the nearest bound",
+				"executor", id, "claimed", claimed, "counted", counted, "max_slots", wire.MaxSlots)
+		}
+		t.claims[id] = claimed
+		return
+	}
+	delete(t.claims, id)
+}
+
 // refresh hands the core what gossip and the state know of executors, and
 // starts and stops heartbeat loops for the executors it adds and drops.
 func (t *tracker) refresh(now time.Time) {
@@ -121,6 +142,7 @@ func (t *tracker) refresh(now time.Time) {
 	for i, mem := range gossip {
 		gone := mem.Status == membership.StatusLeft || mem.Status == membership.StatusDead
 		members[i] = leader.Member{ID: mem.ID, Addr: mem.Meta.HTTPAddr, Slots: mem.Meta.Slots, Gone: gone}
+		t.noteSlotClaim(mem.ID, mem.Meta.Slots)
 	}
 	var withWork []string
 	t.read(func(st *fsm.State) { withWork = st.ExecutorsWithWork() })

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -85,6 +86,10 @@ func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h
 	for {
 		s, changed := m.sessionWatch()
 		if s != nil {
+			var ok bool
+			if r, ok = m.confirmCaller(w, r); !ok {
+				return
+			}
 			err := h(w, r, body, s)
 			if err == nil {
 				return
@@ -140,11 +145,7 @@ func (m *Master) forward(w http.ResponseWriter, r *http.Request, body []byte, ad
 	if err != nil {
 		return false
 	}
-	for _, h := range []string{"Content-Type", jobIDHeader} {
-		if v := r.Header.Get(h); v != "" {
-			req.Header.Set(h, v)
-		}
-	}
+	copyHeaders(req, r, jobIDHeader)
 	req.Header.Set(hopsHeader, strconv.Itoa(hops))
 	resp, err := m.client.Do(req)
 	if err != nil {
@@ -153,6 +154,20 @@ func (m *Master) forward(w http.ResponseWriter, r *http.Request, body []byte, ad
 	}
 	defer resp.Body.Close()
 	return relayAnswer(w, resp, transport.MaxResponseBytes)
+}
+
+// relayedHeaders are the headers of a request that a master relays to the
+// leader: its body's type and its token.
+var relayedHeaders = []string{"Content-Type", tokenHeader, authHeader}
+
+// copyHeaders copies to the request req the headers of r that a forward
+// carries: relayedHeaders and extra.
+func copyHeaders(req, r *http.Request, extra ...string) {
+	for _, h := range slices.Concat(relayedHeaders, extra) {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
 }
 
 // relayAnswer copies a forwarded request's answer to w. It reads the answer

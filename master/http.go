@@ -48,10 +48,11 @@ func (m *Master) routes() http.Handler {
 	mux.HandleFunc("/v1/operator/raft/peers/{id}", m.methods(map[string]http.HandlerFunc{
 		http.MethodDelete: m.leaderWrite(m.removePeer),
 	}))
+	m.aclRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return m.metrics.http.Wrap(transport.Role(transport.RoleMaster, recoverPanics(m, canonicalPaths(mux))))
+	return m.metrics.http.Wrap(transport.Role(transport.RoleMaster, recoverPanics(m, canonicalPaths(m.guard(mux)))))
 }
 
 // canonicalPaths answers a path with '.' or '..' segments or repeated

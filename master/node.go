@@ -38,13 +38,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"jobmaster/fsm"
+	"jobmaster/internal/privatedir"
 	"jobmaster/membership"
 	"jobmaster/metrics"
 	"jobmaster/transport"
@@ -92,8 +92,10 @@ func New(cfg Config) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if was, err := privatedir.Ensure(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
+	} else if was != 0 {
+		cfg.Logger.Warn("data directory made private: it holds every job spec with its env", "node", cfg.NodeID, "dir", cfg.DataDir, "was", was.String(), "now", "drwx------")
 	}
 	// Before Raft and gossip start, so that their first metrics count.
 	if _, err := metrics.RouteLibraries(); err != nil {
@@ -149,7 +151,8 @@ func New(cfg Config) (*Master, error) {
 	}
 	m.gossip = g
 	m.metrics = newMasterMetrics(m)
-	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{TLS: tl})
+	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{TLS: tl, MaxConnsPerClient: cfg.MaxConnsPerClient,
+		Logger: m.log.With("component", "http")})
 	m.goFunc(m.monitorLeadership)
 	m.goFunc(m.watchMembership)
 	m.goFunc(func() {

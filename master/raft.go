@@ -39,7 +39,7 @@ type raftParts struct {
 // and stable store (fsync on) and file snapshots (3 retained).
 func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 	dir := filepath.Join(cfg.DataDir, "raft")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	logger := hclog.New(&hclog.LoggerOptions{

@@ -24,11 +24,13 @@ import (
 	"jobmaster/wire"
 )
 
-// tlsCluster is a testCluster with TLS and a gossip key on every master.
+// tlsCluster is a testCluster with TLS, a gossip key and ACLs on every
+// master; its clients carry the management token it bootstrapped.
 type tlsCluster struct {
 	*testCluster
-	ca  *pkitest.CA
-	key string
+	ca    *pkitest.CA
+	key   string
+	token string
 }
 
 func newTLSCluster(t *testing.T, n int) *tlsCluster {
@@ -40,7 +42,20 @@ func newTLSCluster(t *testing.T, n int) *tlsCluster {
 		cfg.GossipKeys = []string{key}
 		cfg.ACL = true
 	})
-	return &tlsCluster{testCluster: c, ca: ca, key: key}
+	tc := &tlsCluster{testCluster: c, ca: ca, key: key, token: "management-secret-of-the-test"}
+	tc.bootstrap()
+	return tc
+}
+
+// bootstrap waits for a leader and bootstraps the ACLs with the cluster's
+// management secret.
+func (c *tlsCluster) bootstrap() {
+	c.t.Helper()
+	l := c.leader()
+	hc := c.client("", "")
+	r := doWith(c.t, hc, http.MethodPost, transport.URL(hc, c.masters[l].HTTPAddr(), "/v1/acl/bootstrap"),
+		[]byte(`{"secret_id": "`+c.token+`"}`))
+	require.Equal(c.t, http.StatusCreated, r.status, "%s", r.body)
 }
 
 // client is an HTTP client holding the certificate of role and id; an
@@ -55,7 +70,7 @@ func (c *tlsCluster) client(role pki.Role, id string) *http.Client {
 	} else {
 		tl = c.ca.Load(role, id)
 	}
-	hc := transport.NewClient(transport.ClientOptions{TLS: tl})
+	hc := transport.NewClient(transport.ClientOptions{TLS: tl, Token: c.token})
 	c.t.Cleanup(hc.CloseIdleConnections)
 	return hc
 }

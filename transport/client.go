@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"jobmaster/api"
 )
 
 // Defaults of ClientOptions' zero fields: those of Go's default transport.
@@ -47,7 +49,13 @@ type ClientOptions struct {
 	// present (NodePeer for a node's client); nil admits any certificate
 	// the trusted CAs vouch for.
 	PeerCheck PeerCheck
+	// Token, when set, is the ACL token secret sent with every request
+	// (TokenHeader) that does not carry one already.
+	Token string
 }
+
+// TokenHeader is the header of a request's ACL token (api.TokenHeader).
+const TokenHeader = api.TokenHeader
 
 // NewClient returns the *http.Client a role talks to its peers with. It
 // owns its connections: CloseIdleConnections on it releases them.
@@ -83,13 +91,34 @@ func NewClient(o ClientOptions) *http.Client {
 		tr.TLSClientConfig = t.clientConfig("", check)
 		tr.TLSHandshakeTimeout = dial
 	}
+	if o.Token != "" {
+		return &http.Client{Transport: &tokenTransport{Transport: tr, token: o.Token}, Timeout: o.Timeout}
+	}
 	return &http.Client{Transport: tr, Timeout: o.Timeout}
+}
+
+// tokenTransport sends a token with every request.
+type tokenTransport struct {
+	*http.Transport
+	token string
+}
+
+func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get(TokenHeader) == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set(TokenHeader, t.token)
+	}
+	return t.Transport.RoundTrip(r)
 }
 
 // Scheme is the scheme of every URL c dials: "https" for a client built
 // with TLS (ClientOptions.TLS), else "http".
 func Scheme(c *http.Client) string {
-	if tr, ok := c.Transport.(*http.Transport); ok && (tr.DialTLSContext != nil || tr.TLSClientConfig != nil) {
+	tr, ok := c.Transport.(*http.Transport)
+	if tt, isToken := c.Transport.(*tokenTransport); isToken {
+		tr, ok = tt.Transport, true
+	}
+	if ok && (tr.DialTLSContext != nil || tr.TLSClientConfig != nil) {
 		return SchemeHTTPS
 	}
 	return SchemeHTTP

@@ -34,6 +34,14 @@
 //   - Limit: the most bytes a role reads of a body: MaxRequestBytes of a
 //     request body (more is a 413), MaxResponseBytes of a peer's answer (more
 //     is ErrTooLarge, unless the answer is an error anyway).
+//   - Server bounds: what every role's server refuses to wait for or hold
+//     (server.go): slow headers and bodies (ReadHeaderTimeout,
+//     ReadTimeout), idle keep-alive connections, header blocks over
+//     MaxHeaderBytes, and more connections from one client address than
+//     MaxConnsPerClient.
+//   - Drive-by request: one a web page makes a browser send (driveby.go):
+//     a write whose body is not of its endpoint's type (CheckContentType,
+//     415) or a request from another origin (CheckOrigin, 403).
 //   - Status error: an answer whose status is not 2xx, as a *StatusError
 //     carrying the status code and the peer's message. A server answers
 //     its own request errors (413, 400) as the same type.

@@ -42,6 +42,12 @@ const (
 	MaxRequestTimeout = 10 * time.Second
 )
 
+// MaxSlots bounds the slots of one executor. An executor refuses to start
+// with more; a leader takes an executor that claims more (in gossip or a
+// report) to have this many, and logs the claim: a claim of 2e9 slots must
+// not make it allocate 2e9 entries.
+const MaxSlots = 1024
+
 // Executor endpoints.
 const (
 	PathDeploy     = "/v1/internal/deploy"

@@ -33,8 +33,10 @@ type Config struct {
 	// Dir receives the nodes' data directories and logs.
 	Dir string
 	// TLS runs every node secure, as `jobmaster dev` does: TLS with
-	// certificates from a CA in Dir/tls, a gossip keyring and --acl. The
-	// harness's own clients (Cluster.HTTP, NewHTTPClient) then speak TLS too.
+	// certificates from a CA in Dir/tls, a gossip keyring, and --acl with
+	// the ACLs bootstrapped. The harness's own clients (Cluster.HTTP,
+	// NewHTTPClient, ClientOptions) then speak TLS too and send the
+	// management token with every request.
 	TLS bool
 }
 
@@ -124,6 +126,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	if c.sec != nil {
+		if err := c.bootstrapACL(wctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	if _, err := c.WaitLeader(wctx); err != nil {
 		c.Close()
 		return nil, err

@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"time"
@@ -14,14 +18,17 @@ import (
 )
 
 // security is a secure cluster's credentials: a CA, the nodes'
-// certificates issued as they are added, a certificate for the harness and
-// a gossip keyring, all in one directory.
+// certificates issued as they are added, a certificate for the harness, a
+// gossip keyring, all in one directory, and the secret of the management
+// token the masters are bootstrapped with, which the harness's clients
+// send with every request.
 type security struct {
 	dir     string
 	ca      *pki.CA
 	keyring string
 	harness transport.TLSFiles
 	tls     *transport.TLS // the harness's
+	token   string
 }
 
 func newSecurity(dir string) (*security, error) {
@@ -36,7 +43,11 @@ func newSecurity(dir string) (*security, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &security{dir: dir, ca: ca, keyring: filepath.Join(dir, "gossip.keyring")}
+	var secret [16]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return nil, err
+	}
+	s := &security{dir: dir, ca: ca, keyring: filepath.Join(dir, "gossip.keyring"), token: "bench-" + hex.EncodeToString(secret[:])}
 	if err := membership.WriteKeyring(s.keyring, []string{key}); err != nil {
 		return nil, err
 	}
@@ -66,22 +77,56 @@ func (s *security) files(role pki.Role, id string) transport.TLSFiles {
 }
 
 // NewHTTPClient is a client with options o, and the harness's certificate
-// when the cluster runs TLS.
+// and management token when the cluster runs secure.
 func (c *Cluster) NewHTTPClient(o transport.ClientOptions) *http.Client {
 	if c.sec != nil {
-		o.TLS = c.sec.tls
+		o.TLS, o.Token = c.sec.tls, c.sec.token
 	}
 	return transport.NewClient(o)
 }
 
-// ClientOptions are the options of a client.Client of this cluster: its CA
-// and certificate when it runs TLS.
+// ClientOptions are the options of a client.Client of this cluster: its CA,
+// certificate and management token when it runs secure.
 func (c *Cluster) ClientOptions() []client.Option {
 	if c.sec == nil {
 		return nil
 	}
-	return []client.Option{client.WithCACert(c.sec.harness.CA), client.WithClientCert(c.sec.harness.Cert, c.sec.harness.Key)}
+	return []client.Option{client.WithCACert(c.sec.harness.CA), client.WithClientCert(c.sec.harness.Cert, c.sec.harness.Key),
+		client.WithToken(c.sec.token)}
 }
 
-// Secure reports whether the cluster runs TLS.
+// Secure reports whether the cluster runs secure (TLS and ACLs).
 func (c *Cluster) Secure() bool { return c.sec != nil }
+
+// bootstrapACL bootstraps a secure cluster's ACLs with the harness's
+// management secret, repeating the request (safe: it names its secret)
+// until a master answers it.
+func (c *Cluster) bootstrapACL(ctx context.Context) error {
+	body := []byte(`{"secret_id":"` + c.sec.token + `"}`)
+	for {
+		var last error
+		for _, m := range c.Masters {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL(m.HTTPAddr, "/v1/acl/bootstrap"), bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := c.HTTP.Do(req)
+			if err != nil {
+				last = err
+				continue
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusCreated {
+				return nil
+			}
+			last = fmt.Errorf("POST /v1/acl/bootstrap: %s", resp.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ACL bootstrap: %w (last: %v)", ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -45,7 +45,8 @@ type Env struct {
 	Log func(format string, args ...any)
 	// TLS runs the clusters of the benchmarks that take it (failover,
 	// submission) secure, as `jobmaster dev` runs: TLS everywhere, gossip
-	// encryption, --acl. Their figures go in groups named "<group> tls".
+	// encryption, ACLs on with a token on every request. Their figures go
+	// in groups named "<group> tls+acl".
 	TLS bool
 
 	mu       sync.Mutex
@@ -65,11 +66,11 @@ func (e *Env) command(name string) string {
 	return Command(name)
 }
 
-// group is the group of a benchmark's figures that runs with TLS when
-// e.TLS: "submission", or "submission tls".
+// group is the group of a benchmark's figures that runs secure when
+// e.TLS: "submission", or "submission tls+acl".
 func (e *Env) group(g string) string {
 	if e.TLS {
-		return g + " tls"
+		return g + " tls+acl"
 	}
 	return g
 }

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
-
 	"net/http"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -128,7 +127,14 @@ func noLeaderMessage(u *client.UnreachableError) string {
 // hint suggests what to do about an error, or returns "".
 func hint(err error) string {
 	var unreachable *client.UnreachableError
+	var apiErr *client.APIError
 	switch {
+	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized:
+		return "This cluster has ACLs on: give a token's secret with --token or " + tokenEnv + "\n" +
+			"(a management token's holder makes one with 'jobmaster acl token create')."
+	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusForbidden && strings.Contains(apiErr.Message, "permission denied"):
+		return "The token's policy does not allow this: read reads, submit also submits and\n" +
+			"cancels jobs, management does everything."
 	case errors.As(err, &unreachable) && unreachable.NoLeader():
 		return "A majority of the masters must run and reach each other to elect a leader\n" +
 			"(2 of 3, 3 of 5). Reads work without one: add --stale (the answer may be\n" +

@@ -18,6 +18,7 @@ const (
 	caCertEnv     = "JOBMASTER_CACERT"
 	clientCertEnv = "JOBMASTER_CLIENT_CERT"
 	clientKeyEnv  = "JOBMASTER_CLIENT_KEY"
+	tokenEnv      = "JOBMASTER_TOKEN"
 )
 
 // clientOpts holds the flags every client command takes.
@@ -29,6 +30,8 @@ type clientOpts struct {
 	// caCert, clientCert and clientKey are --ca-cert, --client-cert and
 	// --client-key.
 	caCert, clientCert, clientKey string
+	// token is --token, the ACL token's secret.
+	token string
 	// waiting is set while a command shows a job's progress: notes on
 	// stderr would garble it.
 	waiting bool
@@ -41,8 +44,8 @@ func (o *clientOpts) staleFlag(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.stale, "stale", false, "let any master answer from its own copy of the state, without a leader (works while most masters are down; may be behind)")
 }
 
-// addClientFlags registers --address, --json, --timeout and the TLS flags
-// on cmd and its subcommands.
+// addClientFlags registers --address, --json, --timeout, --token and the
+// TLS flags on cmd and its subcommands.
 func addClientFlags(cmd *cobra.Command, o *clientOpts) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&o.address, "address", "",
@@ -50,6 +53,7 @@ func addClientFlags(cmd *cobra.Command, o *clientOpts) {
 	f.StringVar(&o.caCert, "ca-cert", "", "PEM file of the CA that signed the masters' certificates: host:port then means https\n(default $"+caCertEnv+", else the CA of a 'jobmaster dev' on its default ports)")
 	f.StringVar(&o.clientCert, "client-cert", "", "PEM file of a client certificate to present (default $"+clientCertEnv+")")
 	f.StringVar(&o.clientKey, "client-key", "", "PEM file of the client certificate's key (default $"+clientKeyEnv+")")
+	f.StringVar(&o.token, "token", "", "ACL token secret to send with every request (default $"+tokenEnv+", else the token of a 'jobmaster dev' on its default ports;\nthe process list shows flags: prefer the variable)")
 	f.BoolVar(&o.json, "json", false, "print the API's JSON instead of tables")
 	f.DurationVar(&o.timeout, "timeout", client.DefaultTimeout, "give up on a request after this long (retries and failovers included)")
 }
@@ -74,30 +78,39 @@ func (o *clientOpts) flagOrEnv(cmd *cobra.Command, name, value, env string) stri
 	return o.env.getenv(env)
 }
 
-// tlsOptions are the client's TLS options: --ca-cert, --client-cert and
-// --client-key or their variables; else, for the default addresses, the
-// credentials a running `jobmaster dev` left (devCredentials).
+// tlsOptions are the client's TLS options and ACL token: --ca-cert,
+// --client-cert, --client-key and --token or their variables; else, for
+// the default addresses, the credentials a running `jobmaster dev` left
+// (devCredentials). The dev's token is used only with its CA, so that its
+// secret goes to no other cluster.
 func (o *clientOpts) tlsOptions(cmd *cobra.Command, addresses string) ([]client.Option, error) {
+	token := o.flagOrEnv(cmd, "token", o.token, tokenEnv)
 	ca := o.flagOrEnv(cmd, "ca-cert", o.caCert, caCertEnv)
 	cert := o.flagOrEnv(cmd, "client-cert", o.clientCert, clientCertEnv)
 	key := o.flagOrEnv(cmd, "client-key", o.clientKey, clientKeyEnv)
 	if (cert == "") != (key == "") {
 		return nil, usageErrorf(cmd, "--client-cert and --client-key go together")
 	}
+	var opts []client.Option
 	if ca == "" && cert == "" && addresses == api.DefaultAddress {
 		if d, ok := findDevCredentials(o.env.getenv); ok {
 			ca, cert, key = d.ca, d.cert, d.key
+			if token == "" {
+				token = d.readToken()
+			}
 		}
 	}
+	if token != "" {
+		opts = append(opts, client.WithToken(token))
+	}
 	if ca == "" && cert == "" {
-		return nil, nil
+		return opts, nil
 	}
 	// Read them now, so that a file that cannot be used is reported as
 	// such (client.New would report it as an address error).
 	if _, err := transport.LoadTLS(transport.TLSFiles{CA: ca, Cert: cert, Key: key}); err != nil {
 		return nil, fmt.Errorf("client TLS: %w", err)
 	}
-	var opts []client.Option
 	if ca != "" {
 		opts = append(opts, client.WithCACert(ca))
 	}

@@ -112,6 +112,7 @@ Start a local cluster with 'jobmaster dev', then submit a job with
 		newJobCmd(env),
 		newMembersCmd(env),
 		newOperatorCmd(env),
+		newACLCmd(env),
 		newTLSCmd(),
 	)
 	return root

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,19 +174,19 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	defer c.startControl(dir, published)()
 
 	addrs := c.masterAddrs()
-	cl, err := client.New(addrs, client.WithTimeout(30*time.Second),
+	cl, err := client.New(addrs, client.WithTimeout(30*time.Second), client.WithToken(sec.token),
 		client.WithCACert(sec.client.CA), client.WithClientCert(sec.client.Cert, sec.client.Key))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	ctx := cmd.Context()
-	leader, err := c.waitReady(ctx, cl, o)
+	leader, err := c.waitReady(ctx, cl, sec)
 	if err != nil {
 		return err
 	}
 	if addrs != api.DefaultAddress || published == "" {
-		fmt.Fprintf(out, "\nPoint the client at it with: export %s=%s %s=%s\n", addressEnv, addrs, caCertEnv, sec.client.CA)
+		fmt.Fprintf(out, "\nPoint the client at it with: export %s=%s %s=%s %s=$(cat %s)\n", addressEnv, addrs, caCertEnv, sec.client.CA, tokenEnv, sec.tokenFile)
 	}
 
 	if !o.noDemo {
@@ -397,11 +399,14 @@ func (c *devCluster) stopAll() {
 	}
 }
 
-// waitReady waits for a leader and for every executor, and returns the
-// leader's id.
-func (c *devCluster) waitReady(ctx context.Context, cl *client.Client, o *devOpts) (string, error) {
+// waitReady waits for a leader, bootstraps the ACLs with the management
+// token of sec, and waits for every executor; it returns the leader's id.
+func (c *devCluster) waitReady(ctx context.Context, cl *client.Client, sec *devSecurity) (string, error) {
 	fmt.Fprint(c.out, "\nWaiting for the masters to elect a leader... ")
 	start := time.Now()
+	if err := c.bootstrapACL(ctx, cl, sec); err != nil {
+		return "", err
+	}
 	var leader string
 	for {
 		if err := c.checkAlive(); err != nil {
@@ -436,6 +441,31 @@ func (c *devCluster) waitReady(ctx context.Context, cl *client.Client, o *devOpt
 		}
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
 			return "", err
+		}
+	}
+}
+
+// bootstrapACL bootstraps the ACLs with the management token's secret,
+// which makes the request safe to repeat until a leader answers. A cluster
+// bootstrapped already (a --data-dir used again) must know the secret.
+func (c *devCluster) bootstrapACL(ctx context.Context, cl *client.Client, sec *devSecurity) error {
+	for {
+		if err := c.checkAlive(); err != nil {
+			return err
+		}
+		_, err := cl.BootstrapACL(ctx, sec.token)
+		var apiErr *client.APIError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict:
+			if _, err := cl.Tokens(ctx); err != nil {
+				return fmt.Errorf("the cluster in %s was bootstrapped with a management token this dev does not have (%v): start dev with a fresh --data-dir", c.dir, err)
+			}
+			return nil
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return err
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -18,15 +19,21 @@ import (
 )
 
 // `jobmaster dev` runs secure (docs/security.md): it creates a CA, the
-// certificates of its masters, its executors and one client ("dev"), and a
-// gossip keyring, in <data dir>/tls, and runs every node with TLS, the
-// keyring and --acl. On its default ports it also publishes what a client
-// needs (the CA and the client certificate) where the client commands look
-// when given no address and no CA: devCredentialsDir. So the README's
-// commands work from another terminal without flags.
+// certificates of its masters, its executors and one client ("dev"), a
+// gossip keyring and the secret of its management token, in
+// <data dir>/tls, runs every node with TLS, the keyring and --acl, and
+// bootstraps the ACLs with that secret. On its default ports it also
+// publishes what a client needs (the CA, the client certificate and the
+// token) where the client commands look when given no address and no CA:
+// devCredentialsDir. So the README's commands work from another terminal
+// without flags.
 
 // devClientID names the client certificate dev issues.
 const devClientID = "dev"
+
+// devTokenFile is the file of the management token's secret, in the
+// credentials directory and among the published ones.
+const devTokenFile = "management.token"
 
 // devSecurity is the credentials of one dev cluster.
 type devSecurity struct {
@@ -34,11 +41,26 @@ type devSecurity struct {
 	ca      *pki.CA
 	keyring string
 	client  transport.TLSFiles
+	// token is the management token's secret, in tokenFile.
+	token, tokenFile string
 }
 
-// newDevSecurity creates dir afresh with a CA, a gossip keyring and the
-// client certificate.
+// newDevSecurity creates dir afresh with a CA, a gossip keyring, the
+// client certificate and the management token's secret. The secret of a
+// previous dev on the same directory is kept: a --data-dir that is used
+// again holds a cluster bootstrapped with it.
 func newDevSecurity(dir string) (*devSecurity, error) {
+	token := ""
+	if b, err := os.ReadFile(filepath.Join(dir, devTokenFile)); err == nil {
+		token = strings.TrimSpace(string(b))
+	}
+	if token == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		token = "dev-" + hex.EncodeToString(b[:])
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -60,6 +82,10 @@ func newDevSecurity(dir string) (*devSecurity, error) {
 	if s.client, err = s.issue(pki.Client, devClientID); err != nil {
 		return nil, err
 	}
+	s.token, s.tokenFile = token, filepath.Join(dir, devTokenFile)
+	if err := os.WriteFile(s.tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -76,8 +102,22 @@ func (s *devSecurity) issue(role pki.Role, id string) (transport.TLSFiles, error
 	return transport.TLSFiles{CA: filepath.Join(s.dir, pki.CAFile), Cert: cert, Key: key}, nil
 }
 
-// devCredentials are the files a client needs to reach a dev cluster.
-type devCredentials struct{ ca, cert, key string }
+// devCredentials are the files a client needs to reach a dev cluster: its
+// CA, the client certificate, and the management token's secret (token;
+// "" from a dev that published none).
+type devCredentials struct{ ca, cert, key, token string }
+
+// readToken is the secret in d.token, "" if there is none.
+func (d devCredentials) readToken() string {
+	if d.token == "" {
+		return ""
+	}
+	b, err := os.ReadFile(d.token)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
 
 // Names in devCredentialsDir.
 const (
@@ -100,8 +140,9 @@ func devCredentialsDir(getenv func(string) string) string {
 	return ""
 }
 
-// publishDevCredentials copies the CA and the client certificate to dir
-// (mode 0700, files 0600) with the pid of this dev, and returns the
+// publishDevCredentials copies the CA, the client certificate and the
+// management token to dir (mode 0700, files 0600) with the pid of this
+// dev, and returns the
 // function that removes them again, unless another dev has published its
 // own since.
 func publishDevCredentials(dir string, s *devSecurity) (func(), error) {
@@ -113,7 +154,7 @@ func publishDevCredentials(dir string, s *devSecurity) (func(), error) {
 	}
 	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
 	for _, f := range []struct{ from, to string }{
-		{s.client.CA, devCAFile}, {s.client.Cert, devCertFile}, {s.client.Key, devKeyFile},
+		{s.client.CA, devCAFile}, {s.client.Cert, devCertFile}, {s.client.Key, devKeyFile}, {s.tokenFile, devTokenFile},
 	} {
 		b, err := os.ReadFile(f.from)
 		if err != nil {
@@ -128,7 +169,7 @@ func publishDevCredentials(dir string, s *devSecurity) (func(), error) {
 	}
 	return func() {
 		if b, err := os.ReadFile(filepath.Join(dir, devPIDFile)); err == nil && bytes.Equal(b, pid) {
-			for _, f := range []string{devPIDFile, devCAFile, devCertFile, devKeyFile} {
+			for _, f := range []string{devPIDFile, devCAFile, devCertFile, devKeyFile, devTokenFile} {
 				os.Remove(filepath.Join(dir, f))
 			}
 		}
@@ -174,6 +215,9 @@ func findDevCredentials(getenv func(string) string) (devCredentials, bool) {
 			return devCredentials{}, false
 		}
 	}
+	if _, err := os.Stat(filepath.Join(dir, devTokenFile)); err == nil {
+		d.token = filepath.Join(dir, devTokenFile)
+	}
 	return d, true
 }
 
@@ -185,9 +229,9 @@ func processAlive(pid int) bool {
 
 // describeDevSecurity is the line dev prints about its credentials.
 func describeDevSecurity(s *devSecurity, published string) string {
-	where := fmt.Sprintf("  TLS on every port, gossip encrypted, --acl on: certificates and the gossip key in %s\n", s.dir)
+	where := fmt.Sprintf("  TLS on every port, gossip encrypted, --acl on: certificates, the gossip key and the management token in %s\n", s.dir)
 	if published != "" {
-		where += fmt.Sprintf("  client commands find the CA in %s while this cluster runs\n", published)
+		where += fmt.Sprintf("  client commands find the CA and the token in %s while this cluster runs\n", published)
 	}
 	return where
 }

@@ -38,6 +38,8 @@ var rules = []struct {
 		"the Go client talks HTTP to masters; it must not link their code"},
 	{"pki", []string{"jobmaster/transport", "jobmaster/master", "jobmaster/executor", "jobmaster/membership", "net/http"},
 		"the PKI issues and reads certificates; how connections use them is package transport's, so the CA tool and the identity rule stay free of any role"},
+	{"acl", []string{"jobmaster/fsm", "jobmaster/master", "jobmaster/executor", "jobmaster/transport", "net/http"},
+		"what a policy allows is a pure decision on a policy and a route; looking tokens up and answering requests is the master's"},
 	{"exposure", []string{"jobmaster/master", "jobmaster/executor", "jobmaster/membership", "jobmaster/transport", "net/http"},
 		"whether a node may start exposed is a pure decision on its addresses and settings; loading certificates and keys is the node's"},
 }

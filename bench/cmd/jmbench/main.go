@@ -9,9 +9,10 @@
 //	go run ./bench/cmd/jmbench -only failover,submission -tls both
 //
 // -tls on runs the benchmarks that take it (failover, submission) against
-// secure clusters (TLS everywhere, gossip encryption, as `jobmaster dev`
-// runs); -tls both runs them plain and then secure, so that one table shows
-// the cost of security: the secure figures are in groups "<group> tls".
+// secure clusters (TLS everywhere, gossip encryption, ACLs with a token on
+// every request, as `jobmaster dev` runs); -tls both runs them plain and
+// then secure, so that one table shows the cost of security: the secure
+// figures are in groups "<group> tls+acl".
 //
 // See docs/BENCHMARKS.md for what each figure measures.
 package main
@@ -65,7 +66,7 @@ func main() {
 	strict := flag.Bool("strict", false, "exit 1 when a benchmark could not produce its figures")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the load generator; sim fleets run in a child process) here")
 	fleets := flag.String("executors", "100,1000", "placement: sizes of the sim executor fleets (10,000 slots in each)")
-	tlsMode := flag.String("tls", "off", "failover and submission: off (plain clusters), on (secure clusters: TLS, gossip encryption) or both (plain, then secure)")
+	tlsMode := flag.String("tls", "off", "failover and submission: off (plain clusters), on (secure clusters: TLS, gossip encryption, ACLs with a token on every request) or both (plain, then secure)")
 	flag.Parse()
 	var modes []bool
 	switch *tlsMode {
@@ -201,7 +202,7 @@ func run(ctx context.Context, out, only, bin, dir string, keep, quick bool, flee
 			env.TLS = m.secure
 			name := m.name
 			if m.secure {
-				name += " (tls)"
+				name += " (tls+acl)"
 			}
 			t0 := time.Now()
 			logf("== %s", name)

@@ -1,0 +1,403 @@
+package master
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/acl"
+	"jobmaster/api"
+	"jobmaster/fsm"
+	"jobmaster/pki"
+	"jobmaster/transport"
+)
+
+// logBuffer collects a master's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// aclCluster is three masters with --acl on loopback, without TLS.
+func aclCluster(t *testing.T, tweaks ...func(*Config)) (*testCluster, *logBuffer) {
+	logs := &logBuffer{}
+	c := newTestCluster(t, 3, append([]func(*Config){func(cfg *Config) {
+		cfg.ACL = true
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}}, tweaks...)...)
+	c.leader()
+	return c, logs
+}
+
+func tokenOf(t *testing.T, r httpResult) api.ACLToken {
+	t.Helper()
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	tok := decode[api.ACLToken](t, r)
+	require.NotEmpty(t, tok.SecretID)
+	require.NotEmpty(t, tok.AccessorID)
+	return tok
+}
+
+func auth(secret string) []string { return []string{"X-Jobmaster-Token", secret} }
+
+func TestACLTokensDecideEveryRequest(t *testing.T) {
+	c, logs := aclCluster(t)
+	l, f := c.leader(), c.follower()
+
+	// Before the bootstrap nobody has a token: reads are 401, health is
+	// not.
+	r := do(t, "GET", c.url(f, "/v1/jobs"), nil)
+	require.Equal(t, http.StatusUnauthorized, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), "this request needs an ACL token (a read, submit or management token)")
+	assert.Equal(t, `Bearer realm="jobmaster"`, r.header.Get("WWW-Authenticate"))
+	require.Equal(t, http.StatusOK, do(t, "GET", c.url(f, "/v1/health"), nil).status)
+
+	// The bootstrap, through a follower, answers once.
+	root := tokenOf(t, do(t, "POST", c.url(f, "/v1/acl/bootstrap"), nil))
+	assert.Equal(t, "management", root.Policy)
+	assert.Equal(t, "bootstrap", root.Name)
+	again := do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil)
+	require.Equal(t, http.StatusConflict, again.status, "%s", again.body)
+	assert.Contains(t, string(again.body), "already bootstrapped")
+
+	// Management creates tokens; the list never shows a secret.
+	mk := func(name, policy string) api.ACLToken {
+		body, _ := json.Marshal(api.ACLTokenRequest{Name: name, Policy: policy})
+		return tokenOf(t, do(t, "POST", c.url(f, "/v1/acl/tokens"), body, auth(root.SecretID)...))
+	}
+	reader, submitter := mk("dashboard", "read"), mk("ci", "submit")
+	list := do(t, "GET", c.url(l, "/v1/acl/tokens"), nil, auth(root.SecretID)...)
+	require.Equal(t, http.StatusOK, list.status, "%s", list.body)
+	for _, s := range []string{root.SecretID, reader.SecretID, submitter.SecretID} {
+		assert.NotContains(t, string(list.body), s)
+	}
+	got := decode[api.ACLTokenList](t, list)
+	require.Len(t, got.Tokens, 3)
+	assert.Equal(t, api.ACLToken{AccessorID: reader.AccessorID, Name: "dashboard", Policy: "read"}, got.Tokens[1])
+	bad := do(t, "POST", c.url(f, "/v1/acl/tokens"), []byte(`{"name":"x","policy":"admin"}`), auth(root.SecretID)...)
+	require.Equal(t, http.StatusBadRequest, bad.status, "%s", bad.body)
+
+	// Each policy, on every master (forwarded or served there).
+	for i := range c.masters {
+		job := "/v1/jobs/p" + string(rune('0'+i))
+		for _, x := range []struct {
+			method, path string
+			body         []byte
+			secret       string
+			want         int
+		}{
+			{"PUT", job, []byte(simpleJob), reader.SecretID, http.StatusForbidden},
+			{"PUT", job, []byte(simpleJob), submitter.SecretID, http.StatusCreated},
+			{"GET", job, nil, reader.SecretID, http.StatusOK},
+			{"GET", "/v1/jobs?stale", nil, reader.SecretID, http.StatusOK},
+			{"GET", "/v1/cluster", nil, reader.SecretID, http.StatusOK},
+			{"POST", job + "/cancel", nil, reader.SecretID, http.StatusForbidden},
+			{"POST", job + "/cancel", nil, submitter.SecretID, http.StatusAccepted},
+			{"GET", "/v1/operator/snapshot", nil, submitter.SecretID, http.StatusForbidden},
+			{"GET", "/v1/operator/snapshot", nil, root.SecretID, http.StatusOK},
+			{"GET", "/v1/acl/tokens", nil, submitter.SecretID, http.StatusForbidden},
+			{"GET", "/v1/jobs", nil, "", http.StatusUnauthorized},
+			{"GET", "/v1/jobs", nil, "not-a-token-of-this-cluster", http.StatusUnauthorized},
+			{"GET", "/v1/jobs?stale", nil, "not-a-token-of-this-cluster", http.StatusUnauthorized},
+			{"PUT", "/v1/jobs/never", []byte(simpleJob), "not-a-token-of-this-cluster", http.StatusUnauthorized},
+			{"GET", "/v1/state/hash", nil, "", http.StatusUnauthorized},
+			{"GET", "/v1/health", nil, "", http.StatusOK},
+		} {
+			var h []string
+			if x.secret != "" {
+				h = auth(x.secret)
+			}
+			r := do(t, x.method, c.url(i, x.path), x.body, h...)
+			assert.Equal(t, x.want, r.status, "master %d: %s %s: %s", i, x.method, x.path, r.body)
+		}
+	}
+	r = do(t, "PUT", c.url(f, "/v1/jobs/denied"), []byte(simpleJob), auth(reader.SecretID)...)
+	assert.Contains(t, string(r.body), `permission denied: token \"dashboard\" (policy read) may not PUT /v1/jobs/denied: it needs a submit or management token`)
+
+	// Authorization: Bearer works as the header does.
+	r = do(t, "GET", c.url(f, "/v1/jobs"), nil, "Authorization", "Bearer "+reader.SecretID)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+
+	// A deleted token is unknown at once on the leader; the last management
+	// token stays.
+	del := do(t, "DELETE", c.url(f, "/v1/acl/tokens/"+reader.AccessorID), nil, auth(root.SecretID)...)
+	require.Equal(t, http.StatusOK, del.status, "%s", del.body)
+	require.Equal(t, http.StatusUnauthorized, do(t, "GET", c.url(l, "/v1/jobs"), nil, auth(reader.SecretID)...).status)
+	require.Equal(t, http.StatusNotFound, do(t, "DELETE", c.url(f, "/v1/acl/tokens/"+reader.AccessorID), nil, auth(root.SecretID)...).status)
+	last := do(t, "DELETE", c.url(l, "/v1/acl/tokens/"+root.AccessorID), nil, auth(root.SecretID)...)
+	require.Equal(t, http.StatusConflict, last.status, "%s", last.body)
+
+	// Every write is audited with its token's name, never its secret.
+	c.waitSameState()
+	text := logs.String()
+	for _, want := range []string{
+		`action="acl bootstrap" token=none`,
+		`action="acl token create" token=bootstrap`,
+		`action="job submit" token=ci`,
+		`action="job cancel" token=ci`,
+		`action="acl token delete" token=bootstrap`,
+	} {
+		assert.Contains(t, text, want)
+	}
+	for _, s := range []string{root.SecretID, reader.SecretID, submitter.SecretID} {
+		assert.NotContains(t, text, s, "a secret reached the log")
+	}
+}
+
+// A bootstrap or token creation repeated with the same secret (as the
+// masters repeat a request at the next leader) creates one token and
+// answers with it each time.
+func TestACLSecretChosenByTheCaller(t *testing.T) {
+	c, _ := aclCluster(t)
+	l, f := c.leader(), c.follower()
+	body := []byte(`{"secret_id":"a-secret-known-in-advance"}`)
+	first := tokenOf(t, do(t, "POST", c.url(f, "/v1/acl/bootstrap"), body))
+	second := tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/bootstrap"), body))
+	assert.Equal(t, first, second)
+	assert.Equal(t, "a-secret-known-in-advance", first.SecretID)
+	assert.Equal(t, http.StatusConflict, do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil).status)
+	for _, b := range []string{`{"secret_id":"short"}`, `{"secret_id":"has spaces in it, many"}`, `{"policy":"read"}`, `{"nope":1}`} {
+		r := do(t, "POST", c.url(l, "/v1/acl/bootstrap"), []byte(b))
+		assert.Equal(t, http.StatusBadRequest, r.status, "%s: %s", b, r.body)
+	}
+
+	mgmt := auth("a-secret-known-in-advance")
+	req := []byte(`{"name":"ci","policy":"submit","secret_id":"ci-secret-0123456789"}`)
+	a := tokenOf(t, do(t, "POST", c.url(f, "/v1/acl/tokens"), req, mgmt...))
+	b := tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/tokens"), req, mgmt...))
+	assert.Equal(t, a, b)
+	other := do(t, "POST", c.url(l, "/v1/acl/tokens"), []byte(`{"name":"ci","policy":"read","secret_id":"ci-secret-0123456789"}`), mgmt...)
+	assert.Equal(t, http.StatusConflict, other.status, "%s", other.body)
+	list := decode[api.ACLTokenList](t, do(t, "GET", c.url(l, "/v1/acl/tokens"), nil, mgmt...))
+	assert.Len(t, list.Tokens, 2)
+}
+
+func TestACLEndpointsNeedACLsOn(t *testing.T) {
+	c := newTestCluster(t, 1)
+	c.leader()
+	for _, x := range []struct{ method, path string }{{"POST", "/v1/acl/bootstrap"}, {"GET", "/v1/acl/tokens"}, {"POST", "/v1/acl/tokens"}, {"DELETE", "/v1/acl/tokens/x"}} {
+		r := do(t, x.method, c.url(0, x.path), nil)
+		assert.Equal(t, http.StatusBadRequest, r.status, "%s %s", x.method, x.path)
+		assert.Contains(t, string(r.body), "ACLs are off on this master")
+	}
+	// Without ACLs requests need no token, and writes are audited as
+	// anonymous.
+	requireAccepted(t, do(t, "PUT", c.url(0, "/v1/jobs/free"), []byte(simpleJob)))
+}
+
+// A master that does not know a token yet (a follower the token has not
+// reached) sends a request for the leader on to it, unverified; what it
+// serves itself it refuses.
+func TestAuthorizeDefersOnlyToTheLeader(t *testing.T) {
+	m := &Master{cfg: Config{ACL: true}, log: slog.New(slog.DiscardHandler), fsm: fsm.New()}
+	req := func(method, target string) *http.Request {
+		r := httptest.NewRequest(method, target, nil)
+		r.Header.Set("X-Jobmaster-Token", "fresh-token-not-here-yet")
+		return r
+	}
+	for _, x := range []struct {
+		method, target, pattern string
+		forwarded               bool
+	}{
+		{"GET", "/v1/jobs", "/v1/jobs", true},
+		{"PUT", "/v1/jobs/a", "/v1/jobs/{id}", true},
+		{"GET", "/v1/jobs?stale", "/v1/jobs", false},
+		{"GET", "/v1/state/hash", "/v1/state/hash", false},
+		{"PUT", "/v1/operator/snapshot", "/v1/operator/snapshot", false},
+	} {
+		w := httptest.NewRecorder()
+		r, ok := m.authorize(w, req(x.method, x.target), acl.Route{Method: x.method, Pattern: x.pattern})
+		require.Equal(t, x.forwarded, ok, "%s %s: %s", x.method, x.target, w.Body)
+		if !ok {
+			assert.Equal(t, http.StatusUnauthorized, w.Code)
+			continue
+		}
+		c := callerOf(r)
+		require.NotNil(t, c)
+		assert.True(t, c.unverified)
+		// On the leader, the state decides.
+		w = httptest.NewRecorder()
+		_, ok = m.confirmCaller(w, r)
+		assert.False(t, ok)
+		assert.Equal(t, http.StatusUnauthorized, w.Code)
+	}
+	// Leading, this master refuses what it does not know.
+	m.session = &session{}
+	w := httptest.NewRecorder()
+	_, ok := m.authorize(w, req("GET", "/v1/jobs"), acl.Route{Method: "GET", Pattern: "/v1/jobs"})
+	assert.False(t, ok)
+	assert.Equal(t, http.StatusUnauthorized, w.Code)
+}
+
+func TestDriveByRequestsRefused(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		c := newTestCluster(t, 3, func(cfg *Config) { cfg.ACL = on })
+		l, f := c.leader(), c.follower()
+		var h []string
+		if on {
+			root := tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil))
+			h = auth(root.SecretID)
+		}
+		raw := func(method, url, ctype string, body []byte, extra ...string) httpResult {
+			req, err := http.NewRequest(method, url, bytes.NewReader(body))
+			require.NoError(t, err)
+			if ctype != "" {
+				req.Header.Set("Content-Type", ctype)
+			}
+			for i := 0; i+1 < len(extra); i += 2 {
+				req.Header.Set(extra[i], extra[i+1])
+			}
+			for i := 0; i+1 < len(h); i += 2 {
+				req.Header.Set(h[i], h[i+1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			var b bytes.Buffer
+			_, _ = b.ReadFrom(resp.Body)
+			return httpResult{status: resp.StatusCode, body: b.Bytes()}
+		}
+		for _, i := range []int{l, f} {
+			// A form's text/plain POST, and any body not JSON: 415.
+			r := raw("POST", c.url(i, "/v1/jobs"), "text/plain", []byte(simpleJob))
+			assert.Equal(t, http.StatusUnsupportedMediaType, r.status, "acl=%v: %s", on, r.body)
+			r = raw("PUT", c.url(i, "/v1/jobs/form"), "application/x-www-form-urlencoded", []byte(simpleJob))
+			assert.Equal(t, http.StatusUnsupportedMediaType, r.status, "%s", r.body)
+			r = raw("PUT", c.url(i, "/v1/jobs/none"), "", []byte(simpleJob))
+			assert.Equal(t, http.StatusUnsupportedMediaType, r.status, "%s", r.body)
+			r = raw("PUT", c.url(i, "/v1/operator/snapshot"), "application/json", []byte("{}"))
+			assert.Equal(t, http.StatusUnsupportedMediaType, r.status, "%s", r.body)
+			// Another origin: 403, reads included; the API's own: served.
+			r = raw("PUT", c.url(i, "/v1/jobs/x"), "application/json", []byte(simpleJob), "Origin", "http://evil.example")
+			assert.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+			r = raw("GET", c.url(i, "/v1/jobs"), "", nil, "Origin", "null")
+			assert.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+			own := "http://" + c.masters[i].HTTPAddr()
+			r = raw("PUT", c.url(i, "/v1/jobs/same-origin"), "application/json", []byte(simpleJob), "Origin", own)
+			requireAccepted(t, r)
+		}
+		// A bodiless write needs no Content-Type.
+		r := raw("POST", c.url(f, "/v1/jobs/same-origin/cancel"), "", nil)
+		assert.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+		c.stopAll()
+	}
+}
+
+// A hop count a client makes up is no master's: it is dropped, and the
+// request is relayed as usual.
+func TestHopCountFromOutsideIsDropped(t *testing.T) {
+	for v, keep := range map[string]bool{"1": true, "3": true, "0": false, "4": false, "-100": false, "01": false, "x": false, "": false} {
+		assert.Equal(t, keep, validHops(v), "%q", v)
+	}
+	c := newTestCluster(t, 3)
+	c.leader()
+	f := c.follower()
+	for _, v := range []string{"-100", "0", "999"} {
+		start := time.Now()
+		r := do(t, "PUT", c.url(f, "/v1/jobs/hops"+strings.TrimPrefix(v, "-")), []byte(simpleJob), hopsHeader, v)
+		requireAccepted(t, r)
+		assert.Less(t, time.Since(start), 3*time.Second)
+	}
+}
+
+func TestQuotasRefuseSubmits(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.MaxJobs, cfg.MaxExecutions = 3, 5 })
+	c.leader()
+	f := c.follower()
+	requireAccepted(t, do(t, "PUT", c.url(f, "/v1/jobs/a"), []byte(simpleJob))) // 2 subtasks
+	requireAccepted(t, do(t, "PUT", c.url(f, "/v1/jobs/b"), []byte(simpleJob))) // 4
+	r := do(t, "PUT", c.url(f, "/v1/jobs/c"), []byte(simpleJob))                // would be 6
+	require.Equal(t, http.StatusTooManyRequests, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), "quota reached: the cluster holds 4 executions, and this job's 2 subtasks would pass --max-executions (5)")
+	one := `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`
+	requireAccepted(t, do(t, "PUT", c.url(f, "/v1/jobs/c"), []byte(one)))
+	r = do(t, "POST", c.url(f, "/v1/jobs"), []byte(one))
+	require.Equal(t, http.StatusTooManyRequests, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), "quota reached: the cluster holds 3 jobs, and --max-jobs is 3")
+	// A job already there is no new one: its submit is answered as ever.
+	assert.Equal(t, http.StatusOK, do(t, "PUT", c.url(f, "/v1/jobs/a"), []byte(simpleJob)).status)
+	assert.Equal(t, http.StatusConflict, do(t, "PUT", c.url(f, "/v1/jobs/a"), []byte(one)).status)
+}
+
+func TestQuotaError(t *testing.T) {
+	require.NoError(t, quotaError(10, 100, 50, 0, 0), "no quota")
+	require.NoError(t, quotaError(9, 100, 50, 10, 150))
+	require.Error(t, quotaError(10, 100, 50, 10, 0))
+	require.Error(t, quotaError(0, 101, 50, 0, 150))
+}
+
+// A restore body is bounded, and its header's counts are checked against
+// its size: neither a large body nor a header bomb reaches a master's
+// memory.
+func TestRestoreBounds(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.MaxSnapshotBytes = 64 << 10 })
+	c.leader()
+	requireAccepted(t, do(t, "PUT", c.url(0, "/v1/jobs/keep"), []byte(simpleJob)))
+	f := c.follower()
+	// A 40-odd-byte snapshot that claims 1e11 executions.
+	st := fsm.NewState()
+	var buf bytes.Buffer
+	_, err := st.Capture().WriteTo(&buf)
+	require.NoError(t, err)
+	bomb := bytes.Replace(buf.Bytes(), []byte("\xa5execs\x00"), []byte("\xa5execs\xcf\x00\x00\x00\x17\x48\x76\xe8\x00"), 1)
+	require.NotEqual(t, buf.Bytes(), bomb, "the header has an execs field to inflate")
+	r := do(t, "PUT", c.url(f, "/v1/operator/snapshot"), bomb)
+	require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), "it claims 100000000000 executions")
+	r = do(t, "PUT", c.url(f, "/v1/operator/snapshot"), bytes.Repeat([]byte{0}, 65<<10))
+	require.Equal(t, http.StatusRequestEntityTooLarge, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), "snapshot larger than 65536 bytes (--max-snapshot-bytes)")
+	require.Equal(t, http.StatusOK, do(t, "GET", c.url(0, "/v1/jobs/keep"), nil).status, "nothing changed")
+}
+
+// With TLS, only a server certificate sets the hop count: a user's request
+// that claims to have come a long way is still relayed to the leader.
+func TestHopCountNeedsAServerCertificate(t *testing.T) {
+	c := newTLSCluster(t, 3)
+	f := c.follower()
+	for _, role := range []pki.Role{"", pki.Client} {
+		hc := c.client(role, "alice")
+		url := func(path string) string { return transport.URL(hc, c.masters[f].HTTPAddr(), path) }
+		start := time.Now()
+		req, err := http.NewRequest(http.MethodPut, url("/v1/jobs/far-"+string(role)), strings.NewReader(simpleJob))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(hopsHeader, "3")
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Contains(t, []int{http.StatusCreated, http.StatusOK}, resp.StatusCode)
+		assert.Less(t, time.Since(start), 3*time.Second, "forwarded at once, not held until no leader is found")
+		// A restore that says it was forwarded already goes to the leader
+		// (which refuses this one as no snapshot) rather than a 503.
+		req, err = http.NewRequest(http.MethodPut, url("/v1/operator/snapshot"), strings.NewReader("not a snapshot"))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", transport.BinaryType)
+		req.Header.Set(hopsHeader, "1")
+		resp, err = hc.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	}
+}

@@ -1,0 +1,59 @@
+package master
+
+import (
+	"fmt"
+
+	"jobmaster/fsm"
+	"jobmaster/jobspec"
+)
+
+// Quotas on the replicated state (--max-jobs, --max-executions; docs/
+// security.md, "Bounds"), as etcd's --quota-backend-bytes bounds its
+// database: the leader checks a submit against them before proposing it,
+// and refuses it with 429 when it would pass one. The FSM knows nothing
+// of them. The count is of what the state holds: running jobs and ended
+// ones not forgotten yet (--job-retention), and every attempt of their
+// subtasks. The check sees the state as applied, so submits in flight
+// together may pass a quota by as many as there are; and restarts of
+// admitted jobs are never refused, so executions may grow past theirs by
+// new attempts.
+
+// quotaError is the refusal of a submit, or nil when it fits: a job new to
+// a state of jobs jobs and execs executions, whose spec has subtasks
+// subtasks, under quotas maxJobs and maxExecs (0: none).
+func quotaError(jobs, execs, subtasks, maxJobs, maxExecs int) error {
+	switch {
+	case maxJobs > 0 && jobs+1 > maxJobs:
+		return fmt.Errorf("quota reached: the cluster holds %d jobs, and --max-jobs is %d; wait for ended jobs to be forgotten (--job-retention), or raise the quota", jobs, maxJobs)
+	case maxExecs > 0 && execs+subtasks > maxExecs:
+		return fmt.Errorf("quota reached: the cluster holds %d executions, and this job's %d subtasks would pass --max-executions (%d); wait for ended jobs to be forgotten (--job-retention), or raise the quota", execs, subtasks, maxExecs)
+	}
+	return nil
+}
+
+// checkQuota is quotaError for a submit of spec under id on this master's
+// state; a job that exists already is no new one (its submit is a retry,
+// or a conflict).
+func (m *Master) checkQuota(id string, spec *jobspec.Spec) error {
+	if m.cfg.MaxJobs <= 0 && m.cfg.MaxExecutions <= 0 {
+		return nil
+	}
+	var jobs, execs int
+	var exists bool
+	m.fsm.Read(func(st *fsm.State) {
+		exists = st.HasJob(id)
+		jobs, execs = st.NumJobs(), st.NumExecutions()
+	})
+	if exists {
+		return nil
+	}
+	return quotaError(jobs, execs, subtasksOf(spec), m.cfg.MaxJobs, m.cfg.MaxExecutions)
+}
+
+func subtasksOf(spec *jobspec.Spec) int {
+	n := 0
+	for _, v := range spec.Vertices {
+		n += v.Parallelism
+	}
+	return n
+}

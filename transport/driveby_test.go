@@ -1,0 +1,101 @@
+package transport
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func statusOf(err error) int {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestCheckContentType(t *testing.T) {
+	for _, c := range []struct {
+		name, method, ct string
+		body             io.Reader
+		want             int
+	}{
+		{"json", "PUT", "application/json", strings.NewReader("{}"), 0},
+		{"json with charset", "POST", "application/json; charset=utf-8", strings.NewReader("{}"), 0},
+		{"upper case", "POST", "Application/JSON", strings.NewReader("{}"), 0},
+		{"a form's text/plain", "POST", "text/plain", strings.NewReader("{}"), 415},
+		{"a form's urlencoded", "PUT", "application/x-www-form-urlencoded", strings.NewReader("{}"), 415},
+		{"multipart", "POST", "multipart/form-data; boundary=x", strings.NewReader("{}"), 415},
+		{"none", "POST", "", strings.NewReader("{}"), 415},
+		{"garbage", "POST", ";;;", strings.NewReader("{}"), 415},
+		{"a bodiless write", "POST", "", nil, 0},
+		{"a bodiless write with a type", "POST", "text/plain", nil, 0},
+		{"a read", "GET", "text/plain", strings.NewReader("x"), 0},
+		{"delete with a body", "DELETE", "text/plain", strings.NewReader("x"), 415},
+	} {
+		r := httptest.NewRequest(c.method, "/v1/jobs/x", c.body)
+		if c.ct != "" {
+			r.Header.Set("Content-Type", c.ct)
+		}
+		err := CheckContentType(r, JSONType)
+		assert.Equal(t, c.want, statusOf(err), "%s: %v", c.name, err)
+	}
+	// A chunked body (length unknown) is a body.
+	r := httptest.NewRequest("PUT", "/v1/operator/snapshot", strings.NewReader("snap"))
+	r.ContentLength = -1
+	r.Header.Set("Content-Type", "application/json")
+	err := CheckContentType(r, BinaryType)
+	require.Equal(t, 415, statusOf(err))
+	require.ErrorContains(t, err, `PUT /v1/operator/snapshot takes a body of type application/octet-stream, not "application/json"`)
+	r.Header.Set("Content-Type", BinaryType)
+	require.NoError(t, CheckContentType(r, BinaryType))
+}
+
+func TestCheckOrigin(t *testing.T) {
+	for _, c := range []struct {
+		origin, host string
+		https        bool
+		ok           bool
+	}{
+		{"", "127.0.0.1:7401", false, true},
+		{"http://127.0.0.1:7401", "127.0.0.1:7401", false, true},
+		{"HTTP://LOCALHOST:7401", "localhost:7401", false, true},
+		{"https://jm.example.com", "jm.example.com", true, true},
+		{"https://jm.example.com:443", "jm.example.com", true, true},
+		{"https://jm.example.com", "jm.example.com:443", true, true},
+		{"http://[::1]:7401", "[::1]:7401", false, true},
+		{"http://evil.example", "127.0.0.1:7401", false, false},
+		{"http://127.0.0.1:8080", "127.0.0.1:7401", false, false},
+		{"https://127.0.0.1:7401", "127.0.0.1:7401", false, false},
+		{"http://127.0.0.1:7401", "127.0.0.1:7401", true, false},
+		{"null", "127.0.0.1:7401", false, false},
+		{"http://127.0.0.1:7401/path", "127.0.0.1:7401", false, false},
+		{"127.0.0.1:7401", "127.0.0.1:7401", false, false},
+		{"http://user@127.0.0.1:7401", "127.0.0.1:7401", false, false},
+	} {
+		r := httptest.NewRequest("GET", "/v1/jobs", nil)
+		r.Host = c.host
+		if c.origin != "" {
+			r.Header.Set("Origin", c.origin)
+		}
+		if c.https {
+			r.TLS = &tls.ConnectionState{}
+		}
+		err := CheckOrigin(r)
+		if c.ok {
+			assert.NoError(t, err, "%q at %s", c.origin, c.host)
+		} else {
+			assert.Equal(t, http.StatusForbidden, statusOf(err), "%q at %s", c.origin, c.host)
+		}
+	}
+}
