@@ -56,8 +56,9 @@ func (s *State) applySubmit(index uint64, c *SubmitJob) Result {
 // or waiting.
 //
 // A restart limited to some subtasks (RegionState.Rerun) creates new
-// attempts of those only; the others keep their FINISHED attempt and its
-// partition.
+// attempts of those, and of any other whose attempt ended other than
+// FINISHED (it was still running when the re-run was decided); the others
+// keep their FINISHED attempt and its partition.
 func (s *State) newAttempts(j *Job, ri int, next bool, now int64) {
 	cur := s.currentOf(j)
 	r := &j.Regions[ri]
@@ -66,6 +67,13 @@ func (s *State) newAttempts(j *Job, ri int, next bool, now int64) {
 		only = make(map[Subtask]bool, len(r.Rerun))
 		for _, st := range r.Rerun {
 			only[st] = true
+		}
+		for _, vi := range r.Vertices {
+			for i, a := range j.Vertices[vi].Attempts {
+				if e := s.execs[ExecutionID(j.ID, j.Spec.Vertices[vi].ID, i, a)]; e == nil || e.State != wire.StateFinished {
+					only[Subtask{vi, i}] = true
+				}
+			}
 		}
 	}
 	r.Rerun = nil

@@ -211,10 +211,12 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string) {
 		}
 	}
 	// Producer regions not otherwise restarting re-run what was lost: only
-	// the lost subtasks of a finished single-vertex region (its other
-	// subtasks' partitions are still there), added to those of a re-run
-	// already pending; a region that is not finished (its other subtasks
-	// are not all FINISHED) or has several vertices restarts whole.
+	// the lost subtasks of a single-vertex region (its other subtasks'
+	// partitions are still there), added to those of a re-run already
+	// pending. If the region is still running, its other subtasks go on:
+	// the re-run starts once they have ended, and covers those of them
+	// that did not finish (newAttempts). A region of several vertices,
+	// joined by pipelined edges, restarts whole.
 	partial := make(map[int]map[Subtask]bool)
 	for _, p := range lost {
 		r := j.Vertices[p.VertexIndex].Region
@@ -223,7 +225,8 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string) {
 		}
 		rs := &j.Regions[r]
 		switch {
-		case len(rs.Vertices) == 1 && (rs.Status == RegionFinished || rs.Status == RegionRestarting && len(rs.Rerun) > 0):
+		case len(rs.Vertices) == 1 && (rs.Status == RegionFinished || rs.Status == RegionRunning ||
+			rs.Status == RegionRestarting && len(rs.Rerun) > 0):
 			if partial[r] == nil {
 				partial[r] = make(map[Subtask]bool)
 				for _, st := range rs.Rerun {

@@ -217,3 +217,69 @@ func TestPartitionLostInMultiVertexRegion(t *testing.T) {
 	require.Empty(t, h.s.Partitions(), "the old attempts' partitions are superseded")
 	checkInvariants(t, h.s)
 }
+
+// startGen places gen, gen/0 on e1 and gen/1 on e2, and finishes gen/0
+// only: gen/1 still runs.
+func startGen(t *testing.T, h *harness) {
+	t.Helper()
+	h.submit("j", genSum)
+	r := h.apply(&PlaceRegion{Fenced: h.fenced(), Job: "j", Region: 0, Slots: []SlotAssign{
+		{Group: "default", Index: 0, Executor: "e1", Slot: 0}, {Group: "default", Index: 1, Executor: "e2", Slot: 0}}})
+	require.NoError(t, r.Err)
+	h.report("e1", ReportUpdate{ID: "j/gen/0/0", State: wire.StateFinished, Bytes: 10})
+	h.report("e2", ReportUpdate{ID: "j/gen/1/0", State: wire.StateRunning})
+	checkInvariants(t, h.s)
+}
+
+// TestPartitionLostWhileSiblingsRun: gen/0's partition is lost while gen/1
+// still runs. gen/1 is not stopped; once it has finished, gen/0 alone runs
+// again, and sum reads both.
+func TestPartitionLostWhileSiblingsRun(t *testing.T) {
+	h := newHarness(t)
+	startGen(t, h)
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
+	require.Equal(t, JobRestarting, h.job("j").Status)
+	require.Equal(t, 1, h.s.jobs["j"].Backoff.Failures, "one restart")
+	require.Equal(t, wire.StateRunning, h.exec("j/gen/1/0").State, "the healthy sibling goes on")
+	checkInvariants(t, h.s)
+
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	_, ok := h.s.Execution("j/gen/0/1")
+	require.False(t, ok, "the re-run waits for gen/1 to end")
+
+	h.report("e2", ReportUpdate{ID: "j/gen/1/0", State: wire.StateFinished, Bytes: 20})
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	require.Equal(t, wire.StateScheduled, h.exec("j/gen/0/1").State, "gen/0 runs again")
+	require.Equal(t, wire.StateFinished, h.exec("j/gen/1/0").State, "gen/1 keeps its attempt")
+	checkInvariants(t, h.s)
+
+	h.placeAll("e2")
+	h.report("e2", ReportUpdate{ID: "j/gen/0/1", State: wire.StateFinished, Bytes: 11})
+	placed := h.placeAll("e3")
+	require.Len(t, placed, 1)
+	require.Equal(t, []wire.Source{{Subtask: 0, Execution: "j/gen/0/1", Executor: "e2"}, {Subtask: 1, Execution: "j/gen/1/0", Executor: "e2"}},
+		h.s.TaskSpecs(placed)[0].Inputs[0].Sources)
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateFinished})
+	require.Equal(t, JobFinished, h.job("j").Status)
+	checkInvariants(t, h.s)
+}
+
+// TestPartitionLostThenSiblingFails: the sibling that went on fails before
+// the re-run: the re-run covers it too.
+func TestPartitionLostThenSiblingFails(t *testing.T) {
+	h := newHarness(t)
+	startGen(t, h)
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
+	h.report("e2", ReportUpdate{ID: "j/gen/1/0", State: wire.StateFailed, Message: "exit status 1"})
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	require.Equal(t, wire.StateScheduled, h.exec("j/gen/0/1").State)
+	require.Equal(t, wire.StateScheduled, h.exec("j/gen/1/1").State, "the failed sibling runs again too")
+	checkInvariants(t, h.s)
+	h.placeAll("e2")
+	h.reportAll("e2", wire.StateFinished)
+	h.placeAll("e3")
+	h.reportAll("e3", wire.StateFinished)
+	require.Equal(t, JobFinished, h.job("j").Status)
+}
