@@ -138,7 +138,7 @@ func (s *State) refreshActive(j *Job, now int64) {
 	case finished:
 		s.setJobStatus(j, JobFinished)
 		j.EndTime = now
-		s.setJobMessage(j, "")
+		// The message keeps what the job last restarted for, if it did.
 	case restarting:
 		s.setJobStatus(j, JobRestarting)
 	case started || j.Status == JobRestarting:

@@ -108,6 +108,7 @@ func TestPartitionLostWithExecutor(t *testing.T) {
 		"sum reads the attempt the state names")
 	h.report("e3", ReportUpdate{ID: "j/sum/0/1", State: wire.StateFinished})
 	require.Equal(t, JobFinished, h.job("j").Status)
+	require.Contains(t, h.job("j").Message, "lost", "a finished job keeps what it last restarted for")
 	require.Empty(t, h.s.Partitions())
 	checkInvariants(t, h.s)
 }

@@ -99,7 +99,11 @@ func formatJobStatusNoting(job *api.Job, now time.Time, notes map[string]string)
 			[2]string{"Duration", formatElapsed(end.Sub(submitted))})
 	}
 	if job.Message != "" {
-		pairs = append(pairs, [2]string{"Message", oneLine(job.Message)})
+		label := "Message"
+		if job.Status == "FINISHED" {
+			label = "Last restart" // a finished job's message is why it last restarted
+		}
+		pairs = append(pairs, [2]string{label, oneLine(job.Message)})
 	}
 	var b strings.Builder
 	b.WriteString(keyValues(pairs...))
