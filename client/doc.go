@@ -8,7 +8,10 @@
 // (a failed forward). When every master has failed, the client pauses (100
 // ms, doubling up to 1 s) and tries the whole list again, until the call's
 // deadline; it then returns an *UnreachableError saying what each master
-// said. A 4xx answer is final and comes back as an *APIError.
+// said. A 4xx answer is final and comes back as an *APIError. So is a TLS
+// handshake that fails on a certificate (see TrustFailure) at every master,
+// or an answer that is not a master's: the client returns at once, since
+// waiting fixes neither.
 //
 // Retries never duplicate work. GET and PUT requests are idempotent, and so
 // is a cancel; they are retried freely. POST /v1/jobs is resent only when it

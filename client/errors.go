@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -65,6 +67,46 @@ func (e *UnreachableError) NotMasters() bool {
 		}
 	}
 	return len(e.Attempts) > 0
+}
+
+// Untrusted reports whether every master tried failed the TLS handshake
+// on a certificate (see TrustFailure): retrying cannot fix that, a
+// different CA or client certificate can.
+func (e *UnreachableError) Untrusted() bool {
+	for _, a := range e.Attempts {
+		if !TrustFailure(a.Err) {
+			return false
+		}
+	}
+	return len(e.Attempts) > 0
+}
+
+// TrustFailure reports whether err is a TLS handshake that failed on a
+// certificate: the master's, which this client does not trust (an
+// unknown CA, a name it does not cover, expired), or this client's, which
+// the master refused (none given, or one it does not trust). Waiting
+// does not change either.
+func TrustFailure(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	if errors.As(err, &verify) || errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) {
+		return true
+	}
+	return RefusedCertificate(err)
+}
+
+// RefusedCertificate reports whether the master's end of a TLS handshake
+// refused this client's certificate (or its lack of one).
+func RefusedCertificate(err error) bool {
+	// crypto/tls reports an alert the peer sent as a net.OpError "remote
+	// error" around the alert; the alerts on certificates (bad, unknown,
+	// expired, revoked, unsupported certificate, unknown certificate
+	// authority, certificate required) all name one.
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "remote error" && opErr.Err != nil &&
+		strings.Contains(opErr.Err.Error(), "certificate")
 }
 
 // Attempt is what one master said (or failed to say) to a request.

@@ -63,7 +63,7 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 	start := c.first()
 	backoff := c.backoff
 	for {
-		notMasters := 0
+		notMasters, untrusted := 0, 0
 		for k := range n {
 			i := (start + k) % n
 			res, err := c.attempt(ctx, c.addrs[i], req)
@@ -89,6 +89,10 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 				err = apiError(req, res)
 			}
 			last[i] = err
+			if TrustFailure(err) {
+				untrusted++ // a handshake refused on a certificate sent nothing
+				continue
+			}
 			if !req.idempotent && !sentNothing(err) {
 				// Some failover statuses may come after the leader
 				// carried the request out (it died before answering):
@@ -99,8 +103,10 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 				return nil, fmt.Errorf("%s %s at %s: %w (%w)", req.method, req.path, displayAddr(c.addrs[i]), ErrOutcomeUnknown, shortError{err})
 			}
 		}
-		if notMasters == n {
-			return nil, unreachable(c.addrs, last) // waiting cannot make them masters
+		if notMasters+untrusted == n {
+			// Waiting cannot make them masters, nor make their
+			// certificates trusted.
+			return nil, unreachable(c.addrs, last)
 		}
 		if c.notify != nil {
 			c.notify(unreachable(c.addrs, last))

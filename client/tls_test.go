@@ -2,6 +2,10 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"strings"
@@ -72,4 +76,37 @@ func TestClientOverTLS(t *testing.T) {
 
 	_, err = New(addr, WithCACert(ca.CAFile()+".missing"))
 	assert.Error(t, err)
+}
+
+// A certificate this client does not trust, or a master that refuses this
+// client's certificate, fails at once: no round of retries can fix it.
+func TestUntrustedMastersFailWithoutRetrying(t *testing.T) {
+	ca, other := pkitest.New(t.TempDir()), pkitest.New(t.TempDir())
+	addrs := tlsMaster(t, ca) + "," + tlsMaster(t, ca)
+	retried := func(err *UnreachableError) { t.Errorf("retried after %v", err) }
+
+	c, err := New(addrs, WithCACert(other.CAFile()), WithTimeout(0), WithRetryNotify(retried))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Jobs(context.Background())
+	u, ok := errors.AsType[*UnreachableError](err)
+	require.True(t, ok, "%v", err)
+	assert.True(t, u.Untrusted(), "%v", err)
+	assert.Len(t, u.Attempts, 2, "each master was tried once")
+	assert.False(t, RefusedCertificate(u.Attempts[0].Err))
+
+	// A master that requires a client certificate, which this client lacks.
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", ca.Load(pki.Server, "m1").ServerConfig(true, nil))
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.NotFoundHandler(), ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c2, err := New(ln.Addr().String(), WithCACert(ca.CAFile()), WithTimeout(0), WithRetryNotify(retried))
+	require.NoError(t, err)
+	defer c2.Close()
+	_, err = c2.Jobs(context.Background())
+	u, ok = errors.AsType[*UnreachableError](err)
+	require.True(t, ok, "%v", err)
+	assert.True(t, u.Untrusted(), "%v", err)
+	assert.True(t, RefusedCertificate(u.Attempts[0].Err), "%v", err)
 }

@@ -139,6 +139,14 @@ func hint(err error) string {
 		return "A majority of the masters must run and reach each other to elect a leader\n" +
 			"(2 of 3, 3 of 5). Reads work without one: add --stale (the answer may be\n" +
 			"behind the last leader's). See docs/operations.md, \"No leader\"."
+	case errors.As(err, &unreachable) && unreachable.Untrusted() && client.RefusedCertificate(unreachable.Attempts[0].Err):
+		return "The masters refused this client's certificate: they require one their CA\n" +
+			"signed. Give it with --client-cert and --client-key (or " + clientCertEnv + "\n" +
+			"and " + clientKeyEnv + "); 'jobmaster tls cert create --role client' makes one."
+	case errors.As(err, &unreachable) && unreachable.Untrusted():
+		return "This client does not trust the masters' certificates: give the cluster's CA\n" +
+			"certificate with --ca-cert or " + caCertEnv + " (jobmaster dev's is ca.pem under\n" +
+			"its data directory's tls/)."
 	case errors.As(err, &unreachable) && unreachable.NotMasters():
 		return "Those are not masters' addresses: give --address (or JOBMASTER_ADDR) the\n" +
 			"masters' HTTP addresses ('jobmaster members' lists them)."

@@ -151,8 +151,12 @@ peers verify it.`,
 			}
 			fmt.Fprintf(out, "Issued the certificate of %s (%s), valid until %s, for %s\n",
 				is.Identity, is.Identity.URI(), is.Cert.NotAfter.UTC().Format(time.DateOnly), strings.Join(names, ", "))
-			fmt.Fprintf(out, "  certificate: %s (--tls-cert)\n", certPath)
-			fmt.Fprintf(out, "  key:         %s (--tls-key)\n", keyPath)
+			certFlag, keyFlag := "--tls-cert", "--tls-key"
+			if is.Identity.Role == pki.Client {
+				certFlag, keyFlag = "--client-cert or $"+clientCertEnv, "--client-key or $"+clientKeyEnv
+			}
+			fmt.Fprintf(out, "  certificate: %s (%s)\n", certPath, certFlag)
+			fmt.Fprintf(out, "  key:         %s (%s)\n", keyPath, keyFlag)
 			return nil
 		},
 	}
