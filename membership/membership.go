@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"sort"
@@ -79,7 +80,8 @@ type Config struct {
 	// background, and rejoins them after a partition heals.
 	Join []string
 	Meta Meta
-	// Logger receives memberlist's log at debug level.
+	// Logger receives memberlist's log at debug level, and a warning when
+	// peers' gossip cannot be read with this node's keys (keylog.go).
 	Logger *slog.Logger
 	// ReconnectInterval is how often the node retries Join addresses that are
 	// not alive members (default 2s).
@@ -114,6 +116,8 @@ type Node struct {
 	cfg     Config
 	list    *memberlist.Memberlist
 	keyring *memberlist.Keyring // nil: gossip in the clear
+	// gossipLog is memberlist's log; it warns when gossip fails on keys.
+	gossipLog *gossipLog
 
 	mu      sync.Mutex
 	meta    Meta
@@ -172,7 +176,8 @@ func Start(cfg Config) (*Node, error) {
 	mc.AdvertisePort = port
 	mc.Delegate = (*delegate)(n)
 	mc.Events = (*events)(n)
-	mc.Logger = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)
+	n.gossipLog = &gossipLog{logger: cfg.Logger, now: cfg.Now}
+	mc.Logger = log.New(n.gossipLog, "", 0)
 	// A restarted node comes back under its name, possibly on a new address.
 	mc.DeadNodeReclaimTime = time.Second
 	// Loopback and LAN clusters: detect failures in a few seconds.
@@ -260,7 +265,11 @@ func (n *Node) rejoin() {
 		sort.Strings(want)
 		if len(want) > 0 {
 			if _, err := n.list.Join(want); err != nil {
-				n.cfg.Logger.Debug("gossip join", "addrs", want, "err", err)
+				if keyMismatch(err.Error()) {
+					n.gossipLog.warned.warn(n.cfg.Logger, n.cfg.Now(), err.Error())
+				} else {
+					n.cfg.Logger.Debug("gossip join", "addrs", want, "err", err)
+				}
 			}
 		}
 		select {
