@@ -71,9 +71,9 @@ func authorize(urlPath string, peer pki.Identity, hasPeer bool) error {
 func admitRole(role pki.Role, peer pki.Identity, hasPeer bool) error {
 	switch {
 	case !hasPeer:
-		return fmt.Errorf("this endpoint needs a %s certificate; none was presented", role)
+		return fmt.Errorf("this endpoint needs %s certificate; none was presented", role.A())
 	case peer.Role != role:
-		return fmt.Errorf("this endpoint needs a %s certificate; %s presented a %s certificate", role, peer.NodeID, peer.Role)
+		return fmt.Errorf("this endpoint needs %s certificate; %s presented %s certificate", role.A(), peer.NodeID, peer.Role.A())
 	}
 	return nil
 }

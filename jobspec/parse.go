@@ -53,7 +53,7 @@ func Parse(data []byte) (*Spec, error) {
 	}
 	s := Spec{Name: raw.Name, Restart: raw.Restart, Failover: raw.Failover, Vertices: make([]Vertex, len(raw.Vertices))}
 	for i, rv := range raw.Vertices {
-		if err := decodeStrict(rv, &s.Vertices[i], fmt.Sprintf("vertices[%d]", i)); err != nil {
+		if err := decodeVertex(rv, &s.Vertices[i], fmt.Sprintf("vertices[%d]", i)); err != nil {
 			return nil, err
 		}
 	}
@@ -64,6 +64,44 @@ func Parse(data []byte) (*Spec, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// decodeVertex decodes one vertex, and each of its inputs separately, so
+// that an error inside an input names its index. An input that spells out
+// an empty mode or distribution is refused: leave the field out for the
+// default.
+func decodeVertex(data []byte, v *Vertex, prefix string) error {
+	err := decodeStrict(data, v, prefix)
+	if err == nil && len(v.Inputs) == 0 {
+		return nil
+	}
+	// The inputs alone, to name the index of one that is wrong (encoding/json
+	// names no index, and no field at all for an unknown one).
+	var raw struct {
+		Inputs []json.RawMessage `json:"inputs"`
+	}
+	if json.Unmarshal(data, &raw) != nil {
+		return err
+	}
+	for j, ri := range raw.Inputs {
+		f := fmt.Sprintf("%s.inputs[%d]", prefix, j)
+		var in Input
+		if err := decodeStrict(ri, &in, f); err != nil {
+			return err
+		}
+		var spelled struct {
+			Mode         *string `json:"mode"`
+			Distribution *string `json:"distribution"`
+		}
+		_ = json.Unmarshal(ri, &spelled) // decoded strictly above
+		if spelled.Mode != nil && *spelled.Mode == "" {
+			return fieldErr(f+".mode", "must be %q or %q, got \"\" (leave it out for %q)", ModePipelined, ModeBlocking, ModePipelined)
+		}
+		if spelled.Distribution != nil && *spelled.Distribution == "" {
+			return fieldErr(f+".distribution", "must be %q or %q, got \"\" (leave it out for %q)", DistributionAllToAll, DistributionForward, DistributionAllToAll)
+		}
+	}
+	return err
 }
 
 // decodeStrict decodes one JSON value, rejecting unknown fields and

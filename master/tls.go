@@ -113,7 +113,7 @@ func authorizePush(peer pki.Identity, hasPeer bool, executor string) error {
 	case peer.Role == pki.Executor:
 		return fmt.Errorf("%w: the certificate of executor %q cannot push for executor %q", errForbidden, peer.NodeID, executor)
 	}
-	return fmt.Errorf("%w: a %s certificate cannot push for an executor", errForbidden, peer.Role)
+	return fmt.Errorf("%w: %s certificate cannot push for an executor", errForbidden, peer.Role.A())
 }
 
 // requirePusher guards the push endpoint with authorizePush, before the

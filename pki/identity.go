@@ -26,6 +26,15 @@ const (
 	Client Role = "client"
 )
 
+// A is the role with its indefinite article, for messages: "a server",
+// "an executor".
+func (r Role) A() string {
+	if r != "" && strings.ContainsRune("aeiou", rune(r[0])) {
+		return "an " + string(r)
+	}
+	return "a " + string(r)
+}
+
 // Roles lists every role, in the order help texts name them.
 var Roles = []Role{Server, Executor, Client}
 

@@ -173,7 +173,7 @@ type PeerCheck func(id pki.Identity) error
 // the nodes it dials (a client certificate cannot even serve TLS).
 func NodePeer(id pki.Identity) error {
 	if !id.Role.Node() {
-		return fmt.Errorf("peer presents a %s certificate, want a server's or an executor's", id.Role)
+		return fmt.Errorf("peer presents %s certificate, want a server's or an executor's", id.Role.A())
 	}
 	return nil
 }
@@ -181,7 +181,7 @@ func NodePeer(id pki.Identity) error {
 // ServerOnly admits a server (a master): what Raft requires of both ends.
 func ServerOnly(id pki.Identity) error {
 	if id.Role != pki.Server {
-		return fmt.Errorf("peer presents a %s certificate (%s), want a server's", id.Role, id.NodeID)
+		return fmt.Errorf("peer presents %s certificate (%s), want a server's", id.Role.A(), id.NodeID)
 	}
 	return nil
 }
@@ -190,7 +190,7 @@ func ServerOnly(id pki.Identity) error {
 // executor it fetches a partition from.
 func ExecutorOnly(id pki.Identity) error {
 	if id.Role != pki.Executor {
-		return fmt.Errorf("peer presents a %s certificate (%s), want an executor's", id.Role, id.NodeID)
+		return fmt.Errorf("peer presents %s certificate (%s), want an executor's", id.Role.A(), id.NodeID)
 	}
 	return nil
 }

@@ -112,7 +112,10 @@ func jobOutcome(out io.Writer, job *api.Job, elapsed time.Duration, say bool) er
 		return nil
 	}
 	msg := fmt.Sprintf("job %s %s", job.ID, job.Status)
-	if job.Restarts > 0 {
+	switch {
+	case job.Restarts == 1:
+		msg += " after 1 restart"
+	case job.Restarts > 1:
 		msg += fmt.Sprintf(" after %d restarts", job.Restarts)
 	}
 	if job.Message != "" {

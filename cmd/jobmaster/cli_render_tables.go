@@ -100,7 +100,7 @@ func formatJobStatusNoting(job *api.Job, now time.Time, notes map[string]string)
 	}
 	if job.Message != "" {
 		label := "Message"
-		if job.Status == "FINISHED" {
+		if job.Status == statusFinished {
 			label = "Last restart" // a finished job's message is why it last restarted
 		}
 		pairs = append(pairs, [2]string{label, oneLine(job.Message)})
