@@ -35,8 +35,16 @@ type Node struct {
 var (
 	buildOnce sync.Once
 	binPath   string
+	buildDir  string // the temporary directory binPath was built into, if any
 	buildErr  error
 )
+
+// removeBinary removes the binary binary built, if it built one.
+func removeBinary() {
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+}
 
 // binary builds cmd/jobmaster once (or uses JOBMASTER_BIN).
 func binary(t testing.TB) string {
@@ -50,7 +58,7 @@ func binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "jobmaster")
+		buildDir, binPath = dir, filepath.Join(dir, "jobmaster")
 		out, err := exec.Command("go", "build", "-race", "-o", binPath, "../cmd/jobmaster").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -219,7 +219,7 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 	require.Error(t, err, "the job fails")
 	require.Contains(t, string(out), "v/0 attempt 0 FAILED: command not found: no-such-prog\n")
 	require.Contains(t, string(out), "v/0 attempt 1 FAILED: command not found: no-such-prog\n")
-	require.Contains(t, string(out), "Error: job missing FAILED after 1 restarts")
+	require.Contains(t, string(out), "Error: job missing FAILED after 1 restart:")
 	// A stream is counted when it ends, once its master has seen the
 	// client go.
 	WaitFor(t, "the CLI's event stream counted", 10*time.Second, func() bool {
