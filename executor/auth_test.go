@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -213,8 +214,10 @@ func TestPushIsMutualTLS(t *testing.T) {
 }
 
 func TestExecutorRefusesUnprotectedExposure(t *testing.T) {
-	_, err := New(Config{NodeID: "e1", DataDir: t.TempDir(), HTTPAddr: "0.0.0.0:0", Runtime: RuntimeSim})
+	dir := filepath.Join(t.TempDir(), "data")
+	_, err := New(Config{NodeID: "e1", DataDir: dir, HTTPAddr: "0.0.0.0:0", Runtime: RuntimeSim})
 	require.Error(t, err)
+	assert.NoDirExists(t, dir, "refused before it made its data directory")
 	assert.Contains(t, err.Error(), "--insecure")
 	assert.Contains(t, err.Error(), "without TLS (--tls-ca, --tls-cert, --tls-key) and a gossip key")
 	_, err = New(Config{NodeID: "e1", DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Runtime: RuntimeSim,

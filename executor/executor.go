@@ -98,6 +98,11 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Refused where it listens: before it touches the disk.
+	tl, gossipKeys, err := loadSecurity(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	if was, err := privatedir.Ensure(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	} else if was != 0 {
@@ -116,10 +121,6 @@ func New(cfg Config) (*Executor, error) {
 		// A token file from the start gives a full disk one to overwrite
 		// in place (inplace.go).
 		_ = saveFence(cfg.DataDir, fc)
-	}
-	tl, gossipKeys, err := loadSecurity(&cfg)
-	if err != nil {
-		return nil, err
 	}
 	// Before gossip starts, so that memberlist's first metrics count.
 	if _, err := metrics.RouteLibraries(); err != nil {
