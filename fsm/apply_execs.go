@@ -32,7 +32,7 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 		if use := s.slots[a.Executor][a.Slot]; use != nil && use.key != k {
 			return Result{Err: fmt.Errorf("%w: slot %s/%d is taken", ErrRejected, a.Executor, a.Slot)}
 		}
-		if held, ok := s.slotOf[k]; ok && held != ref {
+		if held, ok := s.slotOf.get(k); ok && held != ref {
 			return Result{Err: fmt.Errorf("%w: %s/%d is already in slot %s/%d", ErrRejected, a.Group, a.Index, held.executor, held.slot)}
 		}
 		assign[k] = i
@@ -86,7 +86,10 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 		e.Deployed = false
 		e.DeployIndex = index
 		e.DeployTime = c.Time
-		s.track(e, slotKey{j.ID, a.Group, a.Index})
+		// The key as the spec spells it (equal to the assignment's, which
+		// matched it): each assignment decoded its own copy of the group's
+		// name, which the slot index would otherwise keep.
+		s.track(e, s.keyOf(j, e))
 		placed = append(placed, *e)
 	})
 	s.setRegionStatus(j, c.Region, RegionRunning)
@@ -116,7 +119,7 @@ func (s *State) track(e *Execution, k slotKey) {
 	if use == nil {
 		use = &slotUse{key: k}
 		slots[e.Slot] = use
-		s.slotOf[k] = slotRef{e.Executor, e.Slot}
+		s.slotOf.set(k, slotRef{e.Executor, e.Slot}, groupWidth(s.jobs[e.Job], k.group))
 	}
 	use.refs++
 }
@@ -143,7 +146,7 @@ func (s *State) untrack(e *Execution) {
 		use.refs--
 		if use.refs <= 0 {
 			delete(slots, e.Slot)
-			delete(s.slotOf, use.key)
+			s.slotOf.del(use.key)
 			if len(slots) == 0 {
 				delete(s.slots, e.Executor)
 			}

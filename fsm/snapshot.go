@@ -328,7 +328,6 @@ func (s *State) rebuildDerived(execs iter.Seq[*Execution]) error {
 			placed++
 		}
 	}
-	s.slotOf = make(map[slotKey]slotRef, placed)
 	for ex, n := range perExecutor {
 		s.byExecutor[ex] = make(map[string]*Execution, n)
 		s.slots[ex] = make(map[int]*slotUse, n)

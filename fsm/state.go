@@ -93,7 +93,7 @@ type State struct {
 	// derived
 	byExecutor map[string]map[string]*Execution // live, placed executions
 	slots      map[string]map[int]*slotUse      // executor -> slot -> use
-	slotOf     map[slotKey]slotRef
+	slotOf     slotTable
 	ready      map[regionRef]struct{}
 	restarting map[regionRef]struct{}
 	canceling  map[string]map[string]struct{} // executor -> CANCELING ids
@@ -134,7 +134,7 @@ func NewState() *State {
 func (s *State) resetDerived() {
 	s.byExecutor = make(map[string]map[string]*Execution)
 	s.slots = make(map[string]map[int]*slotUse)
-	s.slotOf = make(map[slotKey]slotRef)
+	s.slotOf = make(slotTable)
 	s.ready = make(map[regionRef]struct{})
 	s.restarting = make(map[regionRef]struct{})
 	s.canceling = make(map[string]map[string]struct{})

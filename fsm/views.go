@@ -271,7 +271,7 @@ func (s *State) readyRegion(r regionRef) ReadyRegion {
 			}
 			seen[k] = true
 			n := SlotNeed{Group: k.group, Index: i}
-			if ref, ok := s.slotOf[slotKey{j.ID, k.group, i}]; ok {
+			if ref, ok := s.slotOf.get(slotKey{j.ID, k.group, i}); ok {
 				n.Held, n.Executor, n.Slot = true, ref.executor, ref.slot
 			}
 			rr.Keys = append(rr.Keys, n)
