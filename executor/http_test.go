@@ -621,3 +621,25 @@ func TestLateRedeployDoesNotRunAgain(t *testing.T) {
 	require.Equal(t, wire.StateFinished, st.State, "the answer gives its last status")
 	require.Empty(t, l.executions().Executions, "it is not held, so not running, again")
 }
+
+// TestALateDeployAfterTheLeaseRanOutStartsNothing: a deploy read after the
+// lease ran out (it waited through a freeze, say) is refused until a
+// heartbeat renews the lease: the leader may already have failed its tasks
+// and started them elsewhere.
+func TestALateDeployAfterTheLeaseRanOutStartsNothing(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	e := startExecutor(t, Config{Lease: time.Hour, Now: clock.Now})
+	l := newLeader(t, e, 1)
+	l.heartbeat()
+	clock.Advance(61 * time.Minute)
+	late := simTask("j", 0, 10*time.Hour, 0)
+	code, b := l.post(wire.PathDeploy, wire.NewDeployRequest(l.hdr(), []wire.Task{late}))
+	require.Equal(t, http.StatusServiceUnavailable, code, "%s", b)
+	require.Contains(t, string(b), "lease ran out")
+	require.Empty(t, l.executions().Executions, "nothing was started or registered")
+
+	// A heartbeat renews the lease; the reconciler's resend then runs.
+	l.heartbeat()
+	require.Equal(t, wire.StateRunning, l.deploy(late).Executions[0].State)
+}

@@ -203,6 +203,14 @@ func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wi
 	// Only heartbeats renew the lease (a deploy or cancel may be a late
 	// message the leader no longer counts on).
 	stop, rerr := e.admitRenewLocked(now, l, false)
+	if rerr == nil && leaseExpired(e.lease.last, now, e.lease.dur) {
+		// A deploy that waited out the lease (sent before a freeze and
+		// read after the thaw, say) may name tasks the leader has since
+		// failed and placed elsewhere: start nothing until a heartbeat
+		// renews the lease. The leader's reconciler resends the deploy.
+		rerr = refuse(http.StatusServiceUnavailable, "executor %s starts no task: no heartbeat from a leader for %s (its lease ran out); the next heartbeat renews it",
+			e.cfg.NodeID, now.Sub(e.lease.last).Round(time.Millisecond))
+	}
 	var fresh []wire.Task
 	if rerr == nil {
 		for _, t := range tasks {
