@@ -26,10 +26,14 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 		out.Leader = &l
 	}
 	var used map[string][]int
+	held := make(map[string]int)
 	m.fsm.Read(func(st *fsm.State) {
 		out.FencingToken = st.Epoch()
 		out.ClusterID = st.Cluster()
 		used = st.UsedSlots()
+		for _, p := range st.Partitions() {
+			held[p.Executor]++
+		}
 		setIndex(w, st)
 	})
 	out.Masters = m.masters(leaderID)
@@ -37,6 +41,9 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 		out.Executors = s.tracker.core.Executors(used, m.cfg.Now())
 	} else {
 		out.Executors = m.gossipExecutors(used)
+	}
+	for i := range out.Executors {
+		out.Executors[i].Partitions = held[out.Executors[i].ID]
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
