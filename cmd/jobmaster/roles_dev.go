@@ -188,6 +188,7 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	if addrs != api.DefaultAddress || published == "" {
 		fmt.Fprintf(out, "\nPoint the client at it with: export %s=%s %s=%s %s=$(cat %s)\n", addressEnv, addrs, caCertEnv, sec.client.CA, tokenEnv, sec.tokenFile)
 	}
+	fmt.Fprint(out, describeDevUI(strings.Split(addrs, ","), sec))
 
 	if !o.noDemo {
 		finished, err := c.demo(cmd, env, cl, leader, o)
