@@ -44,7 +44,8 @@ func newBrowser(t *testing.T, width, height int) context.Context {
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
-		chromedp.NoSandbox, // CI runs as root
+		chromedp.NoSandbox,        // CI runs as root
+		chromedp.IgnoreCertErrors, // the clusters' CAs are the tests' own
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(width, height),
 		chromedp.UserDataDir(t.TempDir()),

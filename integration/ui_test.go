@@ -32,7 +32,8 @@ func uiSignIn(t *testing.T, c *Cluster, ctx context.Context, addr, secret string
 }
 
 // TestUI drives the web UI in a headless Chromium against a real cluster
-// with ACLs on: a job submitted through the API shows in the list, its
+// with TLS and ACLs on, as `jobmaster dev` runs (the browser is told to
+// accept the test CA's certificates): a job submitted through the API shows in the list, its
 // page shows the graph's vertices and edges and a subtask reaching
 // FINISHED as it happens, the cancel button cancels a job, and the
 // masters page, served by the leader, recovers when the leader is killed
@@ -40,7 +41,7 @@ func uiSignIn(t *testing.T, c *Cluster, ctx context.Context, addr, secret string
 func TestUI(t *testing.T) {
 	skipShort(t)
 	ctx := newBrowser(t, 1280, 900)
-	c := NewCluster(t, Options{ACL: true})
+	c := NewCluster(t, Options{ACL: true, TLS: true})
 	leader := c.Leader()
 	uiSignIn(t, c, ctx, leader.HTTPAddr, c.ManagementToken)
 
