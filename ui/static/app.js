@@ -62,6 +62,12 @@ function fail(err) {
   bar.textContent = err && err.message ? err.message : String(err);
 }
 
+// A read that succeeds clears the error line; a stale one says so.
+conn.readers.add((staleFrom) => {
+  if (!staleFrom) { clearError(); return; }
+  fail(new Error(`No master knows a leader: showing what ${staleFrom} knows, which may be behind.`));
+});
+
 function clearError() {
   const bar = document.getElementById('error');
   if (bar) bar.remove();

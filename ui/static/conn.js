@@ -29,6 +29,9 @@ export const conn = {
   bases: [location.origin],
   current: 0,
   listeners: new Set(),
+  // readers are told of every read that succeeded: the master it came
+  // from when it was a stale one, else ''.
+  readers: new Set(),
   state: 'connecting',
   via: '',
 
@@ -79,14 +82,27 @@ async function errorOf(res) {
 }
 
 // get reads path from the first master that answers it, starting with the
-// current one. It returns {body, index} (index: X-Jobmaster-Index).
+// current one. It returns {body, index, stale} (index: X-Jobmaster-Index).
+// When no master knows a leader (an election, or too few masters up), it
+// reads the answering master's own view (?stale) and says so.
 export async function get(path) {
+  try {
+    return await getFrom(path, false);
+  } catch (err) {
+    if (!(err instanceof APIError) || err.status !== 503) throw err;
+    const res = await getFrom(path, true);
+    return res;
+  }
+}
+
+async function getFrom(path, stale) {
   let lastErr = null;
+  const url = stale ? path + (path.includes('?') ? '&' : '?') + 'stale' : path;
   for (let i = 0; i < conn.bases.length; i++) {
     const base = conn.base();
     let res;
     try {
-      res = await fetch(base + path, { headers: conn.headers(), signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS), cache: 'no-store' });
+      res = await fetch(base + url, { headers: conn.headers(), signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS), cache: 'no-store' });
     } catch (e) {
       lastErr = new APIError(0, `${hostOf(base)} does not answer`);
       conn.next(base);
@@ -100,7 +116,9 @@ export async function get(path) {
     }
     if (!res.ok) throw new APIError(res.status, await errorOf(res));
     const index = Number(res.headers.get('X-Jobmaster-Index') || 0);
-    return { body: await res.json(), index };
+    const body = await res.json();
+    for (const f of conn.readers) f(stale ? hostOf(base) : '');
+    return { body, index, stale };
   }
   throw lastErr || new APIError(0, 'no master answers');
 }

@@ -56,18 +56,24 @@ export function mount(root, { fail, shared }) {
     }));
   }
 
-  async function refresh() {
+  // Each master's applied index is asked of it directly (it computes its
+  // state hash to answer), at most every APPLIED_EVERY_MS.
+  const APPLIED_EVERY_MS = 5000;
+  let appliedAt = 0;
+  async function refresh(force = true) {
     const { body: c } = await get('/v1/cluster');
     cluster = c;
     conn.learn(c);
     render();
+    if (!force && Date.now() - appliedAt < APPLIED_EVERY_MS) return;
+    appliedAt = Date.now();
     await appliedIndexes();
     render();
   }
   const soon = debounce(() => refresh().catch(fail), 100);
   return {
     refresh,
-    tick: () => refresh().catch(fail),
+    tick: () => refresh(false).catch(fail),
     onEvent(e) { if (e.topic === 'leader') { render(); soon(); } },
   };
 }
