@@ -76,3 +76,45 @@ export function debounce(f, wait) {
 }
 
 export const TERMINAL_JOB = new Set(['FAILED', 'CANCELED', 'FINISHED']);
+
+// setText changes an element's text only when it differs, so that a
+// refresh leaves alone what did not change (selection, focus, a click
+// under way).
+export function setText(el, text) {
+  const t = String(text ?? '');
+  if (el.textContent !== t) el.textContent = t;
+}
+
+// Rows keeps a table body's rows by key across refreshes: a row is built
+// once, updated in place, and moved only when the order changes.
+export class Rows {
+  constructor(tbody, build, update) {
+    this.tbody = tbody;
+    this.build = build; // (item) -> row state {tr, ...}
+    this.update = update; // (state, item) -> void
+    this.rows = new Map();
+  }
+
+  show(items, keyOf, empty) {
+    if (items.length === 0) {
+      this.rows.clear();
+      this.tbody.replaceChildren(empty);
+      return;
+    }
+    const keep = new Set();
+    const trs = items.map((it) => {
+      const k = keyOf(it);
+      keep.add(k);
+      let r = this.rows.get(k);
+      if (!r) {
+        r = this.build(it);
+        this.rows.set(k, r);
+      }
+      this.update(r, it);
+      return r.tr;
+    });
+    for (const k of [...this.rows.keys()]) if (!keep.has(k)) this.rows.delete(k);
+    const now = [...this.tbody.children];
+    if (now.length !== trs.length || now.some((tr, i) => tr !== trs[i])) this.tbody.replaceChildren(...trs);
+  }
+}

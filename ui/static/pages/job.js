@@ -1,7 +1,7 @@
 // A job: its graph, its subtasks, what happened to it (from its events,
 // since the start of the log) and a cancel button.
 import { get, post, Stream, AuthError } from '../conn.js';
-import { h, pill, fmtAgo, fmtDuration, fmtTime, debounce, TERMINAL_JOB } from '../dom.js';
+import { h, pill, fmtAgo, fmtDuration, fmtTime, debounce, setText, Rows, TERMINAL_JOB } from '../dom.js';
 import { dag } from './dag.js';
 
 const HISTORY_MAX = 300;
@@ -48,29 +48,45 @@ export function mount(root, { arg: id, fail }) {
     if (ended && armed) disarm();
   }
 
+  // One row per subtask, kept across refreshes and updated in place.
+  const rows = new Rows(subtasks, ({ v, t }) => {
+    const c = ['attempt', 'state', 'executor', 'start', 'end', 'duration', 'why'];
+    const r = Object.fromEntries(c.map((k) => [k, h('td')]));
+    r.attempt.className = r.duration.className = 'num';
+    r.executor.className = 'mono';
+    r.start.className = r.end.className = 'muted';
+    r.why.className = 'why';
+    r.tr = h('tr', { 'data-vertex': v.id, 'data-subtask': t.index },
+      h('td', { class: 'mono' }, v.id), h('td', { class: 'num' }, String(t.index)), c.map((k) => r[k]));
+    r.key = '';
+    return r;
+  }, (r, { t }) => {
+    const now = rows.now;
+    setText(r.duration, t.start_time_ms ? fmtDuration((t.end_time_ms || now) - t.start_time_ms) : '');
+    const p = t.previous_attempt;
+    const key = JSON.stringify([t.execution_id, t.state, t.executor, t.start_time_ms, t.end_time_ms, t.message, p]);
+    if (key === r.key) return;
+    r.key = key;
+    r.tr.dataset.execution = t.execution_id;
+    r.tr.dataset.state = t.state;
+    setText(r.attempt, t.attempt);
+    r.state.replaceChildren(pill(t.state));
+    r.executor.replaceChildren(t.executor || h('span', { class: 'muted' }, '\u2014'));
+    setText(r.start, fmtTime(t.start_time_ms));
+    setText(r.end, fmtTime(t.end_time_ms));
+    // The reason this attempt ended, or how the one before it did.
+    r.why.replaceChildren(...((t.state === 'FAILED' || t.state === 'CANCELED') && t.message
+      ? [h('span', { class: 'reason', 'data-state': t.state }, t.message)]
+      : p ? [h('span', { class: 'muted' }, `attempt ${p.attempt} `), h('span', { class: 'reason', 'data-state': p.state }, `${p.state}${p.message ? ': ' + p.message : ''}`)] : []));
+  });
+
   function renderSubtasks() {
-    const now = Date.now();
-    const rows = [];
+    rows.now = Date.now();
+    const items = [];
     for (const v of job.vertices) {
-      for (const t of v.subtasks.slice().sort((a, b) => a.index - b.index)) {
-        // The reason this attempt failed, or how the one before it ended.
-        const p = t.previous_attempt;
-        const why = (t.state === 'FAILED' || t.state === 'CANCELED') && t.message
-          ? [h('span', { class: 'reason', 'data-state': t.state }, t.message)]
-          : p ? [h('span', { class: 'muted' }, `attempt ${p.attempt} `), h('span', { class: 'reason', 'data-state': p.state }, `${p.state}${p.message ? ': ' + p.message : ''}`)] : [];
-        rows.push(h('tr', { 'data-execution': t.execution_id, 'data-vertex': v.id, 'data-subtask': t.index, 'data-state': t.state },
-          h('td', { class: 'mono' }, v.id),
-          h('td', { class: 'num' }, String(t.index)),
-          h('td', { class: 'num' }, String(t.attempt)),
-          h('td', {}, pill(t.state)),
-          h('td', { class: 'mono' }, t.executor || h('span', { class: 'muted' }, '\u2014')),
-          h('td', { class: 'muted' }, fmtTime(t.start_time_ms)),
-          h('td', { class: 'muted' }, fmtTime(t.end_time_ms)),
-          h('td', { class: 'num' }, t.start_time_ms ? fmtDuration((t.end_time_ms || now) - t.start_time_ms) : ''),
-          h('td', { class: 'why' }, why)));
-      }
+      for (const t of v.subtasks.slice().sort((a, b) => a.index - b.index)) items.push({ v, t });
     }
-    subtasks.replaceChildren(...rows);
+    rows.show(items, ({ v, t }) => `${v.id}/${t.index}`, h('tr', {}, h('td', { colspan: 9, class: 'none' }, 'No subtasks.')));
   }
 
   function renderHistory() {

@@ -1,6 +1,6 @@
 // The jobs: a list filtered by text and status, newest first.
 import { get } from '../conn.js';
-import { h, pill, fmtAgo, fmtDuration, fmtTime, debounce } from '../dom.js';
+import { h, pill, fmtAgo, fmtDuration, fmtTime, debounce, setText, Rows } from '../dom.js';
 
 const STATUSES = ['CREATED', 'RUNNING', 'RESTARTING', 'FAILING', 'FAILED', 'CANCELLING', 'CANCELED', 'FINISHED'];
 
@@ -32,18 +32,27 @@ export function mount(root, { fail }) {
     const by = {};
     for (const j of jobs) by[j.status] = (by[j.status] || 0) + 1;
     counts.replaceChildren(...STATUSES.filter((st) => by[st]).map((st) => h('span', { class: 'count' }, pill(st, `${by[st]} ${st}`))));
-    if (shown.length === 0) {
-      body.replaceChildren(h('tr', {}, h('td', { colspan: 6, class: 'none' }, jobs.length ? 'No job matches the filter.' : 'No jobs yet. Submit one with: jobmaster job run FILE')));
-      return;
-    }
-    body.replaceChildren(...shown.map((j) => h('tr', { 'data-job': j.id },
-      h('td', {}, h('a', { href: `#/jobs/${encodeURIComponent(j.id)}`, class: 'mono' }, j.id)),
-      h('td', {}, j.name),
-      h('td', {}, pill(j.status)),
-      h('td', { class: 'muted' }, fmtTime(j.submit_time_ms)),
-      h('td', { class: 'num' }, j.submit_time_ms ? fmtAgo(j.submit_time_ms, now).replace(' ago', '') : ''),
-      h('td', { class: 'num muted' }, j.submit_time_ms ? fmtDuration((j.end_time_ms || now) - j.submit_time_ms) : ''))));
+    rows.now = now;
+    rows.show(shown, (j) => j.id, h('tr', {}, h('td', { colspan: 6, class: 'none' },
+      jobs.length ? 'No job matches the filter.' : 'No jobs yet. Submit one with: jobmaster job run FILE')));
   }
+
+  const rows = new Rows(body, (j) => {
+    const r = { status: h('td'), submitted: h('td', { class: 'muted' }), age: h('td', { class: 'num' }), ran: h('td', { class: 'num muted' }), was: '' };
+    r.tr = h('tr', { 'data-job': j.id },
+      h('td', {}, h('a', { href: `#/jobs/${encodeURIComponent(j.id)}`, class: 'mono' }, j.id)),
+      h('td', {}, j.name), r.status, r.submitted, r.age, r.ran);
+    return r;
+  }, (r, j) => {
+    const now = rows.now;
+    if (r.was !== j.status) {
+      r.status.replaceChildren(pill(j.status));
+      r.was = j.status;
+    }
+    setText(r.submitted, fmtTime(j.submit_time_ms));
+    setText(r.age, j.submit_time_ms ? fmtAgo(j.submit_time_ms, now).replace(' ago', '') : '');
+    setText(r.ran, j.submit_time_ms ? fmtDuration((j.end_time_ms || now) - j.submit_time_ms) : '');
+  });
 
   async function refresh() {
     const { body: list } = await get('/v1/jobs');
