@@ -107,4 +107,9 @@ func TestUI(t *testing.T) {
 		)
 		require.True(t, strings.Contains(changes, next.ID), changes)
 	})
+	// Nothing the page did was blocked by its CSP, and no script failed.
+	var problems string
+	browse(t, ctx, "the page's own errors", uiWait,
+		eval(`JSON.stringify(window.jobmaster)`, &problems))
+	require.JSONEq(t, `{"errors": [], "cspViolations": []}`, problems)
 }

@@ -10,6 +10,18 @@ import * as mastersPage from './pages/masters.js';
 
 const main = document.getElementById('main');
 
+// What went wrong in the page itself is counted (the tests read it) and
+// logged: a script error, or something the Content-Security-Policy
+// blocked (a proxy's injected script, say).
+const health = { errors: [], cspViolations: [] };
+window.jobmaster = health;
+window.addEventListener('error', (e) => health.errors.push(String(e.message)));
+window.addEventListener('unhandledrejection', (e) => health.errors.push(String(e.reason)));
+document.addEventListener('securitypolicyviolation', (e) => {
+  health.cspViolations.push(`${e.violatedDirective}: ${e.blockedURI || 'inline'}`);
+  console.error(`blocked by the page's Content-Security-Policy: ${e.violatedDirective} ${e.blockedURI || 'inline'}`);
+});
+
 // shared is what outlives a page: the leadership changes seen so far.
 const shared = {
   leaders: [], // {time, node, token, index}
