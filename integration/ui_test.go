@@ -43,6 +43,14 @@ func TestUI(t *testing.T) {
 	ctx := newBrowser(t, 1280, 900)
 	c := NewCluster(t, Options{ACL: true, TLS: true})
 	leader := c.Leader()
+	// A token the cluster does not know is refused, and said to be.
+	browse(t, ctx, "an unknown token refused", uiWait,
+		chromedp.Navigate(c.URL(leader.HTTPAddr, "/")),
+		chromedp.WaitVisible(chromedp.CSS("#login #token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"),
+		chromedp.Click(chromedp.CSS("#login button")),
+		js(`document.querySelector('#login .warn')?.textContent.includes('That token was refused')`),
+	)
 	uiSignIn(t, c, ctx, leader.HTTPAddr, c.ManagementToken)
 
 	// The sign-in is kept for this tab only.
