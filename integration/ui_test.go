@@ -103,6 +103,7 @@ func TestUI(t *testing.T) {
 			js(`document.querySelector('#leader-id')?.textContent === `+q(leader.ID)),
 			js(`document.querySelectorAll('#masters-body tr').length === 3`),
 		)
+		killed := time.Now()
 		leader.Kill()
 		next := c.Leader()
 		require.NotEqual(t, leader.ID, next.ID)
@@ -114,6 +115,7 @@ func TestUI(t *testing.T) {
 			eval(`document.querySelector('#leader-changes').textContent`, &changes),
 		)
 		require.True(t, strings.Contains(changes, next.ID), changes)
+		t.Logf("the page showed the new leader %s %.2fs after its own master, the leader %s, was killed", next.ID, time.Since(killed).Seconds(), leader.ID)
 	})
 	// Nothing the page did was blocked by its CSP, and no script failed.
 	var problems string

@@ -5,6 +5,8 @@ import { h, pill, fmtAgo, fmtDuration, fmtTime, debounce, setText, Rows, TERMINA
 import { dag } from './dag.js';
 
 const HISTORY_MAX = 300;
+// SUBTASKS_MAX bounds the subtask table's rows (parallelism goes to 10000).
+const SUBTASKS_MAX = 1000;
 
 export function mount(root, { arg: id, fail }) {
   const title = h('h1', {}, id);
@@ -15,6 +17,7 @@ export function mount(root, { arg: id, fail }) {
   const cancel = h('button', { id: 'cancel', class: 'danger', type: 'button', disabled: true }, 'Cancel job');
   const graph = h('div', { class: 'graph' });
   const subtasks = h('tbody', { id: 'subtasks-body' });
+  const subtasksMore = h('p', { class: 'muted small' });
   const history = h('ol', { class: 'history', id: 'history' });
   const historyNote = h('p', { class: 'muted small' });
   root.append(h('section', { class: 'page' },
@@ -27,6 +30,7 @@ export function mount(root, { arg: id, fail }) {
       h('thead', {}, h('tr', {}, ['Vertex', 'Subtask', 'Attempt', 'State', 'Executor', 'Start', 'End', 'Duration', 'Why it ended / previous attempt']
         .map((c, i) => h('th', { class: i === 1 || i === 2 || i === 7 ? 'num' : '' }, c)))),
       subtasks),
+    subtasksMore,
     h('h2', {}, 'History: restarts, failures, status'), historyNote, history));
 
   let job = null;
@@ -86,6 +90,8 @@ export function mount(root, { arg: id, fail }) {
     for (const v of job.vertices) {
       for (const t of v.subtasks.slice().sort((a, b) => a.index - b.index)) items.push({ v, t });
     }
+    subtasksMore.textContent = items.length > SUBTASKS_MAX ? `Showing ${SUBTASKS_MAX} of ${items.length} subtasks.` : '';
+    items.length = Math.min(items.length, SUBTASKS_MAX);
     rows.show(items, ({ v, t }) => `${v.id}/${t.index}`, h('tr', {}, h('td', { colspan: 9, class: 'none' }, 'No subtasks.')));
   }
 

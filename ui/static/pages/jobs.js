@@ -2,6 +2,9 @@
 import { get } from '../conn.js';
 import { h, pill, fmtAgo, fmtDuration, fmtTime, debounce, setText, Rows } from '../dom.js';
 
+// MAX_ROWS bounds the rows shown; the filter finds the others.
+const MAX_ROWS = 500;
+
 const STATUSES = ['CREATED', 'RUNNING', 'RESTARTING', 'FAILING', 'FAILED', 'CANCELLING', 'CANCELED', 'FINISHED'];
 
 export function mount(root, { fail }) {
@@ -12,13 +15,15 @@ export function mount(root, { fail }) {
     h('option', { value: 'active' }, 'Not ended'),
     STATUSES.map((st) => h('option', { value: st }, st)));
   const counts = h('div', { class: 'counts' });
+  const more = h('p', { class: 'muted small', id: 'jobs-more' });
   const body = h('tbody', { id: 'jobs-body' });
   root.append(h('section', { class: 'page' },
     h('div', { class: 'head' }, h('h1', {}, 'Jobs'), counts),
     h('div', { class: 'toolbar' }, text, status),
     h('table', { class: 'grid', id: 'jobs' },
       h('thead', {}, h('tr', {}, h('th', {}, 'Job'), h('th', {}, 'Name'), h('th', {}, 'Status'), h('th', {}, 'Submitted'), h('th', { class: 'num' }, 'Age'), h('th', { class: 'num' }, 'Ran for'))),
-      body)));
+      body),
+    more));
 
   function render() {
     const q = text.value.trim().toLowerCase();
@@ -33,7 +38,8 @@ export function mount(root, { fail }) {
     for (const j of jobs) by[j.status] = (by[j.status] || 0) + 1;
     counts.replaceChildren(...STATUSES.filter((st) => by[st]).map((st) => h('span', { class: 'count' }, pill(st, `${by[st]} ${st}`))));
     rows.now = now;
-    rows.show(shown, (j) => j.id, h('tr', {}, h('td', { colspan: 6, class: 'none' },
+    more.textContent = shown.length > MAX_ROWS ? `Showing the newest ${MAX_ROWS} of ${shown.length} jobs: filter to find the others.` : '';
+    rows.show(shown.slice(0, MAX_ROWS), (j) => j.id, h('tr', {}, h('td', { colspan: 6, class: 'none' },
       jobs.length ? 'No job matches the filter.' : 'No jobs yet. Submit one with: jobmaster job run FILE')));
   }
 
