@@ -5,7 +5,7 @@
 // subtask's own state.
 import { s } from '../dom.js';
 
-const W = 188, H = 70, GAP_X = 170, GAP_Y = 34, PAD = 16;
+const W = 188, H = 70, GAP_X = 170, GAP_Y = 34, PAD = 16, MIN_SCALE = 0.6;
 
 // PRIORITY orders the states a vertex is coloured by: the first one any
 // of its subtasks is in.
@@ -125,5 +125,9 @@ export function dag(vertices) {
     svg.append(g);
   }
   svg.append(labels);
+  // A wide graph shrinks to fit, but not below MIN_SCALE: beyond that its
+  // box scrolls. (CSSOM, which the CSP allows; a style attribute it would
+  // block.)
+  svg.style.minWidth = `${Math.round(width * MIN_SCALE)}px`;
   return svg;
 }
