@@ -31,6 +31,18 @@ func (s *State) Jobs() []JobSummary {
 	return out
 }
 
+// PartitionsHeld counts the partitions tracked on each executor that
+// holds any, without listing them.
+func (s *State) PartitionsHeld() map[string]int {
+	out := make(map[string]int, len(s.partsOn))
+	for e, m := range s.partsOn {
+		if len(m) > 0 {
+			out[e] = len(m)
+		}
+	}
+	return out
+}
+
 // EndedBefore lists the ended jobs whose end time is before t (unix ms),
 // oldest first, at most limit of them.
 func (s *State) EndedBefore(t int64, limit int) []string {

@@ -26,14 +26,12 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 		out.Leader = &l
 	}
 	var used map[string][]int
-	held := make(map[string]int)
+	var held map[string]int
 	m.fsm.Read(func(st *fsm.State) {
 		out.FencingToken = st.Epoch()
 		out.ClusterID = st.Cluster()
 		used = st.UsedSlots()
-		for _, p := range st.Partitions() {
-			held[p.Executor]++
-		}
+		held = st.PartitionsHeld()
 		setIndex(w, st)
 	})
 	out.Masters = m.masters(leaderID)
