@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/jobmaster
 PKGS    := ./...
 
-.PHONY: build run test test-short bench bench-anchors lint chaos clean
+.PHONY: build run test test-short bench bench-anchors lint chaos clean screenshots
 
 build:
 	$(GO) build -o $(BIN) ./cmd/jobmaster
@@ -56,3 +56,8 @@ chaos: build
 
 clean:
 	rm -rf bin bench-results.json
+
+# PNGs of the web UI's pages (docs/ui-*.png), taken in a headless Chromium
+# (Debian's chromium, or JOBMASTER_BROWSER) from a cluster at work.
+screenshots: build
+	JOBMASTER_SCREENSHOTS=$(CURDIR)/docs JOBMASTER_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 10m -run 'TestUIScreenshots$$' ./integration/ -v

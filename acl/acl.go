@@ -108,8 +108,8 @@ var Routes = map[Route]Need{
 	// it nobody has a token.
 	{"GET", "/v1/health"}:         Nothing,
 	{"POST", "/v1/acl/bootstrap"}: Nothing,
-	// The UI's files (to come with /ui/): same-origin pages whose API calls
-	// carry the user's token like any other client's.
+	// The UI's files (ui/): pages whose API calls carry the user's token
+	// like any other client's.
 	{"GET", "/ui/"}: Nothing,
 
 	// read: every GET of jobs and the cluster.
@@ -143,8 +143,8 @@ var Routes = map[Route]Need{
 }
 
 // CatchAll is the pattern of the router's catch-all, which only answers
-// 404 for a path no endpoint serves (and, once the UI is served, redirects
-// / to /ui/): it needs nothing, whatever the method.
+// 404 for a path no endpoint serves and redirects / to /ui/: it needs
+// nothing, whatever the method.
 const CatchAll = "/"
 
 // Needs is what a request with method on the route pattern requires: its

@@ -45,6 +45,10 @@ type JobSummary struct {
 	ID     string `json:"id"`
 	Name   string `json:"name"`
 	Status string `json:"status"`
+	// SubmitTime is when the job was submitted and EndTime when it ended
+	// (omitted until then), in unix milliseconds of the leader's clock.
+	SubmitTime int64 `json:"submit_time_ms"`
+	EndTime    int64 `json:"end_time_ms,omitempty"`
 }
 
 // Job answers GET /v1/jobs/{id}.
@@ -62,9 +66,19 @@ type Job struct {
 
 // Vertex is one vertex of a job.
 type Vertex struct {
-	ID          string    `json:"id"`
-	Parallelism int       `json:"parallelism"`
-	Subtasks    []Subtask `json:"subtasks"`
+	ID          string `json:"id"`
+	Parallelism int    `json:"parallelism"`
+	// Inputs are the vertex's incoming edges, as its spec has them with
+	// the defaults filled in (omitted for a source).
+	Inputs   []Input   `json:"inputs,omitempty"`
+	Subtasks []Subtask `json:"subtasks"`
+}
+
+// Input is an edge into a vertex: its producer, mode and distribution.
+type Input struct {
+	From         string `json:"from"`
+	Mode         string `json:"mode"`
+	Distribution string `json:"distribution"`
 }
 
 // Subtask is the current attempt of one subtask.
@@ -125,6 +139,9 @@ type Executor struct {
 	// heartbeats, in milliseconds (the leader's view; omitted from a stale
 	// read's gossip view).
 	SilentMs *int64 `json:"silent_ms,omitempty"`
+	// Partitions is how many result partitions the replicated state
+	// records on the executor.
+	Partitions int `json:"partitions"`
 }
 
 // Health answers GET /v1/health.

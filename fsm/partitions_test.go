@@ -41,6 +41,7 @@ func TestPartitionTrackedUntilConsumersFinish(t *testing.T) {
 	finishGen(t, h)
 	require.Equal(t, []string{"j/gen/0/0@e1", "j/gen/1/0@e2"}, partitionIDs(h.s))
 	require.Equal(t, int64(20), h.s.PartitionsOn("e2")[0].Bytes)
+	require.Equal(t, map[string]int{"e1": 1, "e2": 1}, h.s.PartitionsHeld())
 
 	// sum is deployed with both sources and reads them.
 	placed := h.placeAll("e3")
@@ -58,6 +59,7 @@ func TestPartitionTrackedUntilConsumersFinish(t *testing.T) {
 	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateFinished})
 	require.Equal(t, JobFinished, h.job("j").Status)
 	require.Empty(t, h.s.Partitions(), "released once the consumer region finished")
+	require.Empty(t, h.s.PartitionsHeld())
 	checkInvariants(t, h.s)
 }
 
@@ -84,6 +86,7 @@ func TestPartitionLostWithExecutor(t *testing.T) {
 	require.Equal(t, "partition of gen/0 lost with executor e1", j.Message)
 	require.Equal(t, 1, h.s.jobs["j"].Backoff.Failures, "one restart")
 	require.Equal(t, []string{"j/gen/1/0@e2"}, partitionIDs(h.s))
+	require.Equal(t, map[string]int{"e2": 1}, h.s.PartitionsHeld())
 	require.Equal(t, wire.StateCanceling, h.exec("j/sum/0/0").State, "the consumer is stopped")
 	checkInvariants(t, h.s)
 

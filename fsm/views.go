@@ -16,6 +16,8 @@ type JobSummary struct {
 	ID     string
 	Name   string
 	Status JobStatus
+	// SubmitTime and EndTime are unix ms (EndTime 0: not ended).
+	SubmitTime, EndTime int64
 }
 
 // Jobs lists every job in id order.
@@ -23,7 +25,20 @@ func (s *State) Jobs() []JobSummary {
 	out := make([]JobSummary, 0, len(s.jobs))
 	for _, id := range sortedKeys(s.jobs) {
 		j := s.jobs[id]
-		out = append(out, JobSummary{ID: j.ID, Name: j.Spec.Name, Status: j.Status})
+		out = append(out, JobSummary{ID: j.ID, Name: j.Spec.Name, Status: j.Status,
+			SubmitTime: j.SubmitTime, EndTime: j.EndTime})
+	}
+	return out
+}
+
+// PartitionsHeld counts the partitions tracked on each executor that
+// holds any, without listing them.
+func (s *State) PartitionsHeld() map[string]int {
+	out := make(map[string]int, len(s.partsOn))
+	for e, m := range s.partsOn {
+		if len(m) > 0 {
+			out[e] = len(m)
+		}
 	}
 	return out
 }

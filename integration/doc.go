@@ -33,6 +33,10 @@
 //     tell a diverged log from a state that is not its own log's.
 //   - raftcommit_test.go: the Raft commit hazard behind issue 16, and the
 //     guard proposed against it.
+//   - ui_test.go: the web UI driven in a headless Chromium (browser.go:
+//     finding and starting it; skipped without one unless
+//     JOBMASTER_REQUIRE_BROWSER=1); ui_screenshots_test.go writes the
+//     docs' screenshots (make screenshots).
 //   - bugs_test.go: minimal reproductions of product bugs the suite found,
 //     kept as regression tests.
 //

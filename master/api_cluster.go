@@ -26,10 +26,12 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 		out.Leader = &l
 	}
 	var used map[string][]int
+	var held map[string]int
 	m.fsm.Read(func(st *fsm.State) {
 		out.FencingToken = st.Epoch()
 		out.ClusterID = st.Cluster()
 		used = st.UsedSlots()
+		held = st.PartitionsHeld()
 		setIndex(w, st)
 	})
 	out.Masters = m.masters(leaderID)
@@ -37,6 +39,9 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 		out.Executors = s.tracker.core.Executors(used, m.cfg.Now())
 	} else {
 		out.Executors = m.gossipExecutors(used)
+	}
+	for i := range out.Executors {
+		out.Executors[i].Partitions = held[out.Executors[i].ID]
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

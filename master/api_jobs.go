@@ -97,7 +97,8 @@ func (m *Master) listJobs(w http.ResponseWriter, _ *http.Request, _ []byte, _ *s
 	})
 	out := api.JobList{Jobs: make([]api.JobSummary, 0, len(jobs))}
 	for _, j := range jobs {
-		out.Jobs = append(out.Jobs, api.JobSummary{ID: j.ID, Name: j.Name, Status: string(j.Status)})
+		out.Jobs = append(out.Jobs, api.JobSummary{ID: j.ID, Name: j.Name, Status: string(j.Status),
+			SubmitTime: j.SubmitTime, EndTime: j.EndTime})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -129,7 +130,8 @@ func jobToAPI(v *fsm.JobView) api.Job {
 	out := api.Job{ID: v.ID, Name: v.Name, Status: string(v.Status), Restarts: v.Restarts, Message: v.Message,
 		SubmitTime: v.SubmitTime, EndTime: v.EndTime, Vertices: make([]api.Vertex, 0, len(v.Vertices))}
 	for _, vv := range v.Vertices {
-		av := api.Vertex{ID: vv.ID, Parallelism: vv.Parallelism, Subtasks: make([]api.Subtask, 0, len(vv.Subtasks))}
+		av := api.Vertex{ID: vv.ID, Parallelism: vv.Parallelism, Inputs: inputsOf(v.Spec, vv.ID),
+			Subtasks: make([]api.Subtask, 0, len(vv.Subtasks))}
 		for _, e := range vv.Subtasks {
 			st := api.Subtask{Index: e.Subtask, Attempt: e.Attempt, State: e.State,
 				Executor: e.Executor, ExecutionID: e.ID, StartTime: e.StartTime, EndTime: e.EndTime, Message: e.Message}
@@ -140,6 +142,30 @@ func jobToAPI(v *fsm.JobView) api.Job {
 			av.Subtasks = append(av.Subtasks, st)
 		}
 		out.Vertices = append(out.Vertices, av)
+	}
+	return out
+}
+
+// inputsOf is the edges into the vertex id of spec, defaults filled in.
+func inputsOf(spec *jobspec.Spec, id string) []api.Input {
+	if spec == nil {
+		return nil
+	}
+	var out []api.Input
+	for _, v := range spec.Vertices {
+		if v.ID != id {
+			continue
+		}
+		for _, in := range v.Inputs {
+			x := api.Input{From: in.From, Mode: in.Mode, Distribution: in.Distribution}
+			if x.Mode == "" {
+				x.Mode = jobspec.ModePipelined
+			}
+			if x.Distribution == "" {
+				x.Distribution = jobspec.DistributionAllToAll
+			}
+			out = append(out, x)
+		}
 	}
 	return out
 }

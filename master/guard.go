@@ -12,13 +12,18 @@ import (
 // guard is what every request meets once its path is canonical and before
 // it is routed (docs/security.md): in every mode, drive-by requests are
 // refused (a write with a body of another type than its endpoint takes:
-// 415; another origin: 403), and the headers only masters may set are
+// 415; another origin: 403, but the reads the UI's pages make of the
+// cluster's other masters, see crossOrigin), and the headers only masters may set are
 // dropped from requests that do not come from a master; with ACLs on, the
 // request's token is checked against the route's need (authorize).
 func (m *Master) guard(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
-		if err := transport.CheckOrigin(r); err != nil {
+		handled, peerRead := m.crossOrigin(w, r, pattern)
+		if handled {
+			return
+		}
+		if err := transport.CheckOrigin(r); err != nil && !peerRead {
 			jsonFormat.Reject(w, err)
 			return
 		}

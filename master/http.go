@@ -49,7 +49,11 @@ func (m *Master) routes() http.Handler {
 		http.MethodDelete: m.leaderWrite(m.removePeer),
 	}))
 	m.aclRoutes(mux)
+	m.uiRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if redirectToUI(w, r) {
+			return
+		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return m.metrics.http.Wrap(transport.Role(transport.RoleMaster, recoverPanics(m, canonicalPaths(m.guard(mux)))))

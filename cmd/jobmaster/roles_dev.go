@@ -188,6 +188,7 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	if addrs != api.DefaultAddress || published == "" {
 		fmt.Fprintf(out, "\nPoint the client at it with: export %s=%s %s=%s %s=$(cat %s)\n", addressEnv, addrs, caCertEnv, sec.client.CA, tokenEnv, sec.tokenFile)
 	}
+	fmt.Fprint(out, describeDevUI(strings.Split(addrs, ","), sec))
 
 	if !o.noDemo {
 		finished, err := c.demo(cmd, env, cl, leader, o)
@@ -207,7 +208,8 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 		}
 	}
 	fmt.Fprintf(out, `
-The cluster keeps running. In another terminal, try:
+The cluster keeps running. Watch it in the web UI at https://%[2]s/ui/ (sign in
+with the token above). In another terminal, try:
   %[1]s members
   %[1]s job run examples/flaky.json --wait
   %[1]s job run examples/wide.json --wait
@@ -215,7 +217,7 @@ The cluster keeps running. In another terminal, try:
 Kill the leader ('%[1]s dev kill m2', or kill -9 its PID from the table
 above) and watch another take over; bring it back with '%[1]s dev restart m2'.
 Press Ctrl-C to stop the cluster.
-`, displayBin(bin))
+`, displayBin(bin), c.masters[0].http)
 	<-ctx.Done()
 	fmt.Fprintln(out, "\nStopping the cluster.")
 	return nil

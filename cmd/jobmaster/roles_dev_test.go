@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -44,6 +45,8 @@ func TestDevFailoverDemo(t *testing.T) {
 	require.Contains(t, s, "Most frequent words:")
 	require.Contains(t, s, "No task was restarted by the failover")
 	require.Contains(t, s, "export JOBMASTER_ADDR=")
+	require.Contains(t, s, fmt.Sprintf("Web UI: https://127.0.0.1:%d/ui/", base+1))
+	require.Regexp(t, `Sign in with the management token dev-[0-9a-f]{16,} \(it is in `, s)
 }
 
 // freeBasePort finds a base port whose +1..+49 range is free and is handed

@@ -1,0 +1,125 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+)
+
+// uiWait bounds each step a test waits for in the browser.
+const uiWait = 40 * time.Second
+
+// q quotes s as a JavaScript string.
+func q(s string) string { return fmt.Sprintf("%q", s) }
+
+// uiSignIn opens the UI of the master at addr and signs in with the
+// secret, as a user of a cluster with ACLs does.
+func uiSignIn(t *testing.T, c *Cluster, ctx context.Context, addr, secret string) {
+	t.Helper()
+	browse(t, ctx, "the sign-in form", uiWait,
+		chromedp.Navigate(c.URL(addr, "/")),
+		chromedp.WaitVisible(chromedp.CSS("#login #token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), secret),
+		chromedp.Click(chromedp.CSS("#login button")),
+		chromedp.WaitVisible(chromedp.CSS("#jobs")),
+		js(`document.querySelector('#conn').dataset.state === 'live'`),
+	)
+}
+
+// TestUI drives the web UI in a headless Chromium against a real cluster
+// with TLS and ACLs on, as `jobmaster dev` runs (the browser is told to
+// accept the test CA's certificates): a job submitted through the API shows in the list, its
+// page shows the graph's vertices and edges and a subtask reaching
+// FINISHED as it happens, the cancel button cancels a job, and the
+// masters page, served by the leader, recovers when the leader is killed
+// and shows the new one, read from the other masters.
+func TestUI(t *testing.T) {
+	skipShort(t)
+	ctx := newBrowser(t, 1280, 900)
+	c := NewCluster(t, Options{ACL: true, TLS: true})
+	leader := c.Leader()
+	// A token the cluster does not know is refused, and said to be.
+	browse(t, ctx, "an unknown token refused", uiWait,
+		chromedp.Navigate(c.URL(leader.HTTPAddr, "/")),
+		chromedp.WaitVisible(chromedp.CSS("#login #token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"),
+		chromedp.Click(chromedp.CSS("#login button")),
+		js(`document.querySelector('#login .warn')?.textContent.includes('That token was refused')`),
+	)
+	uiSignIn(t, c, ctx, leader.HTTPAddr, c.ManagementToken)
+
+	// The sign-in is kept for this tab only.
+	var stored string
+	browse(t, ctx, "the token in sessionStorage", uiWait,
+		eval(`sessionStorage.getItem('jobmaster-token') + '|' + localStorage.length`, &stored))
+	require.Equal(t, c.ManagementToken+"|0", stored)
+
+	c.Submit("ui-dag", `{"name": "ui-dag", "vertices": [
+		{"id": "split", "parallelism": 2, "command": ["sh", "-c", "sleep 1"]},
+		{"id": "count", "parallelism": 1, "command": ["sh", "-c", "sleep 1"],
+		 "inputs": [{"from": "split", "mode": "blocking"}]}]}`)
+	t.Run("the list shows a submitted job", func(t *testing.T) {
+		browse(t, ctx, "ui-dag in the list", uiWait,
+			chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="ui-dag"]`)))
+	})
+	t.Run("the job page shows the graph and a subtask finishing", func(t *testing.T) {
+		var vertices, edge string
+		browse(t, ctx, "the graph of ui-dag", uiWait,
+			chromedp.Click(chromedp.CSS(`#jobs tr[data-job="ui-dag"] a`)),
+			chromedp.WaitVisible(chromedp.CSS(`#dag g.vertex[data-vertex="count"]`)),
+			eval(`[...document.querySelectorAll('#dag g.vertex')].map(g => g.dataset.vertex).sort().join(',')`, &vertices),
+			eval(`document.querySelector('#dag .edge-label[data-from="split"][data-to="count"]').textContent`, &edge),
+		)
+		require.Equal(t, "count,split", vertices)
+		require.Equal(t, "blocking · all-to-all", edge)
+		browse(t, ctx, "a subtask of split FINISHED", uiWait,
+			chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="split"][data-state="FINISHED"]`)),
+			js(`document.querySelector('#dag g.vertex[data-vertex="split"]').dataset.state === 'FINISHED'`),
+			js(`document.querySelector('#job-status').textContent === 'FINISHED'`),
+		)
+	})
+	t.Run("the cancel button cancels a job", func(t *testing.T) {
+		c.Submit("ui-cancel", `{"name": "ui-cancel", "vertices": [
+			{"id": "wait", "parallelism": 1, "command": ["sh", "-c", "sleep 600"]}]}`)
+		browse(t, ctx, "ui-cancel cancelled from its page", uiWait,
+			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs/ui-cancel")),
+			js(`document.querySelector('#job-status')?.textContent === 'RUNNING'`),
+			chromedp.Click(chromedp.CSS("#cancel")),
+			js(`document.querySelector('#cancel').textContent === 'Confirm cancel'`),
+			chromedp.Click(chromedp.CSS("#cancel")),
+			js(`document.querySelector('#job-status').textContent === 'CANCELED'`),
+			js(`document.querySelector('#cancel').disabled`),
+		)
+		require.Equal(t, "CANCELED", c.Job("ui-cancel").Status)
+	})
+	t.Run("the masters page recovers from the death of its own master, the leader", func(t *testing.T) {
+		browse(t, ctx, "the masters page", uiWait,
+			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/masters")),
+			js(`document.querySelector('#leader-id')?.textContent === `+q(leader.ID)),
+			js(`document.querySelectorAll('#masters-body tr').length === 3`),
+		)
+		killed := time.Now()
+		leader.Kill()
+		next := c.Leader()
+		require.NotEqual(t, leader.ID, next.ID)
+		var changes string
+		browse(t, ctx, "the new leader on the page", uiWait,
+			js(`document.querySelector('#leader-id')?.textContent === `+q(next.ID)),
+			js(`document.querySelector('#conn').dataset.state === 'live'`),
+			js(`document.querySelector('#leader-changes').textContent.includes(`+q(next.ID+" became the leader")+`)`),
+			eval(`document.querySelector('#leader-changes').textContent`, &changes),
+		)
+		require.True(t, strings.Contains(changes, next.ID), changes)
+		t.Logf("the page showed the new leader %s %.2fs after its own master, the leader %s, was killed", next.ID, time.Since(killed).Seconds(), leader.ID)
+	})
+	// Nothing the page did was blocked by its CSP, and no script failed.
+	var problems string
+	browse(t, ctx, "the page's own errors", uiWait,
+		eval(`JSON.stringify(window.jobmaster)`, &problems))
+	require.JSONEq(t, `{"errors": [], "cspViolations": []}`, problems)
+}

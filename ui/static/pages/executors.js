@@ -1,0 +1,58 @@
+// The executors: status, drain, slots in use, partitions held, and how
+// long since each last answered the leader.
+import { get } from '../conn.js';
+import { h, pill, fmtDuration, debounce } from '../dom.js';
+
+export function mount(root, { fail }) {
+  const body = h('tbody', { id: 'executors-body' });
+  const summary = h('div', { class: 'counts' });
+  root.append(h('section', { class: 'page' },
+    h('div', { class: 'head' }, h('h1', {}, 'Executors'), summary),
+    h('table', { class: 'grid', id: 'executors' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'Executor'), h('th', {}, 'Address'), h('th', {}, 'Status'),
+        h('th', {}, 'Slots used'), h('th', { class: 'num' }, 'Partitions'), h('th', { class: 'num' }, 'Last heartbeat'))),
+      body)));
+
+  async function refresh() {
+    const { body: c } = await get('/v1/cluster');
+    const execs = (c.executors || []).slice().sort((a, b) => a.id.localeCompare(b.id));
+    let slots = 0, used = 0;
+    for (const x of execs) {
+      if (x.status === 'lost') continue;
+      slots += x.slots;
+      used += x.slots - x.free_slots;
+    }
+    summary.replaceChildren(h('span', { class: 'muted' }, `${execs.length} executor${execs.length === 1 ? '' : 's'} \u00b7 ${used} of ${slots} slots in use`));
+    if (execs.length === 0) {
+      body.replaceChildren(h('tr', {}, h('td', { colspan: 6, class: 'none' }, 'No executor has joined.')));
+      return;
+    }
+    body.replaceChildren(...execs.map((x) => {
+      const inUse = x.slots - x.free_slots;
+      const status = [pill(x.status)];
+      if (x.draining) status.push(' ', pill('DRAINING', 'draining'));
+      return h('tr', { 'data-executor': x.id },
+        h('td', { class: 'mono' }, x.id),
+        h('td', { class: 'mono muted' }, x.http_addr),
+        h('td', {}, status),
+        h('td', {}, h('div', { class: 'slots' }, meter(inUse, x.slots, x.status), h('span', {}, `${inUse} / ${x.slots}`))),
+        h('td', { class: 'num' }, String(x.partitions ?? '')),
+        h('td', { class: 'num' }, x.silent_ms === undefined ? h('span', { class: 'muted', title: 'not known to this master (not the leader)' }, '\u2014') : `${fmtDuration(x.silent_ms)} ago`));
+    }));
+  }
+
+  const soon = debounce(() => refresh().catch(fail), 150);
+  return {
+    refresh,
+    tick: () => refresh().catch(fail),
+    onEvent(e) { if (e.topic === 'executor' || e.topic === 'execution') soon(); },
+  };
+}
+
+// meter is slots in use out of total as cells.
+function meter(used, total, status) {
+  const cells = [];
+  const n = Math.min(total, 32);
+  for (let i = 0; i < n; i++) cells.push(h('span', { class: i < Math.round(used * n / Math.max(total, 1)) ? 'on' : '' }));
+  return h('span', { class: 'meter', 'data-state': String(status).toUpperCase() }, cells);
+}

@@ -1,0 +1,192 @@
+// A job: its graph, its subtasks, what happened to it (from its events,
+// since the start of the log) and a cancel button.
+import { get, post, Stream, AuthError } from '../conn.js';
+import { h, pill, fmtAgo, fmtDuration, fmtTime, debounce, setText, Rows, TERMINAL_JOB } from '../dom.js';
+import { dag } from './dag.js';
+
+const HISTORY_MAX = 300;
+// SUBTASKS_MAX bounds the subtask table's rows (parallelism goes to 10000).
+const SUBTASKS_MAX = 1000;
+
+export function mount(root, { arg: id, fail }) {
+  const title = h('h1', {}, id);
+  const status = h('span', { id: 'job-status' });
+  const meta = h('div', { class: 'meta' });
+  const message = h('p', { class: 'message', id: 'job-message' });
+  const note = h('span', { class: 'note', id: 'cancel-note', role: 'status' });
+  const cancel = h('button', { id: 'cancel', class: 'danger', type: 'button', disabled: true }, 'Cancel job');
+  const graph = h('div', { class: 'graph' });
+  const subtasks = h('tbody', { id: 'subtasks-body' });
+  const subtasksMore = h('p', { class: 'muted small' });
+  const history = h('ol', { class: 'history', id: 'history' });
+  const historyNote = h('p', { class: 'muted small' });
+  root.append(h('section', { class: 'page' },
+    h('div', { class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / ', h('span', { class: 'mono' }, id)),
+    h('div', { class: 'head' }, title, status, h('span', { class: 'spacer' }), note, cancel),
+    meta, message,
+    h('h2', {}, 'Graph'), graph,
+    h('h2', {}, 'Subtasks'),
+    h('table', { class: 'grid', id: 'subtasks' },
+      h('thead', {}, h('tr', {}, ['Vertex', 'Subtask', 'Attempt', 'State', 'Executor', 'Start', 'End', 'Duration', 'Why it ended / previous attempt']
+        .map((c, i) => h('th', { class: i === 1 || i === 2 || i === 7 ? 'num' : '' }, c)))),
+      subtasks),
+    subtasksMore,
+    h('h2', {}, 'History: restarts, failures, status'), historyNote, history));
+
+  let job = null;
+  let events = [];
+  let armed = null;
+
+  function renderHeader() {
+    const now = Date.now();
+    title.textContent = job.name || id;
+    status.replaceChildren(pill(job.status));
+    meta.replaceChildren(
+      h('span', { class: 'mono muted' }, job.id), ' \u00b7 submitted ', h('span', { title: fmtTime(job.submit_time_ms) }, fmtAgo(job.submit_time_ms, now)),
+      job.end_time_ms ? ` \u00b7 ran for ${fmtDuration(job.end_time_ms - job.submit_time_ms)}` : ` \u00b7 running for ${fmtDuration(now - job.submit_time_ms)}`,
+      ` \u00b7 ${job.restarts} restart${job.restarts === 1 ? '' : 's'}`);
+    message.textContent = job.message || '';
+    message.hidden = !job.message;
+    const ended = TERMINAL_JOB.has(job.status);
+    cancel.disabled = ended || job.status === 'CANCELLING';
+    if (ended && armed) disarm();
+  }
+
+  // One row per subtask, kept across refreshes and updated in place.
+  const rows = new Rows(subtasks, ({ v, t }) => {
+    const c = ['attempt', 'state', 'executor', 'start', 'end', 'duration', 'why'];
+    const r = Object.fromEntries(c.map((k) => [k, h('td')]));
+    r.attempt.className = r.duration.className = 'num';
+    r.executor.className = 'mono';
+    r.start.className = r.end.className = 'muted';
+    r.why.className = 'why';
+    r.tr = h('tr', { 'data-vertex': v.id, 'data-subtask': t.index },
+      h('td', { class: 'mono' }, v.id), h('td', { class: 'num' }, String(t.index)), c.map((k) => r[k]));
+    r.key = '';
+    return r;
+  }, (r, { t }) => {
+    const now = rows.now;
+    setText(r.duration, t.start_time_ms ? fmtDuration((t.end_time_ms || now) - t.start_time_ms) : '');
+    const p = t.previous_attempt;
+    const key = JSON.stringify([t.execution_id, t.state, t.executor, t.start_time_ms, t.end_time_ms, t.message, p]);
+    if (key === r.key) return;
+    r.key = key;
+    r.tr.dataset.execution = t.execution_id;
+    r.tr.dataset.state = t.state;
+    setText(r.attempt, t.attempt);
+    r.state.replaceChildren(pill(t.state));
+    r.executor.replaceChildren(t.executor || h('span', { class: 'muted' }, '\u2014'));
+    setText(r.start, fmtTime(t.start_time_ms));
+    setText(r.end, fmtTime(t.end_time_ms));
+    // The reason this attempt ended, or how the one before it did.
+    r.why.replaceChildren(...((t.state === 'FAILED' || t.state === 'CANCELED') && t.message
+      ? [h('span', { class: 'reason', 'data-state': t.state }, t.message)]
+      : p ? [h('span', { class: 'muted' }, `attempt ${p.attempt} `), h('span', { class: 'reason', 'data-state': p.state }, `${p.state}${p.message ? ': ' + p.message : ''}`)] : []));
+  });
+
+  function renderSubtasks() {
+    rows.now = Date.now();
+    const items = [];
+    for (const v of job.vertices) {
+      for (const t of v.subtasks.slice().sort((a, b) => a.index - b.index)) items.push({ v, t });
+    }
+    subtasksMore.textContent = items.length > SUBTASKS_MAX ? `Showing ${SUBTASKS_MAX} of ${items.length} subtasks.` : '';
+    items.length = Math.min(items.length, SUBTASKS_MAX);
+    rows.show(items, ({ v, t }) => `${v.id}/${t.index}`, h('tr', {}, h('td', { colspan: 9, class: 'none' }, 'No subtasks.')));
+  }
+
+  function renderHistory() {
+    if (events.length === 0) {
+      history.replaceChildren(h('li', { class: 'muted' }, 'No restart and no failure.'));
+      return;
+    }
+    history.replaceChildren(...events.slice().reverse().map((e) => h('li', { 'data-type': e.type },
+      h('span', { class: 'when muted mono' }, fmtTime(e.time_ms)),
+      e.type === 'job-restart'
+        ? [pill('RESTARTING', `restart ${(e.restarts || 0) + 1}`), ' ', h('span', {}, `${e.reason}: ${e.message || ''}`)]
+        : e.type === 'execution-state'
+          ? [pill(e.state), ' ', h('span', { class: 'mono' }, e.execution), e.executor ? ` on ${e.executor}` : '', e.message ? `: ${e.message}` : '']
+          : [pill(e.state), ' ', `job ${e.previous ? e.previous + ' \u2192 ' : ''}${e.state}`, e.message ? `: ${e.message}` : ''])));
+  }
+
+  function render() {
+    if (!job) return;
+    renderHeader();
+    graph.replaceChildren(dag(job.vertices));
+    renderSubtasks();
+  }
+
+  async function refresh() {
+    try {
+      const { body } = await get(`/v1/jobs/${encodeURIComponent(id)}`);
+      job = body;
+      render();
+    } catch (err) {
+      if (err.status === 404) {
+        root.replaceChildren(h('section', { class: 'empty' }, h('h1', {}, 'No such job'),
+          h('p', {}, 'No job ', h('code', {}, id), ' is known: it was never submitted, or it ended and was forgotten.'),
+          h('p', {}, h('a', { href: '#/jobs' }, 'Back to the jobs'))));
+        return;
+      }
+      throw err;
+    }
+  }
+  const soon = debounce(() => refresh().catch(fail), 120);
+
+  // The history: this job's failures, restarts and status changes, read
+  // from the start of the log, then as they happen.
+  function keep(e) {
+    return e.type === 'job-restart' || (e.type === 'job-status') || (e.type === 'execution-state' && e.state === 'FAILED');
+  }
+  const stream = new Stream({ job: id, topic: 'job,execution' }, {
+    from: { index: 0, offset: null },
+    onEvent(e) {
+      if (keep(e)) {
+        events.push(e);
+        if (events.length > HISTORY_MAX) events.shift();
+        renderHistory();
+      }
+      soon();
+    },
+    onGone(oldest) {
+      historyNote.textContent = `What happened before log index ${oldest} is no longer held by the masters.`;
+    },
+    onAuth: fail,
+  });
+  renderHistory();
+
+  function disarm() {
+    clearTimeout(armed);
+    armed = null;
+    cancel.textContent = 'Cancel job';
+    cancel.classList.remove('armed');
+  }
+
+  cancel.addEventListener('click', async () => {
+    if (!armed) {
+      cancel.textContent = 'Confirm cancel';
+      cancel.classList.add('armed');
+      armed = setTimeout(disarm, 5000);
+      return;
+    }
+    disarm();
+    cancel.disabled = true;
+    note.textContent = 'Cancelling\u2026';
+    try {
+      const res = await post(`/v1/jobs/${encodeURIComponent(id)}/cancel`);
+      note.textContent = res.unchanged ? `The job had already ended (${res.status}).` : 'Cancel requested.';
+    } catch (err) {
+      if (err instanceof AuthError) note.textContent = `Refused: ${err.message}`;
+      else note.textContent = `Cancel failed: ${err.message}`;
+      cancel.disabled = false;
+    }
+    soon();
+  });
+
+  return {
+    refresh,
+    tick() { if (job) { renderHeader(); if (!TERMINAL_JOB.has(job.status)) renderSubtasks(); } },
+    onEvent() {}, // this page follows its own stream
+    unmount() { stream.stop(); disarm(); },
+  };
+}
