@@ -279,13 +279,20 @@ func (s *State) applyLosePartitions(c *LosePartitions) Result {
 }
 
 // unavailable handles a consumer execution e that FAILED because it could
-// not fetch the partitions ids: those still tracked are lost. It reports
-// whether any was, in which case the failure is part of the restart that
-// re-produces them rather than one of its own.
+// not fetch the partitions ids: those still tracked are lost, and so is the
+// output of a producer's current, FINISHED attempt that is no longer
+// tracked. That happens when a consumer region runs again after its input
+// was released: its own output was lost (a -> b -> c: b re-runs for c
+// after a's partition was released once b finished). Without that, b
+// would restart on the missing input until its strategy gave up. It reports
+// whether any was lost, in which case the failure is part of the restart
+// that re-produces them rather than one of its own.
 func (s *State) unavailable(e *Execution, ids []string, now int64, msg string) bool {
 	var ps []*Partition
 	for _, id := range ids {
 		if p := s.partitions[id]; p != nil {
+			ps = append(ps, p)
+		} else if p := s.releasedOutput(e, id); p != nil {
 			ps = append(ps, p)
 		}
 	}
@@ -298,6 +305,21 @@ func (s *State) unavailable(e *Execution, ids []string, now int64, msg string) b
 	}
 	s.losePartitions(ps, now, why)
 	return true
+}
+
+// releasedOutput returns, untracked, the partition the consumer e read from
+// producer execution id when that is the current, FINISHED attempt of a
+// subtask of e's job whose partition is no longer tracked; else nil.
+func (s *State) releasedOutput(e *Execution, id string) *Partition {
+	pe := s.execs[id]
+	if pe == nil || pe.Job != e.Job || pe.State != wire.StateFinished {
+		return nil
+	}
+	cur := s.current[pe.Job]
+	if pe.VertexIndex >= len(cur) || pe.Subtask >= len(cur[pe.VertexIndex]) || cur[pe.VertexIndex][pe.Subtask] != pe {
+		return nil
+	}
+	return &Partition{ID: pe.ID, Job: pe.Job, VertexIndex: pe.VertexIndex, Subtask: pe.Subtask, Attempt: pe.Attempt, Executor: pe.Executor}
 }
 
 // Partitions lists the tracked partitions, in id order.

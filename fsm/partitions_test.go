@@ -287,3 +287,46 @@ func TestPartitionLostThenSiblingFails(t *testing.T) {
 	h.reportAll("e3", wire.StateFinished)
 	require.Equal(t, JobFinished, h.job("j").Status)
 }
+
+// TestLostMiddleStageReRunsFromAReleasedInput: a -> b -> c, blocking. When
+// b finished, a's partition was released; c ran when the executor holding
+// b's partitions was lost, so b runs again, reading a's output, which no
+// executor holds any more. b's failure to fetch it re-runs a too, instead
+// of b restarting on the missing input forever.
+func TestLostMiddleStageReRunsFromAReleasedInput(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]},
+		{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"a","mode":"blocking"}]},
+		{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]}],
+		"restart":{"strategy":"fixed-delay","attempts":5,"delay":"1s"}}`)
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "j/a/0/0", State: wire.StateFinished, Bytes: 1})
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1})
+	require.Equal(t, []string{"j/b/0/0@e1"}, partitionIDs(h.s), "a's partition is released once b finished")
+	h.placeAll("e2")
+	h.report("e2", ReportUpdate{ID: "j/c/0/0", State: wire.StateRunning})
+
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
+	require.Equal(t, wire.StateCanceling, h.exec("j/c/0/0").State)
+	h.report("e2", ReportUpdate{ID: "j/c/0/0", State: wire.StateCanceled})
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	placed := h.placeAll("e3")
+	require.Len(t, placed, 1)
+	require.Equal(t, "j/b/0/1", placed[0].ID, "b runs again; it reads a's finished attempt")
+	require.Equal(t, "j/a/0/0", h.s.TaskSpecs(placed)[0].Inputs[0].Sources[0].Execution)
+
+	h.report("e3", ReportUpdate{ID: "j/b/0/1", State: wire.StateFailed, Message: "input a/0 unavailable: 404",
+		Unavailable: []string{"j/a/0/0"}})
+	j := h.job("j")
+	require.Equal(t, JobRestarting, j.Status)
+	require.Contains(t, j.Message, "partition of a/0 unavailable to j/b/0/1")
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	require.Equal(t, wire.StateScheduled, h.exec("j/a/0/1").State, "a runs again")
+	placed = h.placeAll("e3")
+	require.Len(t, placed, 1)
+	require.Equal(t, "j/a/0/1", placed[0].ID, "b waits for a")
+	checkInvariants(t, h.s)
+}
