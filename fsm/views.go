@@ -297,6 +297,15 @@ func (s *State) RestartsDue(now int64) []string {
 	return sortedKeys(due)
 }
 
+// LastFailure returns the time of the job's latest failure event (unix
+// ms), 0 if it has none or is unknown.
+func (s *State) LastFailure(job string) int64 {
+	if j, ok := s.jobs[job]; ok {
+		return j.Backoff.LastFailure
+	}
+	return 0
+}
+
 // NextRestart returns the earliest restart time of any restarting region,
 // or 0 when none is restarting.
 func (s *State) NextRestart() int64 {

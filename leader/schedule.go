@@ -69,12 +69,24 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 // delay has passed at now and whose executions have all ended. It also
 // returns the earliest restart time of any restarting region (zero if none),
 // so the caller knows when to ask again.
+//
+// A job restarts no sooner than MinRestartDelay after its latest failure;
+// until then it is not due, and the time returned is when it will be.
 func (c *Core) Restarts(read Reader, now time.Time) (Ready, time.Time) {
 	var due []string
 	var next int64
+	nowMs, floor := now.UnixMilli(), c.cfg.MinRestartDelay.Milliseconds()
 	read(func(st *fsm.State) {
-		due = st.RestartsDue(now.UnixMilli())
 		next = st.NextRestart()
+		for _, j := range st.RestartsDue(nowMs) {
+			if at := st.LastFailure(j) + floor; floor > 0 && at > nowMs {
+				if next == 0 || next <= nowMs || at < next {
+					next = at
+				}
+				continue
+			}
+			due = append(due, j)
+		}
 	})
 	var r Ready
 	for _, j := range due {
