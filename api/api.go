@@ -125,6 +125,12 @@ type Executor struct {
 	// heartbeats, in milliseconds (the leader's view; omitted from a stale
 	// read's gossip view).
 	SilentMs *int64 `json:"silent_ms,omitempty"`
+	// DiskFull: the executor's data directory is full; nothing new is
+	// placed there.
+	DiskFull bool `json:"disk_full"`
+	// StorageError is set while the executor fails to write its lease file
+	// or fencing token: what failed.
+	StorageError string `json:"storage_error,omitempty"`
 }
 
 // Health answers GET /v1/health.

@@ -75,7 +75,9 @@
 // partition is whole and the retry schedule. The rest carries their
 // results out. Goroutines: the HTTP server's (a fetch's handler streams as
 // long as its producer runs); the lease loop, which checks the lease every
-// Lease/20; the pusher, the only goroutine that sends pushes; tidy, the only
+// Lease/20; the pusher, the only goroutine that sends pushes; the
+// collector (gcloop.go), the only one that deletes execution directories,
+// as gcPlan (gc.go) decides; tidy, the only
 // one that carries out the data plane's share of an execution's end
 // (deleting inputs, discarding outputs); the sim runtime's timer loop (one
 // per executor, however many tasks); for the exec runtime, one waiter per

@@ -32,6 +32,8 @@ type execRuntime struct {
 	grace   time.Duration
 	log     *slog.Logger
 	onExit  func(id string, res exitResult)
+	// dirMu is held while a working directory is created (gcloop.go).
+	dirMu *sync.Mutex
 
 	mu     sync.Mutex
 	procs  map[string]*proc
@@ -51,7 +53,7 @@ type proc struct {
 	escalate *time.Timer
 }
 
-func newExecRuntime(cfg Config, onExit func(string, exitResult)) *execRuntime {
+func newExecRuntime(cfg Config, onExit func(string, exitResult), dirMu *sync.Mutex) *execRuntime {
 	return &execRuntime{
 		dataDir: cfg.DataDir,
 		nodeID:  cfg.NodeID,
@@ -59,6 +61,7 @@ func newExecRuntime(cfg Config, onExit func(string, exitResult)) *execRuntime {
 		grace:   cfg.CancelGrace,
 		log:     cfg.Logger,
 		onExit:  onExit,
+		dirMu:   dirMu,
 		procs:   make(map[string]*proc),
 	}
 }
@@ -150,7 +153,10 @@ func (r *execRuntime) start(t wire.Task) error {
 		return errors.New("empty command")
 	}
 	dir := executionDir(r.dataDir, t.ExecutionID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	r.dirMu.Lock()
+	err := os.MkdirAll(dir, 0o700)
+	r.dirMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("working directory: %w", err)
 	}
 	env, err := taskEnv(os.Environ(), t, r.nodeID, r.dataDir)
@@ -218,6 +224,10 @@ func (r *execRuntime) wait(p *proc) {
 	p.mu.Unlock()
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	_ = p.cmd.Wait()
+	// The directory's time is the task's end: its retention counts from
+	// there (gc.go).
+	now := time.Now()
+	_ = os.Chtimes(p.cmd.Dir, now, now)
 	res := exitResultOf(p.cmd.ProcessState)
 	r.mu.Lock()
 	delete(r.procs, p.id)

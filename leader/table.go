@@ -33,6 +33,11 @@ type executor struct {
 	refusedClaim int
 	// probing: heartbeats to it are probes.
 	probing bool
+	// diskFull and storageError are what its last report said of its
+	// disk: full (it takes no new work), and the failing writes of its
+	// own files.
+	diskFull     bool
+	storageError string
 	// acks are terminal executions to acknowledge with the next heartbeat.
 	acks []string
 	// cancelSent remembers the cancels sent because the state asked for
@@ -154,9 +159,9 @@ func (c *Core) QueueAcks(executor string, acks []string) {
 }
 
 // takesWork: answering heartbeats of this session, with slots, not leaving
-// gossip.
+// gossip, its disk not full.
 func (x *executor) takesWork() bool {
-	return x.answered && x.status == Alive && x.slots > 0 && !x.gone
+	return x.answered && x.status == Alive && x.slots > 0 && !x.gone && !x.diskFull
 }
 
 // schedulable lists the executors that may take new work, in id order,
@@ -209,7 +214,8 @@ func (c *Core) Executors(used map[string][]int, now time.Time) []api.Executor {
 			free = 0
 		}
 		silent := max(0, now.Sub(x.lastAnswer).Milliseconds())
-		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: free, Status: string(st), SilentMs: &silent})
+		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: free, Status: string(st), SilentMs: &silent,
+			DiskFull: x.diskFull, StorageError: x.storageError})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
