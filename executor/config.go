@@ -32,6 +32,12 @@ const (
 	DefaultFetchTimeout = partition.DefaultTimeout
 	// DefaultGCRetention is Config.GCRetention unless set.
 	DefaultGCRetention = 4 * time.Hour
+	// DefaultTaskLogMaxSize and DefaultTaskLogMaxFiles are
+	// Config.TaskLogMaxSize and TaskLogMaxFiles unless set.
+	DefaultTaskLogMaxSize  = 10 << 20
+	DefaultTaskLogMaxFiles = 10
+	// maxTaskLogFiles bounds TaskLogMaxFiles.
+	maxTaskLogFiles = 1000
 	// DefaultDiskReserve is Config.DiskReserve unless set.
 	DefaultDiskReserve = 1 << 20
 	// DefaultGCInterval is Config.GCInterval unless set.
@@ -88,6 +94,12 @@ type Config struct {
 	// GCInterval is how often the execution directories are collected
 	// (default 1m).
 	GCInterval time.Duration
+	// TaskLogMaxSize is the size at which a task's stdout.log and
+	// stderr.log rotate (default 10 MiB), and TaskLogMaxFiles how many
+	// files of each are kept, the current one included (default 10): a
+	// task's logs take at most their product each.
+	TaskLogMaxSize  int64
+	TaskLogMaxFiles int
 	// DiskReserve: while less than this many bytes are free on the data
 	// directory's filesystem, the disk counts as full (reported as
 	// disk_full; the leader places nothing here). Default 1 MiB.
@@ -171,6 +183,18 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("gc interval must be positive, got %s", c.GCInterval))
 	case c.GCInterval == 0:
 		c.GCInterval = DefaultGCInterval
+	}
+	switch {
+	case c.TaskLogMaxSize < 0:
+		errs = append(errs, fmt.Errorf("task log max size must not be negative, got %d", c.TaskLogMaxSize))
+	case c.TaskLogMaxSize == 0:
+		c.TaskLogMaxSize = DefaultTaskLogMaxSize
+	}
+	switch {
+	case c.TaskLogMaxFiles < 0 || c.TaskLogMaxFiles > maxTaskLogFiles:
+		errs = append(errs, fmt.Errorf("task log max files must be between 1 and %d, got %d", maxTaskLogFiles, c.TaskLogMaxFiles))
+	case c.TaskLogMaxFiles == 0:
+		c.TaskLogMaxFiles = DefaultTaskLogMaxFiles
 	}
 	switch {
 	case c.DiskReserve < 0:

@@ -9,7 +9,7 @@
 //     of [A-Za-z0-9._-], never "." or ".."; subtask and attempt are 0-based
 //     decimal numbers). Each execution gets a working directory
 //     DataDir/executions/<execution id>/ holding its stdout.log and
-//     stderr.log.
+//     stderr.log, which its shim writes and rotates (logrotate.go).
 //   - Attempt: the number of times the subtask was started before this
 //     execution. A restarted subtask is a new execution with a new id: an
 //     executor never restarts anything by itself.

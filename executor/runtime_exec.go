@@ -30,6 +30,7 @@ type execRuntime struct {
 	nodeID  string
 	shim    []string
 	grace   time.Duration
+	logs    logLimits
 	log     *slog.Logger
 	onExit  func(id string, res exitResult)
 	// dirMu is held while a working directory is created (gcloop.go).
@@ -59,6 +60,7 @@ func newExecRuntime(cfg Config, onExit func(string, exitResult), dirMu *sync.Mut
 		nodeID:  cfg.NodeID,
 		shim:    cfg.ShimCommand,
 		grace:   cfg.CancelGrace,
+		logs:    logLimits{maxSize: cfg.TaskLogMaxSize, maxFiles: cfg.TaskLogMaxFiles},
 		log:     cfg.Logger,
 		onExit:  onExit,
 		dirMu:   dirMu,
@@ -66,9 +68,22 @@ func newExecRuntime(cfg Config, onExit func(string, exitResult), dirMu *sync.Mut
 	}
 }
 
-// shimArgs is the shim's command line after ShimCommand.
-func shimArgs(grace time.Duration, leaseFile string, command []string) []string {
-	return append([]string{"--grace", grace.String(), "--lease-file", leaseFile, "--"}, command...)
+// logLimits are the rotation limits of task logs.
+type logLimits struct {
+	maxSize  int64
+	maxFiles int
+}
+
+// shimArgs is the shim's command line after ShimCommand. With a working
+// directory dir, the shim writes the task's logs there, rotating them at
+// the limits.
+func shimArgs(grace time.Duration, leaseFile, dir string, logs logLimits, command []string) []string {
+	args := []string{"--grace", grace.String(), "--lease-file", leaseFile}
+	if dir != "" {
+		args = append(args, "--stdout", filepath.Join(dir, "stdout.log"), "--stderr", filepath.Join(dir, "stderr.log"),
+			"--log-max-size", strconv.FormatInt(logs.maxSize, 10), "--log-max-files", strconv.Itoa(logs.maxFiles))
+	}
+	return append(append(args, "--"), command...)
 }
 
 // taskEnv is a task's environment: the executor's own, the task's Env, then
@@ -177,10 +192,12 @@ func (r *execRuntime) start(t wire.Task) error {
 	}
 	defer stderr.Close()
 
-	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), t.Command)...)
+	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), dir, r.logs, t.Command)...)
 	cmd := exec.Command(r.shim[0], args...)
 	cmd.Dir = dir
 	cmd.Env = env
+	// The shim writes the logs (rotating them); what it says before it
+	// has opened them lands in them too.
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}

@@ -39,6 +39,8 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 	fs.DurationVar(&c.GCRetention, "gc-retention", executor.DefaultGCRetention, "how long the working directory and logs of an ended, acknowledged execution are kept")
 	fs.Var(newSizeValue(&c.GCDiskLimit, 0), "gc-disk-limit", "bound on the disk space of all execution directories together (e.g. 10GiB): past it, acknowledged ones are deleted before their retention, oldest first (0: no bound)")
 	fs.DurationVar(&c.GCInterval, "gc-interval", executor.DefaultGCInterval, "how often execution directories are collected")
+	fs.Var(newSizeValue(&c.TaskLogMaxSize, executor.DefaultTaskLogMaxSize), "task-log-max-size", "a task's stdout.log and stderr.log rotate at this size")
+	fs.IntVar(&c.TaskLogMaxFiles, "task-log-max-files", executor.DefaultTaskLogMaxFiles, "files kept of each task log, the current one included (1 to 1000)")
 	fs.Var(newSizeValue(&c.DiskReserve, executor.DefaultDiskReserve), "disk-reserve", "the data directory's disk counts as full, and the leader places nothing here, while less than this is free")
 	fs.IntVar(&c.MaxConnsPerClient, "http-max-conns-per-client", transport.DefaultMaxConnsPerClient, "the most HTTP connections one client address may hold open (loopback is not counted; -1: no bound)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
