@@ -131,6 +131,13 @@ type Executor struct {
 	// StorageError is set while the executor fails to write its lease file
 	// or fencing token: what failed.
 	StorageError string `json:"storage_error,omitempty"`
+	// CPUMillis and MemoryMB are what it offers for tasks' resources, and
+	// FreeCPUMillis and FreeMemoryMB what its live executions leave of it
+	// (omitted until it reports them, and with ?stale).
+	CPUMillis     int64  `json:"cpu_millis,omitempty"`
+	MemoryMB      int64  `json:"memory_mb,omitempty"`
+	FreeCPUMillis *int64 `json:"free_cpu_millis,omitempty"`
+	FreeMemoryMB  *int64 `json:"free_memory_mb,omitempty"`
 }
 
 // Health answers GET /v1/health.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"jobmaster/executor/partition"
+	"jobmaster/jobspec"
 	"jobmaster/membership"
 	"jobmaster/transport"
 	"jobmaster/wire"
@@ -100,6 +101,11 @@ type Config struct {
 	// task's logs take at most their product each.
 	TaskLogMaxSize  int64
 	TaskLogMaxFiles int
+	// CPUMillis and MemoryMB are what the executor offers for the
+	// resources tasks declare (thousandths of a core, MiB); 0: the
+	// host's (its CPUs, /proc/meminfo's MemTotal).
+	CPUMillis int64
+	MemoryMB  int64
 	// DiskReserve: while less than this many bytes are free on the data
 	// directory's filesystem, the disk counts as full (reported as
 	// disk_full; the leader places nothing here). Default 1 MiB.
@@ -195,6 +201,18 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("task log max files must be between 1 and %d, got %d", maxTaskLogFiles, c.TaskLogMaxFiles))
 	case c.TaskLogMaxFiles == 0:
 		c.TaskLogMaxFiles = DefaultTaskLogMaxFiles
+	}
+	switch {
+	case c.CPUMillis < 0 || c.CPUMillis > jobspec.MaxCPUMillis:
+		errs = append(errs, fmt.Errorf("cpu millis must be between 0 (the host's) and %d, got %d", jobspec.MaxCPUMillis, c.CPUMillis))
+	case c.CPUMillis == 0:
+		c.CPUMillis = hostCPUMillis()
+	}
+	switch {
+	case c.MemoryMB < 0 || c.MemoryMB > jobspec.MaxMemoryMB:
+		errs = append(errs, fmt.Errorf("memory mb must be between 0 (the host's) and %d, got %d", jobspec.MaxMemoryMB, c.MemoryMB))
+	case c.MemoryMB == 0:
+		c.MemoryMB = hostMemoryMB()
 	}
 	switch {
 	case c.DiskReserve < 0:

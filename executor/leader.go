@@ -378,6 +378,8 @@ func (e *Executor) reportLocked(execs []wire.ExecutionStatus, partial bool) wire
 		// hears pushes (its heartbeats are refused) still learns of them.
 		DiskFull:     e.diskFullNow(),
 		StorageError: e.storageErrorLocked(),
+		CPUMillis:    e.cfg.CPUMillis,
+		MemoryMB:     e.cfg.MemoryMB,
 	}
 }
 

@@ -190,6 +190,26 @@ func (s *State) UsedSlots() map[string][]int {
 	return out
 }
 
+// ResourcesInUse returns, per executor, the resources its live executions
+// need together (executors whose executions need none are left out).
+func (s *State) ResourcesInUse() map[string]jobspec.Resources {
+	out := make(map[string]jobspec.Resources)
+	for ex, m := range s.byExecutor {
+		var sum jobspec.Resources
+		for _, e := range m {
+			if j := s.jobs[e.Job]; j != nil {
+				if r := j.Spec.Vertices[e.VertexIndex].Resources; r != nil {
+					sum = sum.Add(*r)
+				}
+			}
+		}
+		if !sum.IsZero() {
+			out[ex] = sum
+		}
+	}
+	return out
+}
+
 // SlotsInUse returns, per executor, how many of its slots are in use.
 func (s *State) SlotsInUse() map[string]int {
 	out := make(map[string]int, len(s.slots))
@@ -219,6 +239,9 @@ type SlotNeed struct {
 	Held     bool
 	Executor string
 	Slot     int
+	// Resources is what the region's executions in the slot need of its
+	// executor together (zero if their vertices declare none).
+	Resources jobspec.Resources
 }
 
 // ReadyRegions lists the regions waiting for placement, oldest job first.
@@ -254,10 +277,11 @@ func (s *State) readyRegion(r regionRef) ReadyRegion {
 		group string
 		index int
 	}
-	seen := make(map[gi]bool)
+	seen := make(map[gi]int)
 	cur := s.current[j.ID]
 	for _, vi := range j.Regions[r.region].Vertices {
 		v := &j.Spec.Vertices[vi]
+		res := v.Of()
 		for i := 0; i < v.Parallelism; i++ {
 			// A region that re-runs some subtasks keeps the others'
 			// FINISHED attempts: only the SCHEDULED ones need a slot.
@@ -266,11 +290,14 @@ func (s *State) readyRegion(r regionRef) ReadyRegion {
 			}
 			rr.Executions++
 			k := gi{v.SlotSharingGroup, i}
-			if seen[k] {
+			if at, ok := seen[k]; ok {
+				if !res.IsZero() {
+					rr.Keys[at].Resources = rr.Keys[at].Resources.Add(res)
+				}
 				continue
 			}
-			seen[k] = true
-			n := SlotNeed{Group: k.group, Index: i}
+			seen[k] = len(rr.Keys)
+			n := SlotNeed{Group: k.group, Index: i, Resources: res}
 			if ref, ok := s.slotOf[slotKey{j.ID, k.group, i}]; ok {
 				n.Held, n.Executor, n.Slot = true, ref.executor, ref.slot
 			}

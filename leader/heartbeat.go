@@ -109,6 +109,7 @@ func (c *Core) HeartbeatAnswered(read Reader, h Heartbeat, rep *wire.Report, now
 	}
 	diskChanged, storageChanged := x.diskFull != rep.DiskFull, x.storageError != storageErr
 	x.diskFull, x.storageError = rep.DiskFull, storageErr
+	x.capacity = CapacityOf(rep.CPUMillis, rep.MemoryMB)
 	c.mu.Unlock()
 
 	r := c.report(read, h.Executor, rep.Executions, rep.Partitions, h.Base, h.Sent, now, false)

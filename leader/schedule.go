@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"jobmaster/fsm"
+	"jobmaster/jobspec"
 	"jobmaster/placement"
 )
 
@@ -45,11 +46,15 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	}
 	var ready []fsm.ReadyRegion
 	var used map[string][]int
+	var resInUse map[string]jobspec.Resources
 	read(func(st *fsm.State) {
 		ready = st.ReadyRegions()
 		used = st.UsedSlots()
+		if needsResources(ready) {
+			resInUse = st.ResourcesInUse()
+		}
 	})
-	plan := placement.Plan(ready, c.schedulable(used))
+	plan := placement.Plan(ready, c.schedulable(used, resInUse))
 	var out Plan
 	placed := make(map[Region]bool, len(plan))
 	f := c.fenced(now)
@@ -63,6 +68,19 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 		}
 	}
 	return out
+}
+
+// needsResources reports whether a ready region declares resources (only
+// then are those in use worth adding up).
+func needsResources(ready []fsm.ReadyRegion) bool {
+	for _, r := range ready {
+		for _, k := range r.Keys {
+			if !k.Resources.IsZero() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Restarts proposes the restart of every job with a region whose restart

@@ -267,6 +267,11 @@ type Report struct {
 	// lease file, the fencing token) fails: the error of each (at most
 	// MaxStorageError bytes).
 	StorageError string `json:"storage_error,omitempty"`
+	// CPUMillis and MemoryMB are what the executor offers for tasks'
+	// resources (thousandths of a core, MiB); omitted by an executor that
+	// predates them, which then takes no task that declares resources.
+	CPUMillis int64 `json:"cpu_millis,omitempty"`
+	MemoryMB  int64 `json:"memory_mb,omitempty"`
 }
 
 // MaxStorageError bounds a report's StorageError; a leader cuts a longer
