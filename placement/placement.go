@@ -68,7 +68,8 @@ func Plan(regions []fsm.ReadyRegion, executors []Executor) []Placement {
 	var undo []taken
 	for _, r := range regions {
 		need := 0
-		for _, k := range r.Keys {
+		for i := range r.Keys {
+			k := &r.Keys[i]
 			if _, ok := held[key{r.Job, k.Group, k.Index}]; !k.Held && !ok {
 				need++
 			}
@@ -82,7 +83,8 @@ func Plan(regions []fsm.ReadyRegion, executors []Executor) []Placement {
 		undo = undo[:0]
 		record := needsResources(r)
 		fits := true
-		for _, k := range r.Keys {
+		for i := range r.Keys {
+			k := &r.Keys[i]
 			kk := key{r.Job, k.Group, k.Index}
 			var at ref
 			switch prev, ok := held[kk]; {
@@ -126,8 +128,8 @@ func Plan(regions []fsm.ReadyRegion, executors []Executor) []Placement {
 
 // needsResources reports whether a slot of r needs resources.
 func needsResources(r fsm.ReadyRegion) bool {
-	for _, k := range r.Keys {
-		if !k.Resources.IsZero() {
+	for i := range r.Keys {
+		if !r.Keys[i].Resources.IsZero() {
 			return true
 		}
 	}
