@@ -71,3 +71,30 @@ func TestGCByDiskLimit(t *testing.T) {
 	require.True(t, exists(e.executionDir("second/v/0/0")), "the newer directory went too, though it fits the limit")
 	require.GreaterOrEqual(t, c.scrape(e.HTTPAddr, `jobmaster_executor_gc_deleted_total{reason="disk"}`), 1.0)
 }
+
+// TestFullDiskGetsNoWork: an executor whose disk counts as full (here, a
+// reserve larger than any disk) says so in /v1/cluster, and the leader
+// places every task on the other one.
+func TestFullDiskGetsNoWork(t *testing.T) {
+	c := NewCluster(t, Options{Masters: 1, Executors: 2, ExecutorFlags: func(o *launch.Executor) {
+		if o.NodeID == "e1" {
+			o.DiskReserve = 1 << 50
+		}
+	}})
+	WaitFor(t, "e1 reported with a full disk", 30*time.Second, func() bool {
+		for _, e := range c.ClusterView().Executors {
+			if e.ID == "e1" {
+				return e.DiskFull
+			}
+		}
+		return false
+	})
+	c.Submit("spread", `{"vertices": [{"id": "v", "parallelism": 4, "command": ["true"]}]}`)
+	j := c.WaitJob("spread", 60*time.Second, "FINISHED")
+	for _, s := range j.Vertices[0].Subtasks {
+		require.Equal(t, "e2", s.Executor, "subtask %d placed on the executor with a full disk", s.Index)
+	}
+	for _, e := range c.ClusterView().Executors {
+		require.Equal(t, e.ID == "e1", e.DiskFull, "executor %s", e.ID)
+	}
+}
