@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +98,30 @@ func TestFullDiskGetsNoWork(t *testing.T) {
 	for _, e := range c.ClusterView().Executors {
 		require.Equal(t, e.ID == "e1", e.DiskFull, "executor %s", e.ID)
 	}
+}
+
+// TestLeaseWriteFailureSurfaced: when the executor cannot write its lease
+// file, /v1/cluster shows it as the executor's storage_error and the
+// executor counts it, until a write succeeds again.
+func TestLeaseWriteFailureSurfaced(t *testing.T) {
+	c := NewCluster(t, Options{Masters: 1, Executors: 1})
+	e := c.Executors[0]
+	// A directory where the lease file's temporary copy goes: the write
+	// fails (and the executor cannot remove it).
+	blocker := filepath.Join(e.DataDir, "lease.tmp")
+	require.NoError(t, os.MkdirAll(filepath.Join(blocker, "x"), 0o700))
+	storageError := func() string {
+		for _, x := range c.ClusterView().Executors {
+			if x.ID == e.ID {
+				return x.StorageError
+			}
+		}
+		return ""
+	}
+	WaitFor(t, "the lease write failure in /v1/cluster", 30*time.Second, func() bool {
+		return strings.Contains(storageError(), "cannot write the lease file")
+	})
+	require.GreaterOrEqual(t, c.scrape(e.HTTPAddr, `jobmaster_executor_storage_write_failures_total{file="lease"}`), 1.0)
+	require.NoError(t, os.RemoveAll(blocker))
+	WaitFor(t, "the storage error to clear", 30*time.Second, func() bool { return storageError() == "" })
 }
