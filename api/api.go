@@ -142,6 +142,19 @@ type Executor struct {
 	// Partitions is how many result partitions the replicated state
 	// records on the executor.
 	Partitions int `json:"partitions"`
+	// DiskFull: the executor's data directory is full; nothing new is
+	// placed there.
+	DiskFull bool `json:"disk_full"`
+	// StorageError is set while the executor fails to write its lease file
+	// or fencing token: what failed.
+	StorageError string `json:"storage_error,omitempty"`
+	// CPUMillis and MemoryMB are what it offers for tasks' resources, and
+	// FreeCPUMillis and FreeMemoryMB what its live executions leave of it
+	// (omitted until it reports them, and with ?stale).
+	CPUMillis     int64  `json:"cpu_millis,omitempty"`
+	MemoryMB      int64  `json:"memory_mb,omitempty"`
+	FreeCPUMillis *int64 `json:"free_cpu_millis,omitempty"`
+	FreeMemoryMB  *int64 `json:"free_memory_mb,omitempty"`
 }
 
 // Health answers GET /v1/health.

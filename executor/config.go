@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"jobmaster/executor/partition"
+	"jobmaster/jobspec"
 	"jobmaster/membership"
 	"jobmaster/transport"
 	"jobmaster/wire"
@@ -30,6 +31,18 @@ const (
 	DefaultCancelGrace = 3 * time.Second
 	// DefaultFetchTimeout is Config.FetchTimeout unless set.
 	DefaultFetchTimeout = partition.DefaultTimeout
+	// DefaultGCRetention is Config.GCRetention unless set.
+	DefaultGCRetention = 4 * time.Hour
+	// DefaultTaskLogMaxSize and DefaultTaskLogMaxFiles are
+	// Config.TaskLogMaxSize and TaskLogMaxFiles unless set.
+	DefaultTaskLogMaxSize  = 10 << 20
+	DefaultTaskLogMaxFiles = 10
+	// maxTaskLogFiles bounds TaskLogMaxFiles.
+	maxTaskLogFiles = 1000
+	// DefaultDiskReserve is Config.DiskReserve unless set.
+	DefaultDiskReserve = 1 << 20
+	// DefaultGCInterval is Config.GCInterval unless set.
+	DefaultGCInterval = time.Minute
 	// killMargin is how long a SIGKILLed process group may take to die.
 	killMargin = 500 * time.Millisecond
 )
@@ -70,6 +83,33 @@ type Config struct {
 	// gives up: its task ends FAILED, naming the producer executions it
 	// could not fetch in Unavailable (default 60s).
 	FetchTimeout time.Duration
+	// GCRetention is how long the working directory and logs of an
+	// execution that ended, and that the leader has acknowledged, are kept
+	// (default 4h).
+	GCRetention time.Duration
+	// GCDiskLimit bounds the disk space of every execution directory
+	// together, in bytes: past it, the directories of acknowledged
+	// executions are deleted before their retention, those that ended
+	// first going first (0: no bound).
+	GCDiskLimit int64
+	// GCInterval is how often the execution directories are collected
+	// (default 1m).
+	GCInterval time.Duration
+	// TaskLogMaxSize is the size at which a task's stdout.log and
+	// stderr.log rotate (default 10 MiB), and TaskLogMaxFiles how many
+	// files of each are kept, the current one included (default 10): a
+	// task's logs take at most their product each.
+	TaskLogMaxSize  int64
+	TaskLogMaxFiles int
+	// CPUMillis and MemoryMB are what the executor offers for the
+	// resources tasks declare (thousandths of a core, MiB); 0: the
+	// host's (its CPUs, /proc/meminfo's MemTotal).
+	CPUMillis int64
+	MemoryMB  int64
+	// DiskReserve: while less than this many bytes are free on the data
+	// directory's filesystem, the disk counts as full (reported as
+	// disk_full; the leader places nothing here). Default 1 MiB.
+	DiskReserve int64
 	// ShimCommand starts the task shim; the executor appends the shim's
 	// arguments (see RunShim). Default: {os.Executable(), "shim"}.
 	ShimCommand []string
@@ -137,6 +177,51 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("fetch timeout must be positive, got %s", c.FetchTimeout))
 	case c.FetchTimeout == 0:
 		c.FetchTimeout = DefaultFetchTimeout
+	}
+	switch {
+	case c.GCRetention < 0:
+		errs = append(errs, fmt.Errorf("gc retention must be positive, got %s", c.GCRetention))
+	case c.GCRetention == 0:
+		c.GCRetention = DefaultGCRetention
+	}
+	switch {
+	case c.GCInterval < 0:
+		errs = append(errs, fmt.Errorf("gc interval must be positive, got %s", c.GCInterval))
+	case c.GCInterval == 0:
+		c.GCInterval = DefaultGCInterval
+	}
+	switch {
+	case c.TaskLogMaxSize < 0:
+		errs = append(errs, fmt.Errorf("task log max size must not be negative, got %d", c.TaskLogMaxSize))
+	case c.TaskLogMaxSize == 0:
+		c.TaskLogMaxSize = DefaultTaskLogMaxSize
+	}
+	switch {
+	case c.TaskLogMaxFiles < 0 || c.TaskLogMaxFiles > maxTaskLogFiles:
+		errs = append(errs, fmt.Errorf("task log max files must be between 1 and %d, got %d", maxTaskLogFiles, c.TaskLogMaxFiles))
+	case c.TaskLogMaxFiles == 0:
+		c.TaskLogMaxFiles = DefaultTaskLogMaxFiles
+	}
+	switch {
+	case c.CPUMillis < 0 || c.CPUMillis > jobspec.MaxCPUMillis:
+		errs = append(errs, fmt.Errorf("cpu millis must be between 0 (the host's) and %d, got %d", jobspec.MaxCPUMillis, c.CPUMillis))
+	case c.CPUMillis == 0:
+		c.CPUMillis = hostCPUMillis()
+	}
+	switch {
+	case c.MemoryMB < 0 || c.MemoryMB > jobspec.MaxMemoryMB:
+		errs = append(errs, fmt.Errorf("memory mb must be between 0 (the host's) and %d, got %d", jobspec.MaxMemoryMB, c.MemoryMB))
+	case c.MemoryMB == 0:
+		c.MemoryMB = hostMemoryMB()
+	}
+	switch {
+	case c.DiskReserve < 0:
+		errs = append(errs, fmt.Errorf("disk reserve must not be negative, got %d", c.DiskReserve))
+	case c.DiskReserve == 0:
+		c.DiskReserve = DefaultDiskReserve
+	}
+	if c.GCDiskLimit < 0 {
+		errs = append(errs, fmt.Errorf("gc disk limit must not be negative, got %d", c.GCDiskLimit))
 	}
 	if c.Runtime == RuntimeExec && c.Lease > 0 && c.CancelGrace >= 0 && c.fenceAfter() < 500*time.Millisecond {
 		errs = append(errs, fmt.Errorf("lease %s is too short for a cancel grace of %s: tasks must be stopped within the lease, so it must exceed the grace by at least %s",

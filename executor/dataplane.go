@@ -150,7 +150,10 @@ func (e *Executor) prepare(dt *dataTask) error {
 		}
 	}
 	mk := func(d string) error {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		e.dirMu.Lock()
+		err := os.MkdirAll(d, 0o700)
+		e.dirMu.Unlock()
+		if err != nil {
 			return e.localError("creating the execution directory", err)
 		}
 		return nil

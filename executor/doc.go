@@ -9,7 +9,7 @@
 //     of [A-Za-z0-9._-], never "." or ".."; subtask and attempt are 0-based
 //     decimal numbers). Each execution gets a working directory
 //     DataDir/executions/<execution id>/ holding its stdout.log and
-//     stderr.log.
+//     stderr.log, which its shim writes and rotates (logrotate.go).
 //   - Attempt: the number of times the subtask was started before this
 //     execution. A restarted subtask is a new execution with a new id: an
 //     executor never restarts anything by itself.
@@ -75,7 +75,9 @@
 // partition is whole and the retry schedule. The rest carries their
 // results out. Goroutines: the HTTP server's (a fetch's handler streams as
 // long as its producer runs); the lease loop, which checks the lease every
-// Lease/20; the pusher, the only goroutine that sends pushes; tidy, the only
+// Lease/20; the pusher, the only goroutine that sends pushes; the
+// collector (gcloop.go), the only one that deletes execution directories,
+// as gcPlan (gc.go) decides; tidy, the only
 // one that carries out the data plane's share of an execution's end
 // (deleting inputs, discarding outputs); the sim runtime's timer loop (one
 // per executor, however many tasks); for the exec runtime, one waiter per

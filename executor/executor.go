@@ -58,6 +58,9 @@ type Executor struct {
 	settled   chan struct{} // closed and replaced when an execution ends
 	// leaseInPlace: the last lease file write was in place (disk full).
 	leaseInPlace bool
+	// storageErr holds, per file of the executor's own (storage.go), the
+	// error of its last write if that failed.
+	storageErr map[string]string
 
 	// The data plane (dataplane.go): the executions with outputs or
 	// inputs, those whose end tidy is to carry out, and the partitions kept
@@ -89,6 +92,14 @@ type Executor struct {
 	pushCancel context.CancelFunc
 	// metrics is what GET /v1/metrics serves (metrics.go).
 	metrics *executorMetrics
+
+	// dirMu: the collector deletes an execution directory's empty parents
+	// only while no task start is creating them (gcloop.go).
+	dirMu sync.Mutex
+	// gcMu guards execBytes: the space of the execution directories at
+	// the last collection.
+	gcMu      sync.Mutex
+	execBytes int64
 }
 
 // New validates cfg, creates the data directory and loads the persisted
@@ -218,7 +229,7 @@ func (e *Executor) Start() error {
 	if e.cfg.Runtime == RuntimeSim {
 		e.rt = newSimRuntime(e.cfg.Now, e.onExit)
 	} else {
-		e.rt = newExecRuntime(e.cfg, e.onExit)
+		e.rt = newExecRuntime(e.cfg, e.onExit, &e.dirMu)
 	}
 	e.srv = transport.NewServer(e.routes(), transport.ServerOptions{IdleTimeout: time.Minute, Logger: e.log, TLS: e.tls,
 		MaxConnsPerClient: e.cfg.MaxConnsPerClient})
@@ -227,7 +238,7 @@ func (e *Executor) Start() error {
 	e.lease.renew(e.cfg.Now())
 	e.writeLeaseFileLocked()
 	e.mu.Unlock()
-	e.loops.Add(3)
+	e.loops.Add(4)
 	go func() {
 		defer close(e.served)
 		if err := transport.Serve(e.srv, ln); err != nil {
@@ -237,12 +248,14 @@ func (e *Executor) Start() error {
 	go e.leaseLoop()
 	go e.pushLoop()
 	go e.tidyLoop()
+	go e.gcLoop()
 	e.mu.Lock()
 	fc := e.fence // a heartbeat may already be changing it
 	e.mu.Unlock()
 	e.log.Info("executor started", "http", e.Addr(), "gossip", e.cfg.GossipAddr, "slots", e.cfg.Slots,
 		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "token", fc.Token, "cluster", fc.Cluster, "instance", e.instance,
-		"tls", e.tls != nil, "gossip_encrypted", len(e.gossipKeys) > 0)
+		"tls", e.tls != nil, "gossip_encrypted", len(e.gossipKeys) > 0, "cpu_millis", e.cfg.CPUMillis, "memory_mb", e.cfg.MemoryMB)
+	e.logEnforcement()
 	return nil
 }
 

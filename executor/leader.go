@@ -44,9 +44,11 @@ func (e *Executor) admitRenewLocked(now time.Time, l wire.Leader, renew bool) (s
 		}
 		e.fence = next // fence older leaders off even if the write fails
 		if err := saveFence(e.cfg.DataDir, next); err != nil {
+			e.storageFailedLocked(fileToken, err)
 			e.log.Error("cannot persist the fencing token: refusing the request", "token", l.Token, "err", err)
 			return stop, refuse(http.StatusInternalServerError, "%v", err)
 		}
+		e.storageOKLocked(fileToken)
 		if next.Token != e.persisted.Token {
 			e.log.Info("new leader", "leader", l.Node, "addr", l.Addr, "cluster", next.Cluster, "token", l.Token)
 		}
@@ -380,6 +382,12 @@ func (e *Executor) reportLocked(execs []wire.ExecutionStatus, partial bool) wire
 		UsedSlots:  e.held.usedSlots(),
 		Partial:    partial,
 		Executions: execs,
+		// A partial report (a push) carries them too: a leader that only
+		// hears pushes (its heartbeats are refused) still learns of them.
+		DiskFull:     e.diskFullNow(),
+		StorageError: e.storageErrorLocked(),
+		CPUMillis:    e.cfg.CPUMillis,
+		MemoryMB:     e.cfg.MemoryMB,
 	}
 }
 

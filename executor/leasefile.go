@@ -48,6 +48,7 @@ func (e *Executor) writeLeaseFileLocked() {
 			e.leaseInPlace = false
 			e.log.Info("lease file written the usual way again")
 		}
+		e.storageOKLocked(fileLease)
 		return
 	}
 	_ = os.Remove(tmp)
@@ -57,9 +58,11 @@ func (e *Executor) writeLeaseFileLocked() {
 				e.leaseInPlace = true
 				e.log.Warn("disk full: lease file overwritten in place", "err", err)
 			}
+			e.storageOKLocked(fileLease)
 			return
 		}
 	}
+	e.storageFailedLocked(fileLease, err)
 	e.log.Error("cannot write the lease file: the shims will stop their tasks at the last deadline written", "err", err)
 }
 

@@ -6,10 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"jobmaster/wire"
@@ -59,7 +57,7 @@ func (e *Executor) serveLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("follow %q: want 0 or 1", q.Get("follow")))
 		return
 	}
-	f, err := os.OpenFile(filepath.Join(executionDir(e.cfg.DataDir, id), stream+".log"), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	parts, err := openLog(filepath.Join(executionDir(e.cfg.DataDir, id), stream+".log"), e.cfg.TaskLogMaxFiles)
 	if errors.Is(err, fs.ErrNotExist) {
 		e.mu.Lock()
 		_, held := e.held.get(id)
@@ -71,7 +69,7 @@ func (e *Executor) serveLogs(w http.ResponseWriter, r *http.Request) {
 			}
 			w.WriteHeader(http.StatusOK)
 			if follow {
-				e.followLog(w, r, id, nil, 0)
+				e.followLog(w, r, id, nil)
 			}
 			return
 		}
@@ -79,16 +77,12 @@ func (e *Executor) serveLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, fmt.Sprintf("open %s log of %s: %v", stream, id, err))
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("%s log of %s: %v", stream, id, err))
 		return
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		writeError(w, http.StatusInternalServerError, fmt.Sprintf("%s log of %s is not a regular file", stream, id))
-		return
-	}
-	size, off := fi.Size(), int64(0)
+	defer parts.close()
+	size := parts.size()
+	off := int64(0)
 	if tail >= 0 && tail < size {
 		off = size - tail
 	}
@@ -96,27 +90,34 @@ func (e *Executor) serveLogs(w http.ResponseWriter, r *http.Request) {
 	if follow {
 		w.Header().Set("Trailer", wire.HeaderEnd)
 		w.WriteHeader(http.StatusOK)
-		e.followLog(w, r, id, f, off)
+		if _, err := io.Copy(w, parts.reader(off)); err != nil {
+			return
+		}
+		e.followLog(w, r, id, parts.cursor())
 		return
 	}
 	w.Header().Set("Content-Length", strconv.FormatInt(size-off, 10))
 	w.WriteHeader(http.StatusOK)
-	_, _ = io.Copy(w, io.NewSectionReader(f, off, size-off))
+	_, _ = io.Copy(w, parts.reader(off))
 }
 
 // followPoll is how often a followed log is read for more.
 const followPoll = 200 * time.Millisecond
 
-// followLog copies log f from off to w as it grows, until execution id has
-// ended (or is no longer held) and everything it wrote is sent; the
-// trailer then says the log is complete. A task's output is complete once
-// it has ended: its process has exited before its end is recorded. It
-// stops early, without the trailer, when the client goes or the executor
-// stops. f nil: the task has no log file (sim), only its end is awaited.
-func (e *Executor) followLog(w http.ResponseWriter, r *http.Request, id string, f *os.File, off int64) {
+// followLog copies the log at cur as it grows, across its rotations,
+// until execution id has ended (or is no longer held) and everything it
+// wrote is sent; the trailer then says the log is complete. A task's
+// output is complete once it has ended: its process has exited before its
+// end is recorded. It stops early, without the trailer, when the client
+// goes or the executor stops. cur nil: the task has no log file (sim), only
+// its end is awaited.
+func (e *Executor) followLog(w http.ResponseWriter, r *http.Request, id string, cur *logCursor) {
 	rc := http.NewResponseController(w)
 	tick := time.NewTicker(followPoll)
 	defer tick.Stop()
+	if cur != nil {
+		defer cur.close()
+	}
 	buf := make([]byte, 64<<10)
 	for {
 		e.mu.Lock()
@@ -124,16 +125,9 @@ func (e *Executor) followLog(w http.ResponseWriter, r *http.Request, id string, 
 		ended := !held || st.State.Terminal()
 		settled, running := e.settled, e.phase == phaseRunning
 		e.mu.Unlock()
-		for f != nil { // what is there now
-			n, err := f.ReadAt(buf, off)
-			if n > 0 {
-				if _, werr := w.Write(buf[:n]); werr != nil {
-					return
-				}
-				off += int64(n)
-			}
-			if err != nil || n == 0 {
-				break
+		if cur != nil { // what is there now, in this file and the newer ones
+			if err := cur.copyTo(w, buf); err != nil {
+				return
 			}
 		}
 		if ended {

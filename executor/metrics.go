@@ -22,6 +22,9 @@ type executorMetrics struct {
 	fetchErrors  prometheus.Counter
 	pushes       prometheus.Counter
 	pushFailures prometheus.Counter
+	gcDeleted    *prometheus.CounterVec
+	gcBytes      prometheus.Counter
+	writeFails   *prometheus.CounterVec
 }
 
 // What a fencing refusal refused, the values of the request label.
@@ -49,10 +52,20 @@ func newExecutorMetrics(e *Executor) *executorMetrics {
 		fetchErrors:  counter("fetch_errors_total", "Fetch attempts that broke off or failed (each is retried until the fetch timeout)."),
 		pushes:       counter("pushes_total", "Pushes of state changes to the leader."),
 		pushFailures: counter("push_failures_total", "Pushes that failed (the next push or heartbeat carries their changes)."),
+		gcDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "executor", Name: "gc_deleted_total",
+			Help: "Execution directories (working directory and logs) deleted, by reason: age (past --gc-retention) or disk (past --gc-disk-limit)."}, []string{"reason"}),
+		gcBytes: counter("gc_deleted_bytes_total", "Disk space freed by deleting execution directories."),
+		writeFails: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "executor", Name: "storage_write_failures_total",
+			Help: "Failed writes of the executor's own files, by file: lease (the shims' deadline) or token (the fencing token)."}, []string{"file"}),
 	}
+	x.gcDeleted.WithLabelValues(gcByAge)
+	x.gcDeleted.WithLabelValues(gcByDisk)
+	x.writeFails.WithLabelValues(fileLease)
+	x.writeFails.WithLabelValues(fileToken)
 	x.refusals.WithLabelValues(refusedLeader)
 	x.refusals.WithLabelValues(refusedFetch)
-	reg.MustRegister(x.selfFences, x.refusals, x.fetchBytes, x.fetchErrors, x.pushes, x.pushFailures, &executorCollector{e: e})
+	reg.MustRegister(x.selfFences, x.refusals, x.fetchBytes, x.fetchErrors, x.pushes, x.pushFailures, x.gcDeleted, x.gcBytes, x.writeFails,
+		&executorCollector{e: e})
 	return x
 }
 
@@ -79,12 +92,14 @@ var (
 	descFencingToken   = executorDesc("fencing_token", "The newest fencing token this executor has seen.")
 	descPartitions     = executorDesc("partitions", "Result partitions held for consumers.")
 	descPartitionBytes = executorDesc("partition_bytes", "Bytes of the result partitions held.")
+	descExecBytes      = executorDesc("execution_dir_bytes", "Disk space of the execution directories (working directories and logs) at the last collection.")
+	descDiskFull       = executorDesc("disk_full", "1 while the data directory's filesystem is full: the leader places nothing here.")
 )
 
 var executorStates = []wire.State{wire.StateDeploying, wire.StateRunning, wire.StateCanceling, wire.StateFinished, wire.StateCanceled, wire.StateFailed}
 
 func (c *executorCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTasks, descSlots, descSlotsUsed, descLeaseRemaining, descFencingToken, descPartitions, descPartitionBytes} {
+	for _, d := range []*prometheus.Desc{descTasks, descSlots, descSlotsUsed, descLeaseRemaining, descFencingToken, descPartitions, descPartitionBytes, descExecBytes, descDiskFull} {
 		ch <- d
 	}
 }
@@ -121,4 +136,13 @@ func (c *executorCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descPartitions, float64(len(parts)))
 	gauge(descPartitionBytes, float64(bytes))
+	e.gcMu.Lock()
+	execBytes := e.execBytes
+	e.gcMu.Unlock()
+	gauge(descExecBytes, float64(execBytes))
+	full := 0.0
+	if e.diskFullNow() {
+		full = 1
+	}
+	gauge(descDiskFull, full)
 }

@@ -30,8 +30,11 @@ type execRuntime struct {
 	nodeID  string
 	shim    []string
 	grace   time.Duration
+	logs    logLimits
 	log     *slog.Logger
 	onExit  func(id string, res exitResult)
+	// dirMu is held while a working directory is created (gcloop.go).
+	dirMu *sync.Mutex
 
 	mu     sync.Mutex
 	procs  map[string]*proc
@@ -51,21 +54,36 @@ type proc struct {
 	escalate *time.Timer
 }
 
-func newExecRuntime(cfg Config, onExit func(string, exitResult)) *execRuntime {
+func newExecRuntime(cfg Config, onExit func(string, exitResult), dirMu *sync.Mutex) *execRuntime {
 	return &execRuntime{
 		dataDir: cfg.DataDir,
 		nodeID:  cfg.NodeID,
 		shim:    cfg.ShimCommand,
 		grace:   cfg.CancelGrace,
+		logs:    logLimits{maxSize: cfg.TaskLogMaxSize, maxFiles: cfg.TaskLogMaxFiles},
 		log:     cfg.Logger,
 		onExit:  onExit,
+		dirMu:   dirMu,
 		procs:   make(map[string]*proc),
 	}
 }
 
-// shimArgs is the shim's command line after ShimCommand.
-func shimArgs(grace time.Duration, leaseFile string, command []string) []string {
-	return append([]string{"--grace", grace.String(), "--lease-file", leaseFile, "--"}, command...)
+// logLimits are the rotation limits of task logs.
+type logLimits struct {
+	maxSize  int64
+	maxFiles int
+}
+
+// shimArgs is the shim's command line after ShimCommand. With a working
+// directory dir, the shim writes the task's logs there, rotating them at
+// the limits.
+func shimArgs(grace time.Duration, leaseFile, dir string, logs logLimits, command []string) []string {
+	args := []string{"--grace", grace.String(), "--lease-file", leaseFile}
+	if dir != "" {
+		args = append(args, "--stdout", filepath.Join(dir, "stdout.log"), "--stderr", filepath.Join(dir, "stderr.log"),
+			"--log-max-size", strconv.FormatInt(logs.maxSize, 10), "--log-max-files", strconv.Itoa(logs.maxFiles))
+	}
+	return append(append(args, "--"), command...)
 }
 
 // taskEnv is a task's environment: the executor's own, the task's Env, then
@@ -150,7 +168,10 @@ func (r *execRuntime) start(t wire.Task) error {
 		return errors.New("empty command")
 	}
 	dir := executionDir(r.dataDir, t.ExecutionID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	r.dirMu.Lock()
+	err := os.MkdirAll(dir, 0o700)
+	r.dirMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("working directory: %w", err)
 	}
 	env, err := taskEnv(os.Environ(), t, r.nodeID, r.dataDir)
@@ -171,10 +192,12 @@ func (r *execRuntime) start(t wire.Task) error {
 	}
 	defer stderr.Close()
 
-	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), t.Command)...)
+	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), dir, r.logs, t.Command)...)
 	cmd := exec.Command(r.shim[0], args...)
 	cmd.Dir = dir
 	cmd.Env = env
+	// The shim writes the logs (rotating them); what it says before it
+	// has opened them lands in them too.
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
@@ -218,6 +241,10 @@ func (r *execRuntime) wait(p *proc) {
 	p.mu.Unlock()
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	_ = p.cmd.Wait()
+	// The directory's time is the task's end: its retention counts from
+	// there (gc.go).
+	now := time.Now()
+	_ = os.Chtimes(p.cmd.Dir, now, now)
 	res := exitResultOf(p.cmd.ProcessState)
 	r.mu.Lock()
 	delete(r.procs, p.id)

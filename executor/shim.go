@@ -4,10 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -19,7 +21,8 @@ const shimPollInterval = 250 * time.Millisecond
 // the exec runtime starts for every task. args are the arguments after
 // "shim":
 //
-//	[--grace DURATION] [--lease-file PATH] -- COMMAND [ARG...]
+//	[--grace DURATION] [--lease-file PATH] [--stdout PATH --stderr PATH
+//	[--log-max-size BYTES] [--log-max-files N]] -- COMMAND [ARG...]
 //
 // The shim makes sure it leads its own process group (the executor starts
 // it that way already), runs COMMAND in that group with the shim's working
@@ -33,6 +36,10 @@ const shimPollInterval = 250 * time.Millisecond
 //   - reads the lease file as it polls (see leasefile.go): when the lease is
 //     about to run out it terminates the group the same way, so the task is
 //     dead when it does even if the executor is stopped or hung;
+//   - with --stdout and --stderr, writes COMMAND's output (and its own
+//     messages) to those logs, rotating each at --log-max-size bytes (0:
+//     never) and keeping --log-max-files files of it (logrotate.go);
+//     without them COMMAND inherits the shim's standard output and error;
 //   - exits with COMMAND's exit code, 128+n if COMMAND was killed by signal
 //     n, 127 if COMMAND cannot be found, 126 if it cannot be started, and 2
 //     for a bad command line.
@@ -40,21 +47,41 @@ func RunShim(args []string) int {
 	flags := flag.NewFlagSet("shim", flag.ContinueOnError)
 	grace := flags.Duration("grace", DefaultCancelGrace, "time between SIGTERM and SIGKILL")
 	leaseFile := flags.String("lease-file", "", "the executor's lease file")
+	var logs shimLogs
+	flags.StringVar(&logs.stdout, "stdout", "", "the log of the command's standard output")
+	flags.StringVar(&logs.stderr, "stderr", "", "the log of the command's standard error")
+	flags.Int64Var(&logs.maxSize, "log-max-size", 0, "rotate a log at this many bytes (0: never)")
+	flags.IntVar(&logs.maxFiles, "log-max-files", DefaultTaskLogMaxFiles, "files kept of each log, the current one included")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
 	if flags.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "jobmaster shim: usage: shim [--grace DURATION] [--lease-file PATH] -- COMMAND [ARG...]")
+		fmt.Fprintln(os.Stderr, "jobmaster shim: usage: shim [--grace DURATION] [--lease-file PATH] [--stdout PATH --stderr PATH [--log-max-size BYTES] [--log-max-files N]] -- COMMAND [ARG...]")
 		return 2
 	}
 	if *grace < 0 {
 		fmt.Fprintln(os.Stderr, "jobmaster shim: --grace must not be negative")
 		return 2
 	}
-	return runShim(*grace, shimPollInterval, *leaseFile, flags.Args())
+	if (logs.stdout == "") != (logs.stderr == "") || logs.maxSize < 0 || logs.maxFiles < 1 {
+		fmt.Fprintln(os.Stderr, "jobmaster shim: --stdout and --stderr go together, --log-max-size must not be negative and --log-max-files must be at least 1")
+		return 2
+	}
+	return runShim(*grace, shimPollInterval, *leaseFile, logs, flags.Args())
 }
 
-func runShim(grace, poll time.Duration, leaseFile string, command []string) int {
+// shimLogs is where the shim writes its command's output.
+type shimLogs struct {
+	stdout, stderr string
+	maxSize        int64
+	maxFiles       int
+}
+
+// logDrain bounds how long the shim goes on copying its command's output
+// after the command exited (a child it left may hold the pipe open).
+const logDrain = time.Second
+
+func runShim(grace, poll time.Duration, leaseFile string, logs shimLogs, command []string) int {
 	parent := os.Getppid()
 	pgid := os.Getpid()
 	if syscall.Getpgrp() != pgid {
@@ -70,8 +97,27 @@ func runShim(grace, poll time.Duration, leaseFile string, command []string) int 
 
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "jobmaster shim: %v\n", err)
+	var stderr io.Writer = os.Stderr // the shim's own messages
+	var copying sync.WaitGroup
+	if logs.stdout != "" {
+		out, err := startLog(cmd, &cmd.Stdout, logs.stdout, logs, &copying)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "jobmaster shim: stdout log: %v\n", err)
+			return 126
+		}
+		defer out.Close()
+		errLog, err := startLog(cmd, &cmd.Stderr, logs.stderr, logs, &copying)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "jobmaster shim: stderr log: %v\n", err)
+			return 126
+		}
+		defer errLog.Close()
+		stderr = errLog
+	}
+	err := cmd.Start()
+	closeWriteEnds(cmd)
+	if err != nil {
+		fmt.Fprintf(stderr, "jobmaster shim: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			return 127
 		}
@@ -80,6 +126,15 @@ func runShim(grace, poll time.Duration, leaseFile string, command []string) int 
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
+		drained := make(chan struct{})
+		go func() {
+			copying.Wait()
+			close(drained)
+		}()
+		select {
+		case <-drained:
+		case <-time.After(logDrain):
+		}
 		close(done)
 	}()
 
@@ -108,17 +163,17 @@ func runShim(grace, poll time.Duration, leaseFile string, command []string) int 
 		case <-ticker.C:
 			if !orphaned && os.Getppid() != parent {
 				orphaned = true
-				fmt.Fprintln(os.Stderr, "jobmaster shim: the executor died: stopping the task")
+				fmt.Fprintln(stderr, "jobmaster shim: the executor died: stopping the task")
 				terminate(syscall.SIGTERM)
 			}
 			if leaseFile != "" && !terminating {
 				if deadline, ok := readLeaseFile(leaseFile); ok && shimMustStop(monotonic(), deadline, grace) {
-					fmt.Fprintf(os.Stderr, "jobmaster shim: the executor's lease runs out in %s: stopping the task\n", (deadline - monotonic()).Round(time.Millisecond))
+					fmt.Fprintf(stderr, "jobmaster shim: the executor's lease runs out in %s: stopping the task\n", (deadline - monotonic()).Round(time.Millisecond))
 					terminate(syscall.SIGTERM)
 				}
 			}
 		case <-killTimer:
-			fmt.Fprintf(os.Stderr, "jobmaster shim: the task did not exit %s after SIGTERM: killing it\n", grace)
+			fmt.Fprintf(stderr, "jobmaster shim: the task did not exit %s after SIGTERM: killing it\n", grace)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}
@@ -130,4 +185,39 @@ func shimExitCode(ps *os.ProcessState) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
+}
+
+// startLog opens the rotating log at path and makes *into (the command's
+// stdout or stderr) the write end of a pipe that a goroutine copies into
+// it, counted in copying. The write end is the command's own file, so that
+// waiting for the command does not wait for the copy (closeWriteEnds
+// closes the shim's copy once the command has started).
+func startLog(cmd *exec.Cmd, into *io.Writer, path string, logs shimLogs, copying *sync.WaitGroup) (*rotator, error) {
+	r, err := openRotator(path, logs.maxSize, logs.maxFiles)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	*into = pw
+	copying.Add(1)
+	go func() {
+		defer copying.Done()
+		defer pr.Close()
+		_, _ = io.Copy(r, pr)
+	}()
+	return r, nil
+}
+
+// closeWriteEnds closes the shim's copies of the pipes' write ends: the
+// copies end when the command (and whatever it started) closes its own.
+func closeWriteEnds(cmd *exec.Cmd) {
+	for _, w := range []io.Writer{cmd.Stdout, cmd.Stderr} {
+		if f, ok := w.(*os.File); ok && f != os.Stdout && f != os.Stderr {
+			_ = f.Close()
+		}
+	}
 }

@@ -205,6 +205,26 @@ func (s *State) UsedSlots() map[string][]int {
 	return out
 }
 
+// ResourcesInUse returns, per executor, the resources its live executions
+// need together (executors whose executions need none are left out).
+func (s *State) ResourcesInUse() map[string]jobspec.Resources {
+	out := make(map[string]jobspec.Resources)
+	for ex, m := range s.byExecutor {
+		var sum jobspec.Resources
+		for _, e := range m {
+			if j := s.jobs[e.Job]; j != nil {
+				if r := j.Spec.Vertices[e.VertexIndex].Resources; r != nil {
+					sum = sum.Add(*r)
+				}
+			}
+		}
+		if !sum.IsZero() {
+			out[ex] = sum
+		}
+	}
+	return out
+}
+
 // SlotsInUse returns, per executor, how many of its slots are in use.
 func (s *State) SlotsInUse() map[string]int {
 	out := make(map[string]int, len(s.slots))
@@ -234,6 +254,9 @@ type SlotNeed struct {
 	Held     bool
 	Executor string
 	Slot     int
+	// Resources is what the region's executions in the slot need of its
+	// executor together (zero if their vertices declare none).
+	Resources jobspec.Resources
 }
 
 // ReadyRegions lists the regions waiting for placement, oldest job first.
@@ -269,10 +292,11 @@ func (s *State) readyRegion(r regionRef) ReadyRegion {
 		group string
 		index int
 	}
-	seen := make(map[gi]bool)
+	seen := make(map[gi]int)
 	cur := s.current[j.ID]
 	for _, vi := range j.Regions[r.region].Vertices {
 		v := &j.Spec.Vertices[vi]
+		res := v.Of()
 		for i := 0; i < v.Parallelism; i++ {
 			// A region that re-runs some subtasks keeps the others'
 			// FINISHED attempts: only the SCHEDULED ones need a slot.
@@ -281,11 +305,14 @@ func (s *State) readyRegion(r regionRef) ReadyRegion {
 			}
 			rr.Executions++
 			k := gi{v.SlotSharingGroup, i}
-			if seen[k] {
+			if at, ok := seen[k]; ok {
+				if !res.IsZero() {
+					rr.Keys[at].Resources = rr.Keys[at].Resources.Add(res)
+				}
 				continue
 			}
-			seen[k] = true
-			n := SlotNeed{Group: k.group, Index: i}
+			seen[k] = len(rr.Keys)
+			n := SlotNeed{Group: k.group, Index: i, Resources: res}
 			if ref, ok := s.slotOf.get(slotKey{j.ID, k.group, i}); ok {
 				n.Held, n.Executor, n.Slot = true, ref.executor, ref.slot
 			}
@@ -310,6 +337,15 @@ func (s *State) RestartsDue(now int64) []string {
 		}
 	}
 	return sortedKeys(due)
+}
+
+// LastFailure returns the time of the job's latest failure event (unix
+// ms), 0 if it has none or is unknown.
+func (s *State) LastFailure(job string) int64 {
+	if j, ok := s.jobs[job]; ok {
+		return j.Backoff.LastFailure
+	}
+	return 0
 }
 
 // NextRestart returns the earliest restart time of any restarting region,

@@ -57,6 +57,9 @@ type Options struct {
 	// tokens of other policies. With TLS too, the cluster runs as
 	// `jobmaster dev` does.
 	ACL bool
+	// ExecutorFlags, if set, changes every executor's options last (its
+	// flags: --gc-retention, --log-max-size, ...).
+	ExecutorFlags func(*launch.Executor)
 }
 
 func (o *Options) defaults() {
@@ -257,6 +260,9 @@ func (c *Cluster) AddExecutorWith(tweak func(*launch.Executor)) *Node {
 		o.TLS, o.GossipKeyring = c.CA.Files(pki.Executor, n.ID), c.GossipKeyring
 	}
 	o.Insecure = c.insecure()
+	if c.opts.ExecutorFlags != nil {
+		c.opts.ExecutorFlags(&o)
+	}
 	if tweak != nil {
 		tweak(&o)
 	}

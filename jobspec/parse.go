@@ -224,6 +224,9 @@ func (s *Spec) Normalize() error {
 		if len(v.Command) == 0 || v.Command[0] == "" {
 			return fieldErr(f+".command", "must name a program to run")
 		}
+		if err := normalizeResources(f, v); err != nil {
+			return err
+		}
 		for k, val := range v.Env {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				return fieldErr(f+".env", "invalid variable name %q", k)

@@ -65,6 +65,9 @@ type Vertex struct {
 	Env              map[string]string `json:"env,omitempty"`
 	Inputs           []Input           `json:"inputs,omitempty"`
 	SlotSharingGroup string            `json:"slot_sharing_group,omitempty"`
+	// Resources is what each of its tasks needs of an executor (nil:
+	// nothing beyond a slot); see Resources.
+	Resources *Resources `json:"resources,omitempty"`
 }
 
 // Input is an edge from the vertex named From into the vertex that lists it.

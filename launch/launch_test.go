@@ -135,6 +135,10 @@ func vary(t *testing.T, f *pflag.Flag) string {
 		n, err := strconv.ParseInt(f.DefValue, 10, 64)
 		require.NoError(t, err)
 		return strconv.FormatInt(n+3, 10)
+	case "size":
+		n, err := ParseSize(f.DefValue)
+		require.NoError(t, err)
+		return strconv.FormatInt(n+2, 10) + "MiB"
 	case "duration":
 		d, err := time.ParseDuration(f.DefValue)
 		require.NoError(t, err)

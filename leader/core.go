@@ -22,6 +22,11 @@ type Config struct {
 	RPCTimeout time.Duration
 	// AckDeadline is how long a deployment may stay unacknowledged.
 	AckDeadline time.Duration
+	// MinRestartDelay is the least time between a job's failure and the
+	// restart of its regions, whatever its restart strategy's delay (0:
+	// none): a job with a delay of 0s and unlimited attempts does not
+	// restart in a tight loop.
+	MinRestartDelay time.Duration
 }
 
 // HeartbeatRPCTimeout is how long the leader waits for the answer to a

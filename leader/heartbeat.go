@@ -103,6 +103,13 @@ func (c *Core) HeartbeatAnswered(read Reader, h Heartbeat, rep *wire.Report, now
 	lease := time.Duration(rep.LeaseMs) * time.Millisecond
 	warn := lease > x.lease && c.cfg.MinTimeout(lease) > c.cfg.Timeout
 	x.lease = lease
+	storageErr := rep.StorageError
+	if len(storageErr) > wire.MaxStorageError {
+		storageErr = storageErr[:wire.MaxStorageError]
+	}
+	diskChanged, storageChanged := x.diskFull != rep.DiskFull, x.storageError != storageErr
+	x.diskFull, x.storageError = rep.DiskFull, storageErr
+	x.capacity = CapacityOf(rep.CPUMillis, rep.MemoryMB)
 	c.mu.Unlock()
 
 	r := c.report(read, h.Executor, rep.Executions, rep.Partitions, h.Base, h.Sent, now, false)
@@ -116,6 +123,16 @@ func (c *Core) HeartbeatAnswered(read Reader, h Heartbeat, rep *wire.Report, now
 	if warn {
 		r.event(slog.LevelError, "executor lease too long for --executor-timeout: its lease is renewed for too short a window, and a lost executor may outlive its replacement tasks",
 			"executor", h.Executor, "lease", lease, "executor_timeout", c.cfg.Timeout, "needs_at_least", c.cfg.MinTimeout(lease))
+	}
+	switch {
+	case diskChanged && rep.DiskFull:
+		r.event(slog.LevelWarn, "executor disk full: no new work is placed there until it clears", "executor", h.Executor)
+	case diskChanged:
+		r.event(slog.LevelInfo, "executor disk no longer full: it takes work again", "executor", h.Executor)
+		revived = true
+	}
+	if storageChanged && storageErr != "" {
+		r.event(slog.LevelError, "executor cannot write its own files", "executor", h.Executor, "err", storageErr)
 	}
 	r.Kick = r.Kick || revived
 	return r

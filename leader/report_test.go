@@ -75,3 +75,31 @@ func TestScheduleOnlyAnswered(t *testing.T) {
 		t.Fatalf("deploys %+v, want a/v/0/0 on e1", d)
 	}
 }
+
+// TestNoPlacementOnFullDisk: an executor whose report says its disk is
+// full gets no new work until a report says it cleared.
+func TestNoPlacementOnFullDisk(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	w := newWorld(t, Config{Heartbeat: time.Second, Timeout: 10 * time.Second}, t0)
+	w.core.Refresh(t0, []Member{{ID: "e1", Addr: "e1:1", Slots: 2}}, nil)
+	answer := func(full bool) Ready {
+		h, _ := w.core.Heartbeat(w.read, "e1", t0)
+		return w.commit(w.core.HeartbeatAnswered(w.read, h, &wire.Report{Version: wire.Version, Executor: "e1", Slots: 2, DiskFull: full,
+			StorageError: "cannot write the lease file: no space left on device"}, t0))
+	}
+	answer(true)
+	w.submit("a", `{"vertices": [{"id": "v", "parallelism": 1, "command": ["run"]}]}`)
+	if p := w.core.Schedule(w.read, t0); !p.NoFreeSlot {
+		t.Fatalf("plan %+v, want no free slot (e1's disk is full)", p)
+	}
+	view := w.core.Executors(nil, t0)
+	if !view[0].DiskFull || view[0].StorageError == "" {
+		t.Fatalf("view %+v, want e1 with disk_full and its storage error", view[0])
+	}
+	if r := answer(false); !r.Kick {
+		t.Fatal("a cleared disk did not kick the scheduler")
+	}
+	if d := w.schedule(); len(d) != 1 || d[0].Executor != "e1" {
+		t.Fatalf("deploys %+v, want a/v/0/0 on e1 once its disk cleared", d)
+	}
+}

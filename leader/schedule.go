@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"jobmaster/fsm"
+	"jobmaster/jobspec"
 	"jobmaster/placement"
 )
 
@@ -45,11 +46,15 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	}
 	var ready []fsm.ReadyRegion
 	var used map[string][]int
+	var resInUse map[string]jobspec.Resources
 	read(func(st *fsm.State) {
 		ready = st.ReadyRegions()
 		used = st.UsedSlots()
+		if needsResources(ready) {
+			resInUse = st.ResourcesInUse()
+		}
 	})
-	plan := placement.Plan(ready, c.schedulable(used))
+	plan := placement.Plan(ready, c.schedulable(used, resInUse))
 	var out Plan
 	placed := make(map[Region]bool, len(plan))
 	f := c.fenced(now)
@@ -65,16 +70,41 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	return out
 }
 
+// needsResources reports whether a ready region declares resources (only
+// then are those in use worth adding up).
+func needsResources(ready []fsm.ReadyRegion) bool {
+	for _, r := range ready {
+		for _, k := range r.Keys {
+			if !k.Resources.IsZero() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Restarts proposes the restart of every job with a region whose restart
 // delay has passed at now and whose executions have all ended. It also
 // returns the earliest restart time of any restarting region (zero if none),
 // so the caller knows when to ask again.
+//
+// A job restarts no sooner than MinRestartDelay after its latest failure;
+// until then it is not due, and the time returned is when it will be.
 func (c *Core) Restarts(read Reader, now time.Time) (Ready, time.Time) {
 	var due []string
 	var next int64
+	nowMs, floor := now.UnixMilli(), c.cfg.MinRestartDelay.Milliseconds()
 	read(func(st *fsm.State) {
-		due = st.RestartsDue(now.UnixMilli())
 		next = st.NextRestart()
+		for _, j := range st.RestartsDue(nowMs) {
+			if at := st.LastFailure(j) + floor; floor > 0 && at > nowMs {
+				if next == 0 || next <= nowMs || at < next {
+					next = at
+				}
+				continue
+			}
+			due = append(due, j)
+		}
 	})
 	var r Ready
 	for _, j := range due {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"jobmaster/api"
+	"jobmaster/jobspec"
 	"jobmaster/placement"
 	"jobmaster/wire"
 )
@@ -33,6 +34,14 @@ type executor struct {
 	refusedClaim int
 	// probing: heartbeats to it are probes.
 	probing bool
+	// diskFull and storageError are what its last report said of its
+	// disk: full (it takes no new work), and the failing writes of its
+	// own files.
+	diskFull     bool
+	storageError string
+	// capacity is what it offers for tasks' resources, from its reports
+	// (zero until it reports one).
+	capacity jobspec.Resources
 	// acks are terminal executions to acknowledge with the next heartbeat.
 	acks []string
 	// cancelSent remembers the cancels sent because the state asked for
@@ -154,20 +163,20 @@ func (c *Core) QueueAcks(executor string, acks []string) {
 }
 
 // takesWork: answering heartbeats of this session, with slots, not leaving
-// gossip.
+// gossip, its disk not full.
 func (x *executor) takesWork() bool {
-	return x.answered && x.status == Alive && x.slots > 0 && !x.gone
+	return x.answered && x.status == Alive && x.slots > 0 && !x.gone && !x.diskFull
 }
 
 // schedulable lists the executors that may take new work, in id order,
-// with the slot numbers in use on each.
-func (c *Core) schedulable(used map[string][]int) []placement.Executor {
+// with the slot numbers and the resources in use on each.
+func (c *Core) schedulable(used map[string][]int, inUse map[string]jobspec.Resources) []placement.Executor {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]placement.Executor, 0, len(c.execs))
 	for _, x := range c.execs {
 		if x.takesWork() {
-			out = append(out, placement.Executor{ID: x.id, Slots: x.slots, Used: used[x.id]})
+			out = append(out, placement.Executor{ID: x.id, Slots: x.slots, Used: used[x.id], Capacity: x.capacity, InUse: inUse[x.id]})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -209,7 +218,8 @@ func (c *Core) Executors(used map[string][]int, now time.Time) []api.Executor {
 			free = 0
 		}
 		silent := max(0, now.Sub(x.lastAnswer).Milliseconds())
-		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: free, Status: string(st), SilentMs: &silent})
+		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: free, Status: string(st), SilentMs: &silent,
+			DiskFull: x.diskFull, StorageError: x.storageError, CPUMillis: x.capacity.CPUMillis, MemoryMB: x.capacity.MemoryMB})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -224,4 +234,11 @@ func (c *Core) Status(executor string) (Status, bool) {
 		return x.status, true
 	}
 	return "", false
+}
+
+// CapacityOf is the capacity the leader counts for an executor that
+// reports cpuMillis and memoryMB: each held within 0 and what one task may
+// ask for (jobspec.MaxCPUMillis, MaxMemoryMB).
+func CapacityOf(cpuMillis, memoryMB int64) jobspec.Resources {
+	return jobspec.Resources{CPUMillis: min(max(cpuMillis, 0), jobspec.MaxCPUMillis), MemoryMB: min(max(memoryMB, 0), jobspec.MaxMemoryMB)}
 }

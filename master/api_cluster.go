@@ -11,6 +11,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/fsm"
+	"jobmaster/jobspec"
 	"jobmaster/leader"
 	"jobmaster/membership"
 	"jobmaster/wire"
@@ -27,16 +28,25 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 	}
 	var used map[string][]int
 	var held map[string]int
+	var inUse map[string]jobspec.Resources
 	m.fsm.Read(func(st *fsm.State) {
 		out.FencingToken = st.Epoch()
 		out.ClusterID = st.Cluster()
 		used = st.UsedSlots()
 		held = st.PartitionsHeld()
+		inUse = st.ResourcesInUse()
 		setIndex(w, st)
 	})
 	out.Masters = m.masters(leaderID)
 	if s != nil {
 		out.Executors = s.tracker.core.Executors(used, m.cfg.Now())
+		for i := range out.Executors {
+			x := &out.Executors[i]
+			if x.CPUMillis != 0 || x.MemoryMB != 0 {
+				cpu, mem := max(0, x.CPUMillis-inUse[x.ID].CPUMillis), max(0, x.MemoryMB-inUse[x.ID].MemoryMB)
+				x.FreeCPUMillis, x.FreeMemoryMB = &cpu, &mem
+			}
+		}
 	} else {
 		out.Executors = m.gossipExecutors(used)
 	}

@@ -57,6 +57,10 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 			writeError(w, http.StatusTooManyRequests, err.Error())
 			return nil
 		}
+		if err := m.checkFits(s, id, spec); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return nil
+		}
 		res, err := m.prop.ProposeOne(r.Context(), &fsm.SubmitJob{Fenced: s.fenced(), ID: id, Spec: spec})
 		if err == nil && res.Created {
 			m.audit(r, "job submit", "job", id, "subtasks", subtasksOf(spec))

@@ -54,6 +54,9 @@ type Config struct {
 	// JobRetention is how long an ended job is kept before it is forgotten
 	// (and its id may be used again); 0 keeps ended jobs forever.
 	JobRetention time.Duration
+	// MinRestartDelay is the least time between a job's failure and its
+	// restart, whatever its restart strategy says (0: none).
+	MinRestartDelay time.Duration
 	// RequestWait is how long an API request waits for a leader during an
 	// election before answering 503.
 	RequestWait time.Duration
@@ -108,6 +111,7 @@ const (
 	DefaultDeployTimeout     = 10 * time.Second
 	DefaultRequestWait       = 5 * time.Second
 	DefaultJobRetention      = 24 * time.Hour
+	DefaultMinRestartDelay   = time.Second
 	DefaultDeployRPCTimeout  = wire.MaxRequestTimeout
 	DefaultCancelRPCTimeout  = 5 * time.Second
 	DefaultEventHeartbeat    = 10 * time.Second
@@ -119,7 +123,7 @@ const (
 // leaderConfig is the leader core's timing.
 func (c *Config) leaderConfig() leader.Config {
 	return leader.Config{Heartbeat: c.ExecutorHeartbeat, Timeout: c.ExecutorTimeout, Lease: c.ExecutorLease,
-		RPCTimeout: c.heartbeatRPCTimeout(), AckDeadline: c.DeployTimeout}
+		RPCTimeout: c.heartbeatRPCTimeout(), AckDeadline: c.DeployTimeout, MinRestartDelay: c.MinRestartDelay}
 }
 
 // minExecutorTimeout is the shortest executor timeout that is safe with
@@ -168,13 +172,16 @@ func (c *Config) setDefaults() error {
 		{"--raft-heartbeat-timeout", c.RaftHeartbeatTimeout}, {"--raft-election-timeout", c.RaftElectionTimeout},
 		{"--executor-heartbeat", c.ExecutorHeartbeat}, {"--executor-lease", c.ExecutorLease},
 		{"--executor-timeout", c.ExecutorTimeout}, {"--deploy-timeout", c.DeployTimeout},
-		{"--job-retention", c.JobRetention}, {"RequestWait", c.RequestWait},
+		{"--job-retention", c.JobRetention}, {"--min-restart-delay", c.MinRestartDelay}, {"RequestWait", c.RequestWait},
 		{"DeployRPCTimeout", c.DeployRPCTimeout}, {"CancelRPCTimeout", c.CancelRPCTimeout},
 	} {
 		if d.v < 0 {
 			zero := "0 means the default"
-			if d.name == "--job-retention" {
+			switch d.name {
+			case "--job-retention":
 				zero = "0 keeps ended jobs forever"
+			case "--min-restart-delay":
+				zero = "0 sets no minimum"
 			}
 			return fmt.Errorf("%s must not be negative (it is %s; %s)", d.name, d.v, zero)
 		}

@@ -50,6 +50,18 @@ func (m *Master) checkQuota(id string, spec *jobspec.Spec) error {
 	return quotaError(jobs, execs, subtasksOf(spec), m.cfg.MaxJobs, m.cfg.MaxExecutions)
 }
 
+// checkFits refuses a new job with a region that can never fit the
+// executors the leader knows (leader.Core.Unfit); a job that exists
+// already is a retry or a conflict, judged by the FSM.
+func (m *Master) checkFits(s *session, id string, spec *jobspec.Spec) error {
+	var exists bool
+	m.fsm.Read(func(st *fsm.State) { exists = st.HasJob(id) })
+	if exists || s == nil || s.tracker == nil {
+		return nil
+	}
+	return s.tracker.core.Unfit(spec)
+}
+
 func subtasksOf(spec *jobspec.Spec) int {
 	n := 0
 	for _, v := range spec.Vertices {

@@ -11,6 +11,12 @@
 //     of a slot sharing group shares one slot;
 //   - each new slot goes to the executor with the most free slots (ties by
 //     id), which spreads work across executors;
+//   - a slot whose executions declare resources goes only to an executor
+//     whose free resources (its capacity less what its live executions
+//     and the plan's earlier placements need) cover them, the one with the
+//     most free slots among those (ties by id); a key held or placed
+//     earlier adds its needs to that slot's executor, which must have them
+//     free too. A slot without resources is placed by slots alone;
 //   - regions are considered in the order given (oldest job first); one that
 //     does not fit is skipped and later, smaller ones may still run.
 package placement
@@ -19,6 +25,7 @@ import (
 	"container/heap"
 
 	"jobmaster/fsm"
+	"jobmaster/jobspec"
 )
 
 // Executor is an executor that can take work.
@@ -27,6 +34,10 @@ type Executor struct {
 	Slots int
 	// Used are the slot numbers in use.
 	Used []int
+	// Capacity is what it offers for tasks' resources, and InUse what its
+	// live executions need of it.
+	Capacity jobspec.Resources
+	InUse    jobspec.Resources
 }
 
 // Placement is one region's assignment, ready to become a PlaceRegion
@@ -54,9 +65,11 @@ func Plan(regions []fsm.ReadyRegion, executors []Executor) []Placement {
 	h := newFreeHeap(executors)
 	held := make(map[key]ref)
 	var out []Placement
+	var undo []taken
 	for _, r := range regions {
 		need := 0
-		for _, k := range r.Keys {
+		for i := range r.Keys {
+			k := &r.Keys[i]
 			if _, ok := held[key{r.Job, k.Group, k.Index}]; !k.Held && !ok {
 				need++
 			}
@@ -65,7 +78,13 @@ func Plan(regions []fsm.ReadyRegion, executors []Executor) []Placement {
 			continue
 		}
 		p := Placement{Job: r.Job, Region: r.Region, Executions: r.Executions, Slots: make([]fsm.SlotAssign, 0, len(r.Keys))}
-		for _, k := range r.Keys {
+		// Only a region that needs resources can fail once begun: only
+		// then is what it takes recorded, to be given back.
+		undo = undo[:0]
+		record := needsResources(r)
+		fits := true
+		for i := range r.Keys {
+			k := &r.Keys[i]
 			kk := key{r.Job, k.Group, k.Index}
 			var at ref
 			switch prev, ok := held[kk]; {
@@ -74,41 +93,94 @@ func Plan(regions []fsm.ReadyRegion, executors []Executor) []Placement {
 			case ok:
 				at = prev
 			default:
-				at = h.take()
-				held[kk] = at
+				if k.Resources.IsZero() {
+					at = h.takeFrom(h.items[0])
+				} else if fe := h.fitting(k.Resources); fe != nil {
+					at = h.takeFrom(fe)
+				} else {
+					fits = false
+				}
+				if fits {
+					held[kk] = at
+					if record {
+						undo = append(undo, taken{key: kk, at: at})
+					}
+				}
+			}
+			if fits && !k.Resources.IsZero() {
+				if fits = h.charge(at.executor, k.Resources); fits {
+					undo = append(undo, taken{charged: true, at: at, res: k.Resources})
+				}
+			}
+			if !fits {
+				break
 			}
 			p.Slots = append(p.Slots, fsm.SlotAssign{Group: k.Group, Index: k.Index, Executor: at.executor, Slot: at.slot})
+		}
+		if !fits {
+			h.undo(undo, held)
+			continue
 		}
 		out = append(out, p)
 	}
 	return out
 }
 
+// needsResources reports whether a slot of r needs resources.
+func needsResources(r fsm.ReadyRegion) bool {
+	for i := range r.Keys {
+		if !r.Keys[i].Resources.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// taken is one step of a region's placement, undone if the region does
+// not fit after all: the slot at taken for key, or res charged to at's
+// executor.
+type taken struct {
+	key     key
+	at      ref
+	charged bool
+	res     jobspec.Resources
+}
+
 // freeHeap orders executors by free slots, most first, ties by id.
 type freeHeap struct {
 	items []*freeExec
 	free  int
+	// all is every executor, byID the same by id (made when first needed:
+	// only resources and undoing need it).
+	all  []*freeExec
+	byID map[string]*freeExec
 }
 
 type freeExec struct {
 	id    string
 	slots []int // free slot numbers, ascending
+	// res is what it has free for resources.
+	res jobspec.Resources
+	idx int // its position in the heap, -1 while it has no free slot
 }
 
 func newFreeHeap(executors []Executor) *freeHeap {
-	h := &freeHeap{}
+	h := &freeHeap{all: make([]*freeExec, 0, len(executors))}
 	for _, e := range executors {
 		used := make(map[int]bool, len(e.Used))
 		for _, u := range e.Used {
 			used[u] = true
 		}
-		fe := &freeExec{id: e.ID}
+		fe := &freeExec{id: e.ID, idx: -1, res: jobspec.Resources{CPUMillis: e.Capacity.CPUMillis - e.InUse.CPUMillis,
+			MemoryMB: e.Capacity.MemoryMB - e.InUse.MemoryMB}}
 		for s := 0; s < e.Slots; s++ {
 			if !used[s] {
 				fe.slots = append(fe.slots, s)
 			}
 		}
+		h.all = append(h.all, fe)
 		if len(fe.slots) > 0 {
+			fe.idx = len(h.items)
 			h.items = append(h.items, fe)
 			h.free += len(fe.slots)
 		}
@@ -117,19 +189,86 @@ func newFreeHeap(executors []Executor) *freeHeap {
 	return h
 }
 
-// take hands out the lowest free slot of the executor with the most free
-// slots. The caller has checked that a slot is free.
-func (h *freeHeap) take() ref {
-	top := h.items[0]
-	r := ref{top.id, top.slots[0]}
-	top.slots = top.slots[1:]
+// lookup returns the executor with the given id, nil if it takes no work.
+func (h *freeHeap) lookup(id string) *freeExec {
+	if h.byID == nil {
+		h.byID = make(map[string]*freeExec, len(h.all))
+		for _, fe := range h.all {
+			h.byID[fe.id] = fe
+		}
+	}
+	return h.byID[id]
+}
+
+// takeFrom hands out the lowest free slot of fe, which has one.
+func (h *freeHeap) takeFrom(fe *freeExec) ref {
+	r := ref{fe.id, fe.slots[0]}
+	fe.slots = fe.slots[1:]
 	h.free--
-	if len(top.slots) == 0 {
-		heap.Pop(h)
+	if len(fe.slots) == 0 {
+		heap.Remove(h, fe.idx)
 	} else {
-		heap.Fix(h, 0)
+		heap.Fix(h, fe.idx)
 	}
 	return r
+}
+
+// fitting is the executor with a free slot and res free that has the most
+// free slots (ties by id), nil if none.
+func (h *freeHeap) fitting(res jobspec.Resources) *freeExec {
+	var best *freeExec
+	for _, fe := range h.items {
+		if !res.Fits(fe.res) {
+			continue
+		}
+		if best == nil || len(fe.slots) > len(best.slots) || len(fe.slots) == len(best.slots) && fe.id < best.id {
+			best = fe
+		}
+	}
+	return best
+}
+
+// charge takes res from what executor id has free, and reports whether it
+// had them. An executor that takes no work (a slot held there) is not
+// counted.
+func (h *freeHeap) charge(id string, res jobspec.Resources) bool {
+	fe := h.lookup(id)
+	if fe == nil {
+		return true
+	}
+	if !res.Fits(fe.res) {
+		return false
+	}
+	fe.res = jobspec.Resources{CPUMillis: fe.res.CPUMillis - res.CPUMillis, MemoryMB: fe.res.MemoryMB - res.MemoryMB}
+	return true
+}
+
+// undo gives back what a region that did not fit took, last first.
+func (h *freeHeap) undo(steps []taken, held map[key]ref) {
+	for i := len(steps) - 1; i >= 0; i-- {
+		st := steps[i]
+		fe := h.lookup(st.at.executor)
+		if st.charged {
+			if fe != nil {
+				fe.res = fe.res.Add(st.res)
+			}
+			continue
+		}
+		delete(held, st.key)
+		at := 0
+		for at < len(fe.slots) && fe.slots[at] < st.at.slot {
+			at++
+		}
+		fe.slots = append(fe.slots, 0)
+		copy(fe.slots[at+1:], fe.slots[at:])
+		fe.slots[at] = st.at.slot
+		h.free++
+		if fe.idx < 0 {
+			heap.Push(h, fe)
+		} else {
+			heap.Fix(h, fe.idx)
+		}
+	}
 }
 
 func (h *freeHeap) Len() int { return len(h.items) }
@@ -140,12 +279,20 @@ func (h *freeHeap) Less(i, j int) bool {
 	}
 	return a.id < b.id
 }
-func (h *freeHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *freeHeap) Push(x any)    { h.items = append(h.items, x.(*freeExec)) }
+func (h *freeHeap) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.items[i].idx, h.items[j].idx = i, j
+}
+func (h *freeHeap) Push(x any) {
+	fe := x.(*freeExec)
+	fe.idx = len(h.items)
+	h.items = append(h.items, fe)
+}
 func (h *freeHeap) Pop() any {
 	old := h.items
 	x := old[len(old)-1]
 	h.items = old[:len(old)-1]
+	x.idx = -1
 	return x
 }
 

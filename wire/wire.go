@@ -260,7 +260,23 @@ type Report struct {
 	// Partitions is every partition the executor holds (in a full report;
 	// a partial one may list some).
 	Partitions []Partition `json:"partitions,omitempty"`
+	// DiskFull: the executor's data directory has less than its reserve
+	// free; the leader places nothing there until it clears.
+	DiskFull bool `json:"disk_full,omitempty"`
+	// StorageError is set while a write of the executor's own files (the
+	// lease file, the fencing token) fails: the error of each (at most
+	// MaxStorageError bytes).
+	StorageError string `json:"storage_error,omitempty"`
+	// CPUMillis and MemoryMB are what the executor offers for tasks'
+	// resources (thousandths of a core, MiB); omitted by an executor that
+	// predates them, which then takes no task that declares resources.
+	CPUMillis int64 `json:"cpu_millis,omitempty"`
+	MemoryMB  int64 `json:"memory_mb,omitempty"`
 }
+
+// MaxStorageError bounds a report's StorageError; a leader cuts a longer
+// one.
+const MaxStorageError = 512
 
 // ExecutionStatus is one execution as an executor sees it.
 type ExecutionStatus struct {

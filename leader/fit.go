@@ -1,0 +1,106 @@
+package leader
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"jobmaster/fsm"
+	"jobmaster/jobspec"
+	"jobmaster/placement"
+)
+
+// Unfit is the submit-time check of a job's resources: an error naming
+// the first pipelined region of spec that declares resources and could
+// never be placed, nil if none. A region can never fit when it would not
+// fit (placement.Plan, the scheduler's own rule) even with every executor
+// the table knows idle: its slots need more than any one executor offers,
+// or more than all of them together. Every executor that has reported its
+// capacity counts, whatever its liveness (one that is lost may come
+// back). With no capacity known yet (a new cluster, a leader before its
+// first heartbeat answers) nothing is refused: the job waits, as one
+// without resources does for slots.
+func (c *Core) Unfit(spec *jobspec.Spec) error {
+	c.mu.Lock()
+	var fleet []placement.Executor
+	for _, x := range c.execs {
+		if !x.capacity.IsZero() && x.slots > 0 {
+			fleet = append(fleet, placement.Executor{ID: x.id, Slots: x.slots, Capacity: x.capacity})
+		}
+	}
+	c.mu.Unlock()
+	if len(fleet) == 0 {
+		return nil
+	}
+	sort.Slice(fleet, func(i, j int) bool { return fleet[i].ID < fleet[j].ID })
+	for _, rg := range spec.Regions() {
+		rr, ok := regionNeeds(spec, rg)
+		if !ok {
+			continue
+		}
+		if len(placement.Plan([]fsm.ReadyRegion{rr}, fleet)) == 1 {
+			continue
+		}
+		return unfitError(spec, rg, rr, fleet)
+	}
+	return nil
+}
+
+// regionNeeds is region rg of spec as the scheduler would see it at its
+// first attempt; ok is false if none of its vertices declares resources.
+func regionNeeds(spec *jobspec.Spec, rg jobspec.Region) (fsm.ReadyRegion, bool) {
+	type gi struct {
+		group string
+		index int
+	}
+	at := make(map[gi]int)
+	var rr fsm.ReadyRegion
+	any := false
+	for _, vi := range rg.Vertices {
+		v := &spec.Vertices[vi]
+		res := v.Of()
+		any = any || !res.IsZero()
+		for i := 0; i < v.Parallelism; i++ {
+			rr.Executions++
+			k := gi{v.SlotSharingGroup, i}
+			if n, ok := at[k]; ok {
+				rr.Keys[n].Resources = rr.Keys[n].Resources.Add(res)
+				continue
+			}
+			at[k] = len(rr.Keys)
+			rr.Keys = append(rr.Keys, fsm.SlotNeed{Group: k.group, Index: i, Resources: res})
+		}
+	}
+	return rr, any
+}
+
+// unfitError says why region rg does not fit the fleet.
+func unfitError(spec *jobspec.Spec, rg jobspec.Region, rr fsm.ReadyRegion, fleet []placement.Executor) error {
+	ids := make([]string, len(rg.Vertices))
+	for i, vi := range rg.Vertices {
+		ids[i] = spec.Vertices[vi].ID
+	}
+	name := "region of vertices " + strings.Join(ids, ", ")
+	var largest, need, offer jobspec.Resources
+	for _, k := range rr.Keys {
+		need = need.Add(k.Resources)
+		if k.Resources.CPUMillis > largest.CPUMillis || k.Resources.MemoryMB > largest.MemoryMB {
+			largest = jobspec.Resources{CPUMillis: max(largest.CPUMillis, k.Resources.CPUMillis), MemoryMB: max(largest.MemoryMB, k.Resources.MemoryMB)}
+		}
+	}
+	var most jobspec.Resources
+	slots := 0
+	fitsOne := false
+	for _, e := range fleet {
+		offer = offer.Add(e.Capacity)
+		slots += e.Slots
+		most = jobspec.Resources{CPUMillis: max(most.CPUMillis, e.Capacity.CPUMillis), MemoryMB: max(most.MemoryMB, e.Capacity.MemoryMB)}
+		fitsOne = fitsOne || largest.Fits(e.Capacity)
+	}
+	if !fitsOne {
+		return fmt.Errorf("%s can never fit: a slot of it needs %s, more than any of the %d executors known offers (the most: %s)",
+			name, largest, len(fleet), most)
+	}
+	return fmt.Errorf("%s can never fit: its %d slots need %s in all, and the %d executors known offer %d slots and %s in all",
+		name, len(rr.Keys), need, len(fleet), slots, offer)
+}
