@@ -51,6 +51,9 @@ func fixtureState(t *testing.T) *State {
 	require.NoError(t, h.apply(&CreateACLToken{Fenced: h.fenced(), ACLToken: testToken("ci", "ci runner", acl.Submit)}).Err)
 	require.NoError(t, h.apply(&CreateACLToken{Fenced: h.fenced(), ACLToken: testToken("old", "", acl.Read)}).Err)
 	require.NoError(t, h.apply(&DeleteACLToken{Fenced: h.fenced(), AccessorID: "old"}).Err)
+	// Drains (format 6): one by an operator, one an executor asked for.
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1", DeadlineMs: 30000}).Err)
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e9", Self: true, Instance: "abc"}).Err)
 	checkInvariants(t, h.s)
 	return h.s
 }
@@ -77,6 +80,9 @@ func dump(t *testing.T, s *State) []byte {
 	if len(s.tokens) > 0 {
 		out["tokens"] = s.Tokens()
 		out["acl_bootstrap"] = s.aclBootstrap
+	}
+	if len(s.drains) > 0 {
+		out["drains"] = s.Drains()
 	}
 	if len(s.forgotten) > 0 {
 		var tombs []Tombstone

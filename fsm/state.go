@@ -89,6 +89,8 @@ type State struct {
 	// the index of the bootstrap, 0 before it.
 	tokens       map[string]*ACLToken
 	aclBootstrap uint64
+	// drains are the executors that drain, by id (drain.go).
+	drains map[string]*Drain
 
 	// derived
 	byExecutor map[string]map[string]*Execution // live, placed executions
@@ -126,6 +128,7 @@ func NewState() *State {
 		forgotten:  make(map[string]Tombstone),
 		partitions: make(map[string]*Partition),
 		tokens:     make(map[string]*ACLToken),
+		drains:     make(map[string]*Drain),
 	}
 	s.resetDerived()
 	return s
@@ -254,6 +257,12 @@ func (s *State) apply(index uint64, c Command) Result {
 		return s.applyCreateACLToken(index, c)
 	case *DeleteACLToken:
 		return s.applyDeleteACLToken(c)
+	case *DrainExecutor:
+		return s.applyDrain(c)
+	case *UndrainExecutor:
+		return s.applyUndrain(c)
+	case *MoveExecutor:
+		return s.applyMove(c)
 	}
 	return Result{Err: fmt.Errorf("unknown command %T", c)}
 }
