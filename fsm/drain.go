@@ -177,6 +177,18 @@ func (s *State) DrainOf(executor string) (Drain, bool) {
 	return *d, true
 }
 
+// DrainingSet is the draining executors, each with whether it is drained.
+func (s *State) DrainingSet() map[string]bool {
+	if len(s.drains) == 0 {
+		return nil
+	}
+	out := make(map[string]bool, len(s.drains))
+	for ex := range s.drains {
+		out[ex] = s.Drained(ex)
+	}
+	return out
+}
+
 // Drains lists every drain, in executor order.
 func (s *State) Drains() []Drain {
 	out := make([]Drain, 0, len(s.drains))

@@ -35,6 +35,7 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 	fs.StringVar(&c.Runtime, "runtime", executor.RuntimeExec, "exec (real processes) or sim (simulated tasks, for tests and benchmarks)")
 	fs.DurationVar(&c.Lease, "lease", executor.DefaultLease, "every task is dead this long after the last heartbeat from a leader (self-fencing)")
 	fs.DurationVar(&c.CancelGrace, "cancel-grace", executor.DefaultCancelGrace, "time between SIGTERM and SIGKILL when a task is cancelled")
+	fs.DurationVar(&c.DrainGrace, "drain-grace", executor.DefaultDrainGrace, "on SIGTERM, how long the executor drains (no new work; what runs may finish, what is left is moved elsewhere) before it stops (0: stop at once)")
 	fs.DurationVar(&c.FetchTimeout, "fetch-timeout", executor.DefaultFetchTimeout, "how long fetching one input of a task may keep failing (retried with backoff from 100ms to 10s) before the task fails")
 	fs.IntVar(&c.MaxConnsPerClient, "http-max-conns-per-client", transport.DefaultMaxConnsPerClient, "the most HTTP connections one client address may hold open (loopback is not counted; -1: no bound)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")

@@ -32,15 +32,17 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	// count per executor, not a pass (with thousands queued, listing and
 	// ordering them on every submission took half the leader's CPU).
 	var inUse map[string]int
+	var draining map[string]bool
 	read(func(st *fsm.State) {
 		if st.HasReady() {
 			inUse = st.SlotsInUse()
+			draining = st.DrainingSet()
 		}
 	})
 	if inUse == nil {
 		return Plan{}
 	}
-	if c.freeSlots(inUse) == 0 {
+	if c.freeSlots(inUse, draining) == 0 {
 		return Plan{NoFreeSlot: true}
 	}
 	var ready []fsm.ReadyRegion
@@ -49,7 +51,7 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 		ready = st.ReadyRegions()
 		used = st.UsedSlots()
 	})
-	plan := placement.Plan(ready, c.schedulable(used))
+	plan := placement.Plan(offDraining(ready, draining), c.schedulable(used, draining))
 	var out Plan
 	placed := make(map[Region]bool, len(plan))
 	f := c.fenced(now)
@@ -60,6 +62,30 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	for _, r := range ready {
 		if k := (Region{r.Job, r.Region}); !placed[k] {
 			out.Waiting = append(out.Waiting, k)
+		}
+	}
+	return out
+}
+
+// offDraining leaves out the ready regions that would join a slot held on
+// a draining executor: they wait until the holder has ended (at the
+// drain's deadline at the latest), so a draining executor gets no new
+// placement.
+func offDraining(ready []fsm.ReadyRegion, draining map[string]bool) []fsm.ReadyRegion {
+	if len(draining) == 0 {
+		return ready
+	}
+	out := ready[:0:0]
+	for _, r := range ready {
+		ok := true
+		for _, k := range r.Keys {
+			if k.Held && draining[k.Executor] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, r)
 		}
 	}
 	return out

@@ -26,20 +26,38 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 		out.Leader = &l
 	}
 	var used map[string][]int
+	var drained map[string]bool
+	var drains []fsm.Drain
 	m.fsm.Read(func(st *fsm.State) {
 		out.FencingToken = st.Epoch()
 		out.ClusterID = st.Cluster()
 		used = st.UsedSlots()
+		drained = st.DrainingSet()
+		drains = st.Drains()
 		setIndex(w, st)
 	})
 	out.Masters = m.masters(leaderID)
 	if s != nil {
-		out.Executors = s.tracker.core.Executors(used, m.cfg.Now())
+		out.Executors = s.tracker.core.Executors(used, drained, m.cfg.Now())
 	} else {
-		out.Executors = m.gossipExecutors(used)
+		out.Executors = m.gossipExecutors(used, drained)
 	}
+	withDeadlines(out.Executors, drains)
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// withDeadlines fills in the drain deadline of every draining executor.
+func withDeadlines(xs []api.Executor, drains []fsm.Drain) {
+	at := make(map[string]int64, len(drains))
+	for _, d := range drains {
+		at[d.Executor] = d.Deadline
+	}
+	for i := range xs {
+		if d, ok := at[xs[i].ID]; ok {
+			xs[i].DrainDeadline = d
+		}
+	}
 }
 
 // masters lists the Raft configuration's servers with their roles and
@@ -77,8 +95,8 @@ func (m *Master) masters(leader raft.ServerID) []api.Master {
 }
 
 // gossipExecutors is a follower's view of executors: gossip's, with dead
-// ones shown as lost.
-func (m *Master) gossipExecutors(used map[string][]int) []api.Executor {
+// ones shown as lost, and the drains of its replicated state.
+func (m *Master) gossipExecutors(used map[string][]int, drains map[string]bool) []api.Executor {
 	var out []api.Executor
 	for _, mem := range m.gossip.Role(membership.RoleExecutor) {
 		st := mem.Status
@@ -86,8 +104,12 @@ func (m *Master) gossipExecutors(used map[string][]int) []api.Executor {
 			st = "lost"
 		}
 		slots, _ := leader.SlotsOf(mem.Meta.Slots)
+		drained, draining := drains[mem.ID]
+		if drained && st != "lost" {
+			st = api.ExecutorDrained
+		}
 		out = append(out, api.Executor{ID: mem.ID, HTTPAddr: mem.Meta.HTTPAddr, Slots: slots,
-			FreeSlots: max(0, slots-len(used[mem.ID])), Status: st})
+			FreeSlots: max(0, slots-len(used[mem.ID])), Status: st, Draining: draining})
 	}
 	if out == nil {
 		out = []api.Executor{}
