@@ -51,6 +51,8 @@ type Options struct {
 	ArtifactKind, ArtifactName string
 	// LogFormat is every node's --log-format (default text).
 	LogFormat string
+	// DrainGrace is every executor's --drain-grace (0: the default).
+	DrainGrace time.Duration
 	// ACL runs the masters with --acl and bootstraps them with the
 	// management token Cluster.ManagementToken, which the harness's
 	// clients (Client, HTTP) send with every request; Cluster.Token makes
@@ -249,6 +251,9 @@ func (c *Cluster) AddExecutorWith(tweak func(*launch.Executor)) *Node {
 	o.HTTPAddr, o.GossipAddr, o.Join = n.HTTPAddr, n.GossipAddr, gossip
 	o.Slots, o.Runtime = c.opts.Slots, c.opts.Runtime
 	o.Lease, o.CancelGrace = c.opts.Lease, 500*time.Millisecond
+	if c.opts.DrainGrace > 0 {
+		o.DrainGrace = c.opts.DrainGrace
+	}
 	o.LogLevel = "debug"
 	if c.opts.LogFormat != "" {
 		o.LogFormat = c.opts.LogFormat
