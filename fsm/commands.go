@@ -182,7 +182,8 @@ type RestartRegions struct {
 // ended is left alone.
 //
 // PruneBefore (unix ms) also drops the tombstones of jobs forgotten before
-// it: their ids then start again at attempt 0.
+// it, each folded into the attempt floor of its id's bucket
+// (generations.go): a later job under the id still starts above them.
 type ForgetJobs struct {
 	Fenced
 	IDs         []string `codec:"ids"`

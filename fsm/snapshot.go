@@ -20,7 +20,7 @@ import (
 // format 4 appends the result partitions after the tombstones; format 5
 // appends the ACL tokens after the partitions, and the header says whether
 // and when the ACLs were bootstrapped; format 6 appends the executors'
-// drains after the tokens. An older master refuses a newer format by number
+// drains and then the attempt floors of pruned tombstones after the tokens. An older master refuses a newer format by number
 // rather than misreading it.
 const snapshotFormat = 6
 
@@ -46,8 +46,9 @@ type snapshotHeader struct {
 	// format 5.
 	Tokens       int    `codec:"toks,omitempty"`
 	ACLBootstrap uint64 `codec:"aclb,omitempty"`
-	// Drains: format 6.
+	// Drains and Floors: format 6.
 	Drains int `codec:"drains,omitempty"`
+	Floors int `codec:"floors,omitempty"`
 }
 
 // Capture is a point-in-time copy of the state, taken quickly under the
@@ -60,6 +61,7 @@ type Capture struct {
 	parts  []Partition
 	tokens []ACLToken
 	drains []Drain
+	floors []Floor
 }
 
 // Capture copies the state.
@@ -67,13 +69,14 @@ func (s *State) Capture() *Capture {
 	c := &Capture{
 		header: snapshotHeader{Format: snapshotFormat, Index: s.index, Epoch: s.epoch, Leader: s.leader, Cluster: s.cluster,
 			Jobs: len(s.jobs), Execs: len(s.execs), Tombstones: len(s.forgotten), Partitions: len(s.partitions),
-			Tokens: len(s.tokens), ACLBootstrap: s.aclBootstrap, Drains: len(s.drains)},
+			Tokens: len(s.tokens), ACLBootstrap: s.aclBootstrap, Drains: len(s.drains), Floors: len(s.floors)},
 		jobs:   make([]*Job, 0, len(s.jobs)),
 		execs:  make([]Execution, 0, len(s.execs)),
 		tombs:  make([]Tombstone, 0, len(s.forgotten)),
 		parts:  make([]Partition, 0, len(s.partitions)),
 		tokens: make([]ACLToken, 0, len(s.tokens)),
 		drains: make([]Drain, 0, len(s.drains)),
+		floors: s.Floors(),
 	}
 	for _, d := range s.drains {
 		c.drains = append(c.drains, *d)
@@ -164,6 +167,11 @@ func (c *Capture) encode(w io.Writer, h snapshotHeader) error {
 	for i := range c.drains {
 		if err := enc.Encode(&c.drains[i]); err != nil {
 			return fmt.Errorf("snapshot drain %s: %w", c.drains[i].Executor, err)
+		}
+	}
+	for i := range c.floors {
+		if err := enc.Encode(&c.floors[i]); err != nil {
+			return fmt.Errorf("snapshot floor %d: %w", c.floors[i].Bucket, err)
 		}
 	}
 	return nil
@@ -276,6 +284,16 @@ func RestoreSized(r io.Reader, size int64) (*State, error) {
 		}
 		s.drains[d.Executor] = d
 	}
+	for i := 0; i < h.Floors; i++ {
+		var f Floor
+		if err := dec.Decode(&f); err != nil {
+			return nil, fmt.Errorf("snapshot floor %d: %w", i, err)
+		}
+		if f.Bucket < 0 || f.Bucket >= floorBuckets || f.Next < 0 {
+			return nil, fmt.Errorf("snapshot floor %d: bucket %d, next %d out of range", i, f.Bucket, f.Next)
+		}
+		s.floors[f.Bucket] = f.Next
+	}
 	if err := s.rebuildDerived(pointers(chunks)); err != nil {
 		return nil, err
 	}
@@ -291,7 +309,7 @@ func (h *snapshotHeader) checkCounts(size int64) error {
 	counts := []struct {
 		name string
 		n    int
-	}{{"jobs", h.Jobs}, {"executions", h.Execs}, {"tombstones", h.Tombstones}, {"partitions", h.Partitions}, {"tokens", h.Tokens}, {"drains", h.Drains}}
+	}{{"jobs", h.Jobs}, {"executions", h.Execs}, {"tombstones", h.Tombstones}, {"partitions", h.Partitions}, {"tokens", h.Tokens}, {"drains", h.Drains}, {"floors", h.Floors}}
 	var total int64
 	for _, c := range counts {
 		if c.n < 0 {

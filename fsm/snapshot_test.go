@@ -37,6 +37,12 @@ func fixtureState(t *testing.T) *State {
 	h.placeAll("e2")
 	h.report("e2", ReportUpdate{ID: "busy/source/0/1", State: wire.StateRunning})
 	h.apply(&CancelJob{Fenced: h.fenced(), ID: "stop"})
+	// A pruned tombstone leaves its bucket's attempt floor (format 6).
+	h.submit("pruned", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
+	h.apply(&CancelJob{Fenced: h.fenced(), ID: "pruned"})
+	h.apply(&ForgetJobs{Fenced: h.fenced(), IDs: []string{"pruned"}})
+	h.now += 1000
+	h.apply(&ForgetJobs{Fenced: h.fenced(), PruneBefore: h.now})
 	// A forgotten job leaves a tombstone (format 2).
 	h.submit("gone", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
 	h.apply(&CancelJob{Fenced: h.fenced(), ID: "gone"})
@@ -83,6 +89,9 @@ func dump(t *testing.T, s *State) []byte {
 	}
 	if len(s.drains) > 0 {
 		out["drains"] = s.Drains()
+	}
+	if len(s.floors) > 0 {
+		out["floors"] = s.Floors()
 	}
 	if len(s.forgotten) > 0 {
 		var tombs []Tombstone

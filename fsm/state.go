@@ -82,6 +82,9 @@ type State struct {
 	// forgotten remembers, per forgotten job id, the attempt its next
 	// incarnation starts at, so that execution ids are never reused.
 	forgotten map[string]Tombstone
+	// floors are the attempt floors of pruned tombstones, by bucket
+	// (generations.go).
+	floors map[int]int
 	// partitions are the result partitions held for consumers, by producer
 	// execution id.
 	partitions map[string]*Partition
@@ -126,6 +129,7 @@ func NewState() *State {
 		jobs:       make(map[string]*Job),
 		execs:      make(map[string]*Execution),
 		forgotten:  make(map[string]Tombstone),
+		floors:     make(map[int]int),
 		partitions: make(map[string]*Partition),
 		tokens:     make(map[string]*ACLToken),
 		drains:     make(map[string]*Drain),
