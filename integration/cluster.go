@@ -51,6 +51,8 @@ type Options struct {
 	ArtifactKind, ArtifactName string
 	// LogFormat is every node's --log-format (default text).
 	LogFormat string
+	// JobRetention is every master's --job-retention (0: the default).
+	JobRetention time.Duration
 	// DrainGrace is every executor's --drain-grace (0: the default).
 	DrainGrace time.Duration
 	// ACL runs the masters with --acl and bootstraps them with the
@@ -170,6 +172,9 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		o.HTTPAddr, o.RaftAddr, o.GossipAddr = n.HTTPAddr, n.RaftAddr, n.GossipAddr
 		o.Join, o.BootstrapExpect = gossip, opts.Masters
 		o.ExecutorHeartbeat, o.ExecutorLease, o.ExecutorTimeout = opts.Heartbeat, opts.Lease, opts.Timeout
+		if opts.JobRetention > 0 {
+			o.JobRetention = opts.JobRetention
+		}
 		o.LogLevel = "debug"
 		if opts.LogFormat != "" {
 			o.LogFormat = opts.LogFormat
