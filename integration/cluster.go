@@ -51,6 +51,8 @@ type Options struct {
 	ArtifactKind, ArtifactName string
 	// LogFormat is every node's --log-format (default text).
 	LogFormat string
+	// BootstrapExpect is every master's --bootstrap-expect (0: Masters).
+	BootstrapExpect int
 	// JobRetention is every master's --job-retention (0: the default).
 	JobRetention time.Duration
 	// DrainGrace is every executor's --drain-grace (0: the default).
@@ -171,6 +173,9 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		o.NodeID, o.DataDir = n.ID, n.DataDir
 		o.HTTPAddr, o.RaftAddr, o.GossipAddr = n.HTTPAddr, n.RaftAddr, n.GossipAddr
 		o.Join, o.BootstrapExpect = gossip, opts.Masters
+		if opts.BootstrapExpect > 0 {
+			o.BootstrapExpect = opts.BootstrapExpect
+		}
 		o.ExecutorHeartbeat, o.ExecutorLease, o.ExecutorTimeout = opts.Heartbeat, opts.Lease, opts.Timeout
 		if opts.JobRetention > 0 {
 			o.JobRetention = opts.JobRetention
