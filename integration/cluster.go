@@ -53,6 +53,8 @@ type Options struct {
 	LogFormat string
 	// BootstrapExpect is every master's --bootstrap-expect (0: Masters).
 	BootstrapExpect int
+	// DeadMasterCleanup is every master's --dead-master-cleanup (0: off).
+	DeadMasterCleanup time.Duration
 	// JobRetention is every master's --job-retention (0: the default).
 	JobRetention time.Duration
 	// DrainGrace is every executor's --drain-grace (0: the default).
@@ -180,6 +182,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		if opts.JobRetention > 0 {
 			o.JobRetention = opts.JobRetention
 		}
+		o.DeadMasterCleanup = opts.DeadMasterCleanup
 		o.LogLevel = "debug"
 		if opts.LogFormat != "" {
 			o.LogFormat = opts.LogFormat
