@@ -177,8 +177,21 @@ func (s *State) DrainOf(executor string) (Drain, bool) {
 	return *d, true
 }
 
-// DrainingSet is the draining executors, each with whether it is drained.
+// DrainingSet is the set of draining executors (nil: none).
 func (s *State) DrainingSet() map[string]bool {
+	if len(s.drains) == 0 {
+		return nil
+	}
+	out := make(map[string]bool, len(s.drains))
+	for ex := range s.drains {
+		out[ex] = true
+	}
+	return out
+}
+
+// DrainStatus is, per draining executor, whether it is drained (nil:
+// none drains).
+func (s *State) DrainStatus() map[string]bool {
 	if len(s.drains) == 0 {
 		return nil
 	}

@@ -41,7 +41,7 @@ func TestDrainingExecutorGetsNoPlacementAndItsWorkMovesAtTheDeadline(t *testing.
 	if r := w.core.Drains(w.read, t0.Add(11*time.Second)); len(r.Propose) != 0 {
 		t.Fatalf("moved twice: %+v", r.Propose)
 	}
-	view := w.core.Executors(nil, w.st.DrainingSet(), t0)
+	view := w.core.Executors(nil, w.st.DrainStatus(), t0)
 	if !view[0].Draining || view[0].Status == "drained" || view[1].Draining {
 		t.Fatalf("view: %+v", view)
 	}

@@ -32,7 +32,7 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 		out.FencingToken = st.Epoch()
 		out.ClusterID = st.Cluster()
 		used = st.UsedSlots()
-		drained = st.DrainingSet()
+		drained = st.DrainStatus()
 		drains = st.Drains()
 		setIndex(w, st)
 	})
