@@ -243,15 +243,3 @@ func (s *State) ToMove(now int64) []string {
 	sort.Strings(out)
 	return out
 }
-
-// NextDrainDeadline is the earliest deadline of a drain that has not moved
-// its work yet (unix ms), 0 if none.
-func (s *State) NextDrainDeadline() int64 {
-	var next int64
-	for _, d := range s.drains {
-		if !d.Moved && (next == 0 || d.Deadline < next) {
-			next = d.Deadline
-		}
-	}
-	return next
-}
