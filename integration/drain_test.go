@@ -9,6 +9,8 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/client"
+	"jobmaster/pki"
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -185,6 +187,13 @@ func TestDrainNeedsAManagementTokenAndTLSSelfDrain(t *testing.T) {
 
 	// Under TLS and ACLs an executor asks for its own drain with its
 	// certificate, and may not ask for another's.
+	asE1 := transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second, TLS: c.CA.Load(pki.Executor, "e1")})
+	req := wire.DrainRequest{Version: wire.Version, Executor: "e2", Instance: "x", DeadlineMs: 1000}
+	err = transport.PostJSON(c.ctx(), asE1, c.URL(c.Leader().HTTPAddr, wire.PathExecutorDrain), req, nil)
+	var se *transport.StatusError
+	require.ErrorAs(t, err, &se, "e1's certificate drains e2")
+	require.Equal(t, http.StatusForbidden, se.Code, se.Message)
+	require.False(t, c.executorView(t, "e2").Draining)
 	c.Submit("tls", jobSpec(t, "tls", noRestart, vertex{ID: "v", Parallelism: 2, Command: []string{"sh", "-c", firstAttemptHangs}}))
 	on := c.runningOn(t, "tls")
 	n := c.Node(on["v/0"])
