@@ -134,12 +134,17 @@ var Routes = map[Route]Need{
 	{"PUT", "/v1/operator/snapshot"}:           NeedManagement,
 	{"GET", "/v1/operator/raft/peers"}:         NeedManagement,
 	{"DELETE", "/v1/operator/raft/peers/{id}"}: NeedManagement,
-	{"POST", "/v1/acl/tokens"}:                 NeedManagement,
-	{"GET", "/v1/acl/tokens"}:                  NeedManagement,
-	{"DELETE", "/v1/acl/tokens/{accessor}"}:    NeedManagement,
+	// Draining an executor moves other people's work: an operator's act.
+	{"POST", "/v1/executors/{id}/drain"}:    NeedManagement,
+	{"DELETE", "/v1/executors/{id}/drain"}:  NeedManagement,
+	{"POST", "/v1/acl/tokens"}:              NeedManagement,
+	{"GET", "/v1/acl/tokens"}:               NeedManagement,
+	{"DELETE", "/v1/acl/tokens/{accessor}"}: NeedManagement,
 
-	// Internal: executors push with their certificate, not a token.
+	// Internal: executors push, and ask for their own drain when told to
+	// stop, with their certificate, not a token.
 	{"POST", "/v1/internal/executor-update"}: Node,
+	{"POST", "/v1/internal/executor-drain"}:  Node,
 }
 
 // CatchAll is the pattern of the router's catch-all, which only answers

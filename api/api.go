@@ -128,13 +128,25 @@ type Master struct {
 	Status   string `json:"status,omitempty"`
 }
 
-// Executor is one executor. Status is alive, suspect or lost.
+// ExecutorDrained is the status of a draining executor that holds nothing
+// a job still needs.
+const ExecutorDrained = "drained"
+
+// Executor is one executor. Status is alive, suspect or lost, or drained
+// for a draining executor that holds nothing a job still needs (and is not
+// lost).
 type Executor struct {
 	ID        string `json:"id"`
 	HTTPAddr  string `json:"http_addr"`
 	Slots     int    `json:"slots"`
 	FreeSlots int    `json:"free_slots"`
 	Status    string `json:"status"`
+	// Draining: the executor takes no new work (POST
+	// /v1/executors/{id}/drain).
+	Draining bool `json:"draining"`
+	// DrainDeadline is when a draining executor's remaining work is moved
+	// (unix ms, the leader's clock); omitted when not draining.
+	DrainDeadline int64 `json:"drain_deadline_ms,omitempty"`
 	// SilentMs is how long the executor has not answered the leader's
 	// heartbeats, in milliseconds (the leader's view; omitted from a stale
 	// read's gossip view).
@@ -155,6 +167,25 @@ type Executor struct {
 	MemoryMB      int64  `json:"memory_mb,omitempty"`
 	FreeCPUMillis *int64 `json:"free_cpu_millis,omitempty"`
 	FreeMemoryMB  *int64 `json:"free_memory_mb,omitempty"`
+}
+
+// DrainRequest is the body of POST /v1/executors/{id}/drain: how long the
+// executor's running work may go on before it is moved ("30s"; default
+// DefaultDrainDeadline).
+type DrainRequest struct {
+	Deadline string `json:"deadline,omitempty"`
+}
+
+// DefaultDrainDeadline is a drain's deadline when the request names none.
+const DefaultDrainDeadline = "1h"
+
+// DrainResponse answers POST and DELETE /v1/executors/{id}/drain.
+type DrainResponse struct {
+	Executor string `json:"executor"`
+	Draining bool   `json:"draining"`
+	// Deadline is when what still runs there is moved (unix ms, the
+	// leader's clock); omitted once undrained.
+	Deadline int64 `json:"deadline_ms,omitempty"`
 }
 
 // Health answers GET /v1/health.

@@ -77,6 +77,10 @@ type Config struct {
 	// CancelGrace is how long a cancelled task has between SIGTERM and
 	// SIGKILL (default 3s).
 	CancelGrace time.Duration
+	// DrainGrace is how long the executor, told to stop (SIGTERM), lets its
+	// work go on, drained, before it stops what is left (Drain; default
+	// DefaultDrainGrace in the binary's flags, 0: stop at once).
+	DrainGrace time.Duration
 	// FetchTimeout is how long the fetch of one input may go on failing
 	// (no answer, 404, 409, 5xx; retried 100 ms after a failure, then
 	// twice as late each time, at most 10 s apart) before the consumer

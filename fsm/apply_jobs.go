@@ -22,7 +22,7 @@ func (s *State) applySubmit(index uint64, c *SubmitJob) Result {
 	if err := spec.Normalize(); err != nil {
 		return Result{Err: fmt.Errorf("submit %q: %w", c.ID, err)}
 	}
-	base := s.forgotten[c.ID].Next
+	base := s.firstAttempt(c.ID)
 	delete(s.forgotten, c.ID)
 	j := &Job{
 		ID:          c.ID,
@@ -267,7 +267,7 @@ func (s *State) applyForget(c *ForgetJobs) Result {
 	if c.PruneBefore > 0 {
 		for _, id := range sortedKeys(s.forgotten) {
 			if s.forgotten[id].At < c.PruneBefore {
-				delete(s.forgotten, id)
+				s.pruneTombstone(id)
 			}
 		}
 	}

@@ -26,6 +26,10 @@ func TestCodecRoundTripsEveryCommand(t *testing.T) {
 		&BootstrapACL{Fenced: f, ACLToken: testToken("a1", "root", acl.Management)},
 		&CreateACLToken{Fenced: f, ACLToken: testToken("a2", "ci", acl.Submit)},
 		&DeleteACLToken{Fenced: f, AccessorID: "a2"},
+		&DrainExecutor{Fenced: f, Executor: "e", DeadlineMs: 30000},
+		&DrainExecutor{Fenced: f, Executor: "e", Self: true, Instance: "i1"},
+		&UndrainExecutor{Fenced: f, Executor: "e", Instance: "i2"},
+		&MoveExecutor{Fenced: f, Executor: "e"},
 	}
 	entry := MustEncode(cmds...)
 	got, err := Decode(entry)

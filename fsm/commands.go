@@ -25,10 +25,13 @@ const (
 	TypeBootstrapACL        CommandType = 11
 	TypeCreateACLToken      CommandType = 12
 	TypeDeleteACLToken      CommandType = 13
+	TypeDrainExecutor       CommandType = 14
+	TypeUndrainExecutor     CommandType = 15
+	TypeMoveExecutor        CommandType = 16
 )
 
 // lastType is the highest command type number.
-const lastType = TypeDeleteACLToken
+const lastType = TypeMoveExecutor
 
 func (t CommandType) String() string {
 	switch t {
@@ -58,6 +61,12 @@ func (t CommandType) String() string {
 		return "create-acl-token"
 	case TypeDeleteACLToken:
 		return "delete-acl-token"
+	case TypeDrainExecutor:
+		return "drain-executor"
+	case TypeUndrainExecutor:
+		return "undrain-executor"
+	case TypeMoveExecutor:
+		return "move-executor"
 	}
 	return "unknown"
 }
@@ -173,7 +182,8 @@ type RestartRegions struct {
 // ended is left alone.
 //
 // PruneBefore (unix ms) also drops the tombstones of jobs forgotten before
-// it: their ids then start again at attempt 0.
+// it, each folded into the attempt floor of its id's bucket
+// (generations.go): a later job under the id still starts above them.
 type ForgetJobs struct {
 	Fenced
 	IDs         []string `codec:"ids"`
@@ -233,6 +243,12 @@ func newCommand(t CommandType) Command {
 		return &CreateACLToken{}
 	case TypeDeleteACLToken:
 		return &DeleteACLToken{}
+	case TypeDrainExecutor:
+		return &DrainExecutor{}
+	case TypeUndrainExecutor:
+		return &UndrainExecutor{}
+	case TypeMoveExecutor:
+		return &MoveExecutor{}
 	}
 	return nil
 }

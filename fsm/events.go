@@ -41,8 +41,9 @@ const (
 	// created a new attempt (Previous ""); Message says why it ended.
 	EventExecutionState = "execution-state"
 	// EventExecutorStatus: the state recorded an executor's status: "lost"
-	// (executor-lost). Readers must accept statuses they do not know: drains
-	// will add some.
+	// (executor-lost), "draining" (drain-executor), "eligible"
+	// (undrain-executor) and "moved" (move-executor). Readers must accept
+	// statuses they do not know.
 	EventExecutorStatus = "executor-status"
 	// EventLeader: a leader established its epoch; Token is the new
 	// fencing token.
@@ -57,6 +58,9 @@ const (
 	ReasonDeployExpired = "deploy_expired" // its deployment was not acknowledged in time
 	ReasonExecutorLost  = "executor_lost"  // its executor stopped answering
 	ReasonPartitionLost = "partition_lost" // a partition its consumers needed was lost
+	// ReasonDrain is no failure: work moved off a draining executor at its
+	// deadline, which the restart strategy does not count.
+	ReasonDrain = "drain"
 )
 
 // Executor statuses an EventExecutorStatus carries.

@@ -138,6 +138,12 @@ func (s *State) partitionsOn(executor string) []*Partition {
 // run again (rerun), once per job. why says how they went ("lost with
 // executor e1").
 func (s *State) losePartitions(ps []*Partition, now int64, why string) {
+	s.losePartitionsAs(ps, now, why, false)
+}
+
+// losePartitionsAs is losePartitions; moved says the partitions were moved
+// off a draining executor, a re-run the restart strategy does not count.
+func (s *State) losePartitionsAs(ps []*Partition, now int64, why string, moved bool) {
 	byJob := make(map[string][]*Partition)
 	for _, p := range ps {
 		byJob[p.Job] = append(byJob[p.Job], p)
@@ -152,7 +158,7 @@ func (s *State) losePartitions(ps []*Partition, now int64, why string) {
 			s.dropPartition(p)
 		}
 		if len(needed) > 0 {
-			s.rerun(j, needed, now, partitionCause(j, needed, why))
+			s.rerun(j, needed, now, partitionCause(j, needed, why), moved)
 		}
 	}
 }
@@ -176,15 +182,22 @@ func partitionCause(j *Job, ps []*Partition, why string) string {
 // the restart strategy decides whether there is one; if so the consumer
 // regions that read them restart with their failover scope, and each
 // producer region re-runs the lost subtasks (or all of them, see the
-// package comment) after the strategy's delay.
-func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string) {
-	ok, delay, why := decideRestart(j.Spec.Restart, &j.Backoff, now, jitterSeed(j.ID, j.Backoff.Failures))
-	if !ok {
-		s.stopJob(j, JobFailing, cause+"; "+why, now)
-		return
+// package comment) after the strategy's delay. A re-run of partitions moved
+// off a draining executor (moved) is not the strategy's to decide: it
+// happens at once.
+func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved bool) {
+	var delay int64
+	kind := ReasonDrain
+	if !moved {
+		ok, d, why := decideRestart(j.Spec.Restart, &j.Backoff, now, jitterSeed(j.ID, j.Backoff.Failures))
+		if !ok {
+			s.stopJob(j, JobFailing, cause+"; "+why, now)
+			return
+		}
+		delay, kind = d, ReasonPartitionLost
 	}
 	s.setJobMessage(j, cause)
-	s.emitRestart(j, ReasonPartitionLost, cause, now)
+	s.emitRestart(j, kind, cause, now)
 	scope := make(map[int]bool)
 	if j.Spec.Failover == jobspec.FailoverFull {
 		for r := range j.Regions {

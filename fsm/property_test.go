@@ -34,7 +34,7 @@ var (
 // deliberately stale or ill-fitting one).
 func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 	f := func() Fenced { return Fenced{Token: *token, Time: *now} }
-	switch rapid.IntRange(0, 12).Draw(t, "kind") {
+	switch rapid.IntRange(0, 13).Draw(t, "kind") {
 	case 0:
 		return &SubmitJob{Fenced: f(), ID: rapid.SampledFrom(propertyJobs).Draw(t, "job"),
 			Spec: parseSpec(t, rapid.SampledFrom(propertySpecs).Draw(t, "spec"))}
@@ -109,7 +109,11 @@ func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 		return c
 	case 9:
 		if rapid.IntRange(0, 3).Draw(t, "forget") == 0 {
-			return &ForgetJobs{Fenced: f(), IDs: []string{rapid.SampledFrom(propertyJobs).Draw(t, "job")}}
+			c := &ForgetJobs{Fenced: f(), IDs: []string{rapid.SampledFrom(propertyJobs).Draw(t, "job")}}
+			if rapid.Bool().Draw(t, "prune") {
+				c.PruneBefore = *now + 1 // the id's next job starts above its floor
+			}
+			return c
 		}
 		return &ExecutorLost{Fenced: f(), Executor: rapid.SampledFrom(propertyExecutors).Draw(t, "executor")}
 	case 12:
@@ -122,6 +126,16 @@ func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 			}
 		}
 		return c
+	case 13:
+		// Drains: start one, move what is left at the deadline, end one.
+		ex := rapid.SampledFrom(propertyExecutors).Draw(t, "executor")
+		switch rapid.IntRange(0, 2).Draw(t, "drain") {
+		case 0:
+			return &DrainExecutor{Fenced: f(), Executor: ex, DeadlineMs: int64(rapid.IntRange(0, 5000).Draw(t, "deadline"))}
+		case 1:
+			return &MoveExecutor{Fenced: f(), Executor: ex}
+		}
+		return &UndrainExecutor{Fenced: f(), Executor: ex}
 	default:
 		*now += int64(rapid.IntRange(0, 5000).Draw(t, "tick"))
 		return &RestartRegions{Fenced: f(), Job: rapid.SampledFrom(propertyJobs).Draw(t, "job")}

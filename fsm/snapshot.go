@@ -19,13 +19,15 @@ import (
 // StartTime to each execution's array (older ones decode without it);
 // format 4 appends the result partitions after the tombstones; format 5
 // appends the ACL tokens after the partitions, and the header says whether
-// and when the ACLs were bootstrapped. An older master refuses a newer
-// format by number rather than misreading it.
-const snapshotFormat = 5
+// and when the ACLs were bootstrapped; format 6 appends the executors'
+// drains and then the attempt floors of pruned tombstones after the tokens. An older master refuses a newer format by number
+// rather than misreading it.
+const snapshotFormat = 6
 
 // snapshotHeader opens a snapshot stream; Jobs jobs, Execs executions,
 // (from format 2) Tombstones tombstones, (from format 4) Partitions
-// partitions and (from format 5) Tokens ACL tokens follow, each a msgpack
+// partitions, (from format 5) Tokens ACL tokens and (from format 6) Drains
+// drains follow, each a msgpack
 // value, in id order.
 type snapshotHeader struct {
 	Format int    `codec:"format"`
@@ -44,6 +46,9 @@ type snapshotHeader struct {
 	// format 5.
 	Tokens       int    `codec:"toks,omitempty"`
 	ACLBootstrap uint64 `codec:"aclb,omitempty"`
+	// Drains and Floors: format 6.
+	Drains int `codec:"drains,omitempty"`
+	Floors int `codec:"floors,omitempty"`
 }
 
 // Capture is a point-in-time copy of the state, taken quickly under the
@@ -55,6 +60,8 @@ type Capture struct {
 	tombs  []Tombstone
 	parts  []Partition
 	tokens []ACLToken
+	drains []Drain
+	floors []Floor
 }
 
 // Capture copies the state.
@@ -62,12 +69,17 @@ func (s *State) Capture() *Capture {
 	c := &Capture{
 		header: snapshotHeader{Format: snapshotFormat, Index: s.index, Epoch: s.epoch, Leader: s.leader, Cluster: s.cluster,
 			Jobs: len(s.jobs), Execs: len(s.execs), Tombstones: len(s.forgotten), Partitions: len(s.partitions),
-			Tokens: len(s.tokens), ACLBootstrap: s.aclBootstrap},
+			Tokens: len(s.tokens), ACLBootstrap: s.aclBootstrap, Drains: len(s.drains), Floors: len(s.floors)},
 		jobs:   make([]*Job, 0, len(s.jobs)),
 		execs:  make([]Execution, 0, len(s.execs)),
 		tombs:  make([]Tombstone, 0, len(s.forgotten)),
 		parts:  make([]Partition, 0, len(s.partitions)),
 		tokens: make([]ACLToken, 0, len(s.tokens)),
+		drains: make([]Drain, 0, len(s.drains)),
+		floors: s.Floors(),
+	}
+	for _, d := range s.drains {
+		c.drains = append(c.drains, *d)
 	}
 	for _, t := range s.tokens {
 		c.tokens = append(c.tokens, *t)
@@ -122,6 +134,7 @@ func (c *Capture) encode(w io.Writer, h snapshotHeader) error {
 	sort.Slice(c.tombs, func(a, b int) bool { return c.tombs[a].ID < c.tombs[b].ID })
 	sort.Slice(c.parts, func(a, b int) bool { return c.parts[a].ID < c.parts[b].ID })
 	sort.Slice(c.tokens, func(a, b int) bool { return c.tokens[a].AccessorID < c.tokens[b].AccessorID })
+	sort.Slice(c.drains, func(a, b int) bool { return c.drains[a].Executor < c.drains[b].Executor })
 	enc := codec.NewEncoder(w, msgpackHandle)
 	if err := enc.Encode(&h); err != nil {
 		return fmt.Errorf("snapshot header: %w", err)
@@ -149,6 +162,16 @@ func (c *Capture) encode(w io.Writer, h snapshotHeader) error {
 	for i := range c.tokens {
 		if err := enc.Encode(&c.tokens[i]); err != nil {
 			return fmt.Errorf("snapshot token %s: %w", c.tokens[i].AccessorID, err)
+		}
+	}
+	for i := range c.drains {
+		if err := enc.Encode(&c.drains[i]); err != nil {
+			return fmt.Errorf("snapshot drain %s: %w", c.drains[i].Executor, err)
+		}
+	}
+	for i := range c.floors {
+		if err := enc.Encode(&c.floors[i]); err != nil {
+			return fmt.Errorf("snapshot floor %d: %w", c.floors[i].Bucket, err)
 		}
 	}
 	return nil
@@ -251,6 +274,26 @@ func RestoreSized(r io.Reader, size int64) (*State, error) {
 		}
 		s.tokens[t.AccessorID] = t
 	}
+	for i := 0; i < h.Drains; i++ {
+		d := &Drain{}
+		if err := dec.Decode(d); err != nil {
+			return nil, fmt.Errorf("snapshot drain %d: %w", i, err)
+		}
+		if d.Executor == "" {
+			return nil, fmt.Errorf("snapshot drain %d names no executor", i)
+		}
+		s.drains[d.Executor] = d
+	}
+	for i := 0; i < h.Floors; i++ {
+		var f Floor
+		if err := dec.Decode(&f); err != nil {
+			return nil, fmt.Errorf("snapshot floor %d: %w", i, err)
+		}
+		if f.Bucket < 0 || f.Bucket >= floorBuckets || f.Next < 0 {
+			return nil, fmt.Errorf("snapshot floor %d: bucket %d, next %d out of range", i, f.Bucket, f.Next)
+		}
+		s.floors[f.Bucket] = f.Next
+	}
 	if err := s.rebuildDerived(pointers(chunks)); err != nil {
 		return nil, err
 	}
@@ -266,7 +309,7 @@ func (h *snapshotHeader) checkCounts(size int64) error {
 	counts := []struct {
 		name string
 		n    int
-	}{{"jobs", h.Jobs}, {"executions", h.Execs}, {"tombstones", h.Tombstones}, {"partitions", h.Partitions}, {"tokens", h.Tokens}}
+	}{{"jobs", h.Jobs}, {"executions", h.Execs}, {"tombstones", h.Tombstones}, {"partitions", h.Partitions}, {"tokens", h.Tokens}, {"drains", h.Drains}, {"floors", h.Floors}}
 	var total int64
 	for _, c := range counts {
 		if c.n < 0 {

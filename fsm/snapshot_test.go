@@ -37,6 +37,12 @@ func fixtureState(t *testing.T) *State {
 	h.placeAll("e2")
 	h.report("e2", ReportUpdate{ID: "busy/source/0/1", State: wire.StateRunning})
 	h.apply(&CancelJob{Fenced: h.fenced(), ID: "stop"})
+	// A pruned tombstone leaves its bucket's attempt floor (format 6).
+	h.submit("pruned", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
+	h.apply(&CancelJob{Fenced: h.fenced(), ID: "pruned"})
+	h.apply(&ForgetJobs{Fenced: h.fenced(), IDs: []string{"pruned"}})
+	h.now += 1000
+	h.apply(&ForgetJobs{Fenced: h.fenced(), PruneBefore: h.now})
 	// A forgotten job leaves a tombstone (format 2).
 	h.submit("gone", `{"vertices":[{"id":"v","parallelism":1,"command":["true"]}]}`)
 	h.apply(&CancelJob{Fenced: h.fenced(), ID: "gone"})
@@ -51,6 +57,9 @@ func fixtureState(t *testing.T) *State {
 	require.NoError(t, h.apply(&CreateACLToken{Fenced: h.fenced(), ACLToken: testToken("ci", "ci runner", acl.Submit)}).Err)
 	require.NoError(t, h.apply(&CreateACLToken{Fenced: h.fenced(), ACLToken: testToken("old", "", acl.Read)}).Err)
 	require.NoError(t, h.apply(&DeleteACLToken{Fenced: h.fenced(), AccessorID: "old"}).Err)
+	// Drains (format 6): one by an operator, one an executor asked for.
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1", DeadlineMs: 30000}).Err)
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e9", Self: true, Instance: "abc"}).Err)
 	checkInvariants(t, h.s)
 	return h.s
 }
@@ -77,6 +86,12 @@ func dump(t *testing.T, s *State) []byte {
 	if len(s.tokens) > 0 {
 		out["tokens"] = s.Tokens()
 		out["acl_bootstrap"] = s.aclBootstrap
+	}
+	if len(s.drains) > 0 {
+		out["drains"] = s.Drains()
+	}
+	if len(s.floors) > 0 {
+		out["floors"] = s.Floors()
 	}
 	if len(s.forgotten) > 0 {
 		var tombs []Tombstone

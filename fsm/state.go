@@ -82,6 +82,9 @@ type State struct {
 	// forgotten remembers, per forgotten job id, the attempt its next
 	// incarnation starts at, so that execution ids are never reused.
 	forgotten map[string]Tombstone
+	// floors are the attempt floors of pruned tombstones, by bucket
+	// (generations.go).
+	floors map[int]int
 	// partitions are the result partitions held for consumers, by producer
 	// execution id.
 	partitions map[string]*Partition
@@ -89,6 +92,8 @@ type State struct {
 	// the index of the bootstrap, 0 before it.
 	tokens       map[string]*ACLToken
 	aclBootstrap uint64
+	// drains are the executors that drain, by id (drain.go).
+	drains map[string]*Drain
 
 	// derived
 	byExecutor map[string]map[string]*Execution // live, placed executions
@@ -124,8 +129,10 @@ func NewState() *State {
 		jobs:       make(map[string]*Job),
 		execs:      make(map[string]*Execution),
 		forgotten:  make(map[string]Tombstone),
+		floors:     make(map[int]int),
 		partitions: make(map[string]*Partition),
 		tokens:     make(map[string]*ACLToken),
+		drains:     make(map[string]*Drain),
 	}
 	s.resetDerived()
 	return s
@@ -254,6 +261,12 @@ func (s *State) apply(index uint64, c Command) Result {
 		return s.applyCreateACLToken(index, c)
 	case *DeleteACLToken:
 		return s.applyDeleteACLToken(c)
+	case *DrainExecutor:
+		return s.applyDrain(c)
+	case *UndrainExecutor:
+		return s.applyUndrain(c)
+	case *MoveExecutor:
+		return s.applyMove(c)
 	}
 	return Result{Err: fmt.Errorf("unknown command %T", c)}
 }

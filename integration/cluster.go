@@ -51,6 +51,14 @@ type Options struct {
 	ArtifactKind, ArtifactName string
 	// LogFormat is every node's --log-format (default text).
 	LogFormat string
+	// BootstrapExpect is every master's --bootstrap-expect (0: Masters).
+	BootstrapExpect int
+	// DeadMasterCleanup is every master's --dead-master-cleanup (0: off).
+	DeadMasterCleanup time.Duration
+	// JobRetention is every master's --job-retention (0: the default).
+	JobRetention time.Duration
+	// DrainGrace is every executor's --drain-grace (0: the default).
+	DrainGrace time.Duration
 	// ACL runs the masters with --acl and bootstraps them with the
 	// management token Cluster.ManagementToken, which the harness's
 	// clients (Client, HTTP) send with every request; Cluster.Token makes
@@ -170,7 +178,14 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		o.NodeID, o.DataDir = n.ID, n.DataDir
 		o.HTTPAddr, o.RaftAddr, o.GossipAddr = n.HTTPAddr, n.RaftAddr, n.GossipAddr
 		o.Join, o.BootstrapExpect = gossip, opts.Masters
+		if opts.BootstrapExpect > 0 {
+			o.BootstrapExpect = opts.BootstrapExpect
+		}
 		o.ExecutorHeartbeat, o.ExecutorLease, o.ExecutorTimeout = opts.Heartbeat, opts.Lease, opts.Timeout
+		if opts.JobRetention > 0 {
+			o.JobRetention = opts.JobRetention
+		}
+		o.DeadMasterCleanup = opts.DeadMasterCleanup
 		o.LogLevel = "debug"
 		if opts.LogFormat != "" {
 			o.LogFormat = opts.LogFormat
@@ -252,6 +267,9 @@ func (c *Cluster) AddExecutorWith(tweak func(*launch.Executor)) *Node {
 	o.HTTPAddr, o.GossipAddr, o.Join = n.HTTPAddr, n.GossipAddr, gossip
 	o.Slots, o.Runtime = c.opts.Slots, c.opts.Runtime
 	o.Lease, o.CancelGrace = c.opts.Lease, 500*time.Millisecond
+	if c.opts.DrainGrace > 0 {
+		o.DrainGrace = c.opts.DrainGrace
+	}
 	o.LogLevel = "debug"
 	if c.opts.LogFormat != "" {
 		o.LogFormat = c.opts.LogFormat

@@ -35,6 +35,7 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 	fs.StringVar(&c.Runtime, "runtime", executor.RuntimeExec, "exec (real processes) or sim (simulated tasks, for tests and benchmarks)")
 	fs.DurationVar(&c.Lease, "lease", executor.DefaultLease, "every task is dead this long after the last heartbeat from a leader (self-fencing)")
 	fs.DurationVar(&c.CancelGrace, "cancel-grace", executor.DefaultCancelGrace, "time between SIGTERM and SIGKILL when a task is cancelled")
+	fs.DurationVar(&c.DrainGrace, "drain-grace", executor.DefaultDrainGrace, "on SIGTERM, how long the executor drains (no new work; what runs may finish, what is left is moved elsewhere) before it stops (0: stop at once)")
 	fs.DurationVar(&c.FetchTimeout, "fetch-timeout", executor.DefaultFetchTimeout, "how long fetching one input of a task may keep failing (retried with backoff from 100ms to 10s) before the task fails")
 	fs.DurationVar(&c.GCRetention, "gc-retention", executor.DefaultGCRetention, "how long the working directory and logs of an ended, acknowledged execution are kept")
 	fs.Var(newSizeValue(&c.GCDiskLimit, 0), "gc-disk-limit", "bound on the disk space of all execution directories together (e.g. 10GiB): past it, acknowledged ones are deleted before their retention, oldest first (0: no bound)")

@@ -83,7 +83,7 @@ func TestExecutorsView(t *testing.T) {
 	read := stateReader(fsm.NewState())
 	c := New(Config{Heartbeat: time.Second, Timeout: 10 * time.Second}, 1, t0)
 	c.Refresh(t0, []Member{{ID: "e1", Addr: "e1:1", Slots: 4}, {ID: "e2", Addr: "e2:1", Slots: 4, Gone: true}}, nil)
-	view := c.Executors(nil, t0)
+	view := c.Executors(nil, nil, t0)
 	if view[0].Status != "alive" || view[1].Status != "lost" || view[1].FreeSlots != 0 {
 		t.Fatalf("view %+v, want e1 alive and e2 lost with no free slot", view)
 	}
@@ -93,7 +93,7 @@ func TestExecutorsView(t *testing.T) {
 	for s := 2; s <= 10; s++ {
 		c.Tick(read, t0.Add(time.Duration(s)*time.Second))
 	}
-	if view = c.Executors(nil, t0.Add(10*time.Second)); view[0].Status != "lost" || view[0].FreeSlots != 0 {
+	if view = c.Executors(nil, nil, t0.Add(10*time.Second)); view[0].Status != "lost" || view[0].FreeSlots != 0 {
 		t.Fatalf("view %+v, want e1 lost with no free slot after the timeout", view)
 	}
 	if *view[0].SilentMs != 10_000 {

@@ -92,7 +92,7 @@ func TestNoPlacementOnFullDisk(t *testing.T) {
 	if p := w.core.Schedule(w.read, t0); !p.NoFreeSlot {
 		t.Fatalf("plan %+v, want no free slot (e1's disk is full)", p)
 	}
-	view := w.core.Executors(nil, t0)
+	view := w.core.Executors(nil, nil, t0)
 	if !view[0].DiskFull || view[0].StorageError == "" {
 		t.Fatalf("view %+v, want e1 with disk_full and its storage error", view[0])
 	}

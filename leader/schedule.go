@@ -33,15 +33,17 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	// count per executor, not a pass (with thousands queued, listing and
 	// ordering them on every submission took half the leader's CPU).
 	var inUse map[string]int
+	var draining map[string]bool
 	read(func(st *fsm.State) {
 		if st.HasReady() {
 			inUse = st.SlotsInUse()
+			draining = st.DrainingSet()
 		}
 	})
 	if inUse == nil {
 		return Plan{}
 	}
-	if c.freeSlots(inUse) == 0 {
+	if c.freeSlots(inUse, draining) == 0 {
 		return Plan{NoFreeSlot: true}
 	}
 	var ready []fsm.ReadyRegion
@@ -54,7 +56,7 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 			resInUse = st.ResourcesInUse()
 		}
 	})
-	plan := placement.Plan(ready, c.schedulable(used, resInUse))
+	plan := placement.Plan(offDraining(ready, draining), c.schedulable(used, resInUse, draining))
 	var out Plan
 	placed := make(map[Region]bool, len(plan))
 	f := c.fenced(now)
@@ -81,6 +83,30 @@ func needsResources(ready []fsm.ReadyRegion) bool {
 		}
 	}
 	return false
+}
+
+// offDraining leaves out the ready regions that would join a slot held on
+// a draining executor: they wait until the holder has ended (at the
+// drain's deadline at the latest), so a draining executor gets no new
+// placement.
+func offDraining(ready []fsm.ReadyRegion, draining map[string]bool) []fsm.ReadyRegion {
+	if len(draining) == 0 {
+		return ready
+	}
+	out := ready[:0:0]
+	for _, r := range ready {
+		ok := true
+		for _, k := range r.Keys {
+			if k.Held && draining[k.Executor] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Restarts proposes the restart of every job with a region whose restart

@@ -29,7 +29,7 @@ func TestExecutorClaimingTooManySlots(t *testing.T) {
 	read := stateReader(st)
 	c := New(Config{Heartbeat: time.Second, Timeout: 15 * time.Second}, 1, t0)
 	c.Refresh(t0, []Member{{ID: "e1", Addr: "e1:1", Slots: 2_000_000_000}}, nil)
-	if got := c.Executors(nil, t0)[0].Slots; got != wire.MaxSlots {
+	if got := c.Executors(nil, nil, t0)[0].Slots; got != wire.MaxSlots {
 		t.Fatalf("gossip's claim counted as %d slots, want %d", got, wire.MaxSlots)
 	}
 	var warned int
@@ -49,11 +49,11 @@ func TestExecutorClaimingTooManySlots(t *testing.T) {
 	if warned != 1 {
 		t.Fatalf("the claim was logged %d times, want once", warned)
 	}
-	ex := c.Executors(nil, t0)[0]
+	ex := c.Executors(nil, nil, t0)[0]
 	if ex.Slots != wire.MaxSlots || ex.FreeSlots != wire.MaxSlots {
 		t.Fatalf("report's claim counted as %d slots (%d free), want %d", ex.Slots, ex.FreeSlots, wire.MaxSlots)
 	}
-	free := c.freeSlots(nil)
+	free := c.freeSlots(nil, nil)
 	if free != wire.MaxSlots {
 		t.Fatalf("free slots %d, want %d", free, wire.MaxSlots)
 	}

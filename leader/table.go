@@ -169,13 +169,14 @@ func (x *executor) takesWork() bool {
 }
 
 // schedulable lists the executors that may take new work, in id order,
-// with the slot numbers and the resources in use on each.
-func (c *Core) schedulable(used map[string][]int, inUse map[string]jobspec.Resources) []placement.Executor {
+// with the slot numbers and the resources in use on each. A draining
+// executor takes none.
+func (c *Core) schedulable(used map[string][]int, inUse map[string]jobspec.Resources, draining map[string]bool) []placement.Executor {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]placement.Executor, 0, len(c.execs))
 	for _, x := range c.execs {
-		if x.takesWork() {
+		if x.takesWork() && !draining[x.id] {
 			out = append(out, placement.Executor{ID: x.id, Slots: x.slots, Used: used[x.id], Capacity: x.capacity, InUse: inUse[x.id]})
 		}
 	}
@@ -185,12 +186,12 @@ func (c *Core) schedulable(used map[string][]int, inUse map[string]jobspec.Resou
 
 // freeSlots counts the free slots of the executors that may take new work,
 // given the number of slots in use on each.
-func (c *Core) freeSlots(inUse map[string]int) int {
+func (c *Core) freeSlots(inUse map[string]int, draining map[string]bool) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	free := 0
 	for _, x := range c.execs {
-		if x.takesWork() {
+		if x.takesWork() && !draining[x.id] {
 			free += max(0, x.slots-inUse[x.id])
 		}
 	}
@@ -198,13 +199,15 @@ func (c *Core) freeSlots(inUse map[string]int) int {
 }
 
 // Executors lists the table for GET /v1/cluster at now, given the slot
-// numbers in use on each executor, with how long each has been silent. An
+// numbers in use on each executor and the drains (by executor: whether it
+// is drained), with how long each has been silent. A draining executor
+// that is drained and not lost shows the status drained. An
 // executor that has not answered this session and
 // that gossip says failed or left is shown lost at once (a new leader would
 // otherwise show one lost before it took over as alive for a whole
 // timeout), though only the timeout declares it lost. A lost executor
 // offers no free slot.
-func (c *Core) Executors(used map[string][]int, now time.Time) []api.Executor {
+func (c *Core) Executors(used map[string][]int, drains map[string]bool, now time.Time) []api.Executor {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]api.Executor, 0, len(c.execs))
@@ -218,8 +221,13 @@ func (c *Core) Executors(used map[string][]int, now time.Time) []api.Executor {
 			free = 0
 		}
 		silent := max(0, now.Sub(x.lastAnswer).Milliseconds())
-		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: free, Status: string(st), SilentMs: &silent,
-			DiskFull: x.diskFull, StorageError: x.storageError, CPUMillis: x.capacity.CPUMillis, MemoryMB: x.capacity.MemoryMB})
+		drained, draining := drains[x.id]
+		status := string(st)
+		if drained && st != Lost {
+			status = api.ExecutorDrained
+		}
+		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: free, Status: status, SilentMs: &silent,
+			Draining: draining, DiskFull: x.diskFull, StorageError: x.storageError, CPUMillis: x.capacity.CPUMillis, MemoryMB: x.capacity.MemoryMB})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

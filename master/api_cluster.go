@@ -29,17 +29,21 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 	var used map[string][]int
 	var held map[string]int
 	var inUse map[string]jobspec.Resources
+	var drained map[string]bool
+	var drains []fsm.Drain
 	m.fsm.Read(func(st *fsm.State) {
 		out.FencingToken = st.Epoch()
 		out.ClusterID = st.Cluster()
 		used = st.UsedSlots()
 		held = st.PartitionsHeld()
 		inUse = st.ResourcesInUse()
+		drained = st.DrainStatus()
+		drains = st.Drains()
 		setIndex(w, st)
 	})
 	out.Masters = m.masters(leaderID)
 	if s != nil {
-		out.Executors = s.tracker.core.Executors(used, m.cfg.Now())
+		out.Executors = s.tracker.core.Executors(used, drained, m.cfg.Now())
 		for i := range out.Executors {
 			x := &out.Executors[i]
 			if x.CPUMillis != 0 || x.MemoryMB != 0 {
@@ -48,13 +52,27 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 			}
 		}
 	} else {
-		out.Executors = m.gossipExecutors(used)
+		out.Executors = m.gossipExecutors(used, drained)
 	}
 	for i := range out.Executors {
 		out.Executors[i].Partitions = held[out.Executors[i].ID]
 	}
+	withDeadlines(out.Executors, drains)
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// withDeadlines fills in the drain deadline of every draining executor.
+func withDeadlines(xs []api.Executor, drains []fsm.Drain) {
+	at := make(map[string]int64, len(drains))
+	for _, d := range drains {
+		at[d.Executor] = d.Deadline
+	}
+	for i := range xs {
+		if d, ok := at[xs[i].ID]; ok {
+			xs[i].DrainDeadline = d
+		}
+	}
 }
 
 // masters lists the Raft configuration's servers with their roles and
@@ -92,8 +110,8 @@ func (m *Master) masters(leader raft.ServerID) []api.Master {
 }
 
 // gossipExecutors is a follower's view of executors: gossip's, with dead
-// ones shown as lost.
-func (m *Master) gossipExecutors(used map[string][]int) []api.Executor {
+// ones shown as lost, and the drains of its replicated state.
+func (m *Master) gossipExecutors(used map[string][]int, drains map[string]bool) []api.Executor {
 	var out []api.Executor
 	for _, mem := range m.gossip.Role(membership.RoleExecutor) {
 		st := mem.Status
@@ -101,8 +119,12 @@ func (m *Master) gossipExecutors(used map[string][]int) []api.Executor {
 			st = "lost"
 		}
 		slots, _ := leader.SlotsOf(mem.Meta.Slots)
+		drained, draining := drains[mem.ID]
+		if drained && st != "lost" {
+			st = api.ExecutorDrained
+		}
 		out = append(out, api.Executor{ID: mem.ID, HTTPAddr: mem.Meta.HTTPAddr, Slots: slots,
-			FreeSlots: max(0, slots-len(used[mem.ID])), Status: st})
+			FreeSlots: max(0, slots-len(used[mem.ID])), Status: st, Draining: draining})
 	}
 	if out == nil {
 		out = []api.Executor{}

@@ -1,6 +1,8 @@
 package master
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"sort"
 
 	"github.com/hashicorp/raft"
@@ -8,28 +10,68 @@ import (
 	"jobmaster/membership"
 )
 
-// bootstrapServers decides, from the masters gossip knows (this one
-// included), whether to form a new cluster and with whom. It bootstraps
-// only when at least expect masters are alive and none of them already
-// belongs to a cluster, with every alive master seen, sorted by id so that
-// every master that decides at the same time decides the same.
-func bootstrapServers(masters []membership.Member, expect int) ([]raft.Server, bool) {
+// The bootstrap rule (docs/architecture.md, "Bootstrap"). Masters started
+// with --bootstrap-expect N form one cluster, however many start at once:
+//
+//   - each master proposes the first N masters it sees (alive, in no
+//     cluster, lowest ids first) and gossips a digest of that set (ids and
+//     Raft addresses; Meta.Bootstrap);
+//   - only the lowest id of the set bootstraps it, and only once every
+//     master of the set gossips the same digest: the first N agree;
+//   - every other master waits to be added (the leader adds the masters it
+//     sees that are not voters, reconcileVoters), and none bootstraps once
+//     it sees a master in a cluster.
+//
+// Two clusters would need two sets with no master in common whose members
+// each never saw the other set's lowest master, which gossip views that
+// only grow while the masters start cannot give with fewer than 2N masters.
+
+// bootstrapDecision decides, for master self, from the masters gossip knows
+// (self included), what to propose (the digest to gossip; "" when there
+// is nothing to propose) and whether to bootstrap now, with which servers.
+func bootstrapDecision(self string, masters []membership.Member, expect int) (proposal string, servers []raft.Server, ok bool) {
 	if expect <= 0 {
-		return nil, false
+		return "", nil, false
 	}
-	var servers []raft.Server
+	var alive []membership.Member
 	for _, m := range masters {
 		if m.Meta.Role != membership.RoleMaster || m.Status != membership.StatusAlive {
 			continue
 		}
 		if m.Meta.InCluster {
-			return nil, false
+			return "", nil, false
 		}
+		alive = append(alive, m)
+	}
+	if len(alive) < expect {
+		return "", nil, false
+	}
+	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
+	set := alive[:expect]
+	for _, m := range set {
 		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Meta.RaftAddr)})
 	}
-	if len(servers) < expect {
-		return nil, false
+	proposal = digestOf(servers)
+	if set[0].ID != self {
+		return proposal, nil, false
 	}
-	sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
-	return servers, true
+	for _, m := range set[1:] {
+		if m.Meta.Bootstrap != proposal {
+			return proposal, nil, false
+		}
+	}
+	return proposal, servers, true
+}
+
+// digestOf names a set of servers in 16 hex digits: gossip metadata is
+// small, and node ids may be long.
+func digestOf(servers []raft.Server) string {
+	h := sha256.New()
+	for _, s := range servers {
+		h.Write([]byte(s.ID))
+		h.Write([]byte{0})
+		h.Write([]byte(s.Address))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }

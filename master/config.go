@@ -57,6 +57,12 @@ type Config struct {
 	// MinRestartDelay is the least time between a job's failure and its
 	// restart, whatever its restart strategy says (0: none).
 	MinRestartDelay time.Duration
+	// DeadMasterCleanup, when positive, has the leader remove from the Raft
+	// configuration a master lost for longer than this (gossip says it
+	// failed, or no longer knows it), never below the quorum of the
+	// configured size (--bootstrap-expect, or the configuration's size when
+	// the leader took over). 0 (the default): masters are removed by hand.
+	DeadMasterCleanup time.Duration
 	// RequestWait is how long an API request waits for a leader during an
 	// election before answering 503.
 	RequestWait time.Duration
@@ -172,7 +178,7 @@ func (c *Config) setDefaults() error {
 		{"--raft-heartbeat-timeout", c.RaftHeartbeatTimeout}, {"--raft-election-timeout", c.RaftElectionTimeout},
 		{"--executor-heartbeat", c.ExecutorHeartbeat}, {"--executor-lease", c.ExecutorLease},
 		{"--executor-timeout", c.ExecutorTimeout}, {"--deploy-timeout", c.DeployTimeout},
-		{"--job-retention", c.JobRetention}, {"--min-restart-delay", c.MinRestartDelay}, {"RequestWait", c.RequestWait},
+		{"--job-retention", c.JobRetention}, {"--min-restart-delay", c.MinRestartDelay}, {"RequestWait", c.RequestWait}, {"--dead-master-cleanup", c.DeadMasterCleanup},
 		{"DeployRPCTimeout", c.DeployRPCTimeout}, {"CancelRPCTimeout", c.CancelRPCTimeout},
 	} {
 		if d.v < 0 {
@@ -182,6 +188,8 @@ func (c *Config) setDefaults() error {
 				zero = "0 keeps ended jobs forever"
 			case "--min-restart-delay":
 				zero = "0 sets no minimum"
+			case "--dead-master-cleanup":
+				zero = "0 turns it off"
 			}
 			return fmt.Errorf("%s must not be negative (it is %s; %s)", d.name, d.v, zero)
 		}

@@ -95,6 +95,9 @@ func (t *tracker) run() {
 			now := cfg.Now()
 			t.refresh(now)
 			t.carry(t.core.Tick(t.read, now), false)
+			if r := t.core.Drains(t.read, now); len(r.Propose) > 0 {
+				t.carry(r, false)
+			}
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"jobmaster/jobspec"
 	"jobmaster/metrics"
 	"jobmaster/transport"
+	"jobmaster/wire"
 )
 
 // routes builds the HTTP API (docs/api.md).
@@ -37,6 +38,13 @@ func (m *Master) routes() http.Handler {
 	mux.HandleFunc("/v1/state/hash", m.methods(map[string]http.HandlerFunc{http.MethodGet: m.stateHash}))
 	mux.HandleFunc("/v1/internal/executor-update", m.methods(map[string]http.HandlerFunc{
 		http.MethodPost: m.requirePusher(m.leaderWrite(m.executorUpdate)),
+	}))
+	mux.HandleFunc("/v1/executors/{id}/drain", m.methods(map[string]http.HandlerFunc{
+		http.MethodPost:   m.drainExecutor,
+		http.MethodDelete: m.undrainExecutor,
+	}))
+	mux.HandleFunc(wire.PathExecutorDrain, m.methods(map[string]http.HandlerFunc{
+		http.MethodPost: m.requirePusher(m.leaderWrite(m.selfDrain)),
 	}))
 	mux.HandleFunc("/v1/operator/snapshot", m.methods(map[string]http.HandlerFunc{
 		http.MethodGet: m.leaderRead(m.snapshotSave),

@@ -135,6 +135,7 @@ func (s *session) run() {
 	spawn(s.restarts)
 	spawn(s.reconcileVoters)
 	spawn(s.collectGarbage)
+	spawn(s.cleanupDeadMasters)
 	<-s.ctx.Done()
 	// Requests stop using this session now, not when its goroutines have
 	// wound down (a deploy in flight may take seconds): a master that lost

@@ -9,9 +9,10 @@ import (
 )
 
 // watchMembership runs for the master's whole life. Until the master belongs
-// to a cluster, it bootstraps one when gossip shows --bootstrap-expect
-// masters and none in a cluster, or notices being added to one; then it
-// gossips that it is in a cluster, so no one bootstraps around it.
+// to a cluster, it gossips the set of masters it proposes to bootstrap,
+// bootstraps it when it is the lowest id of the set and the set agrees
+// (bootstrap.go), or notices being added to a cluster; then it gossips that
+// it is in a cluster, so no one bootstraps around it.
 func (m *Master) watchMembership() {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
@@ -37,15 +38,9 @@ func (m *Master) tryJoinCluster() {
 		m.markInCluster("added to a cluster")
 		return
 	}
-	servers, ok := bootstrapServers(m.gossip.Role(membership.RoleMaster), m.cfg.BootstrapExpect)
+	proposal, servers, ok := bootstrapDecision(m.cfg.NodeID, m.gossip.Role(membership.RoleMaster), m.cfg.BootstrapExpect)
+	m.propose(proposal)
 	if !ok {
-		return
-	}
-	found := false
-	for _, s := range servers {
-		found = found || s.ID == raft.ServerID(m.cfg.NodeID)
-	}
-	if !found {
 		return
 	}
 	if err := m.verifyServers(servers); err != nil {
@@ -59,6 +54,19 @@ func (m *Master) tryJoinCluster() {
 	}
 	m.markInCluster("bootstrapped")
 	m.log.Info("cluster bootstrapped", "servers", len(servers))
+}
+
+// propose gossips the bootstrap proposal, when it changed.
+func (m *Master) propose(proposal string) {
+	m.mu.Lock()
+	changed := m.proposal != proposal
+	m.proposal = proposal
+	m.mu.Unlock()
+	if changed {
+		if err := m.gossip.UpdateMeta(m.meta()); err != nil {
+			m.log.Warn("gossip metadata", "err", err)
+		}
+	}
 }
 
 func (m *Master) inConfiguration() bool {

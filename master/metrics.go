@@ -74,7 +74,7 @@ func newMasterMetrics(m *Master) *masterMetrics {
 	for _, a := range []string{actionUnknownCancelled, actionMissingFailed, actionDeployExpired, actionRedeployed, actionPartitionReleased, actionPartitionLost} {
 		x.reconcile.WithLabelValues(a)
 	}
-	for _, r := range []string{fsm.ReasonTaskFailed, fsm.ReasonTaskCanceled, fsm.ReasonMissing, fsm.ReasonDeployExpired, fsm.ReasonExecutorLost, fsm.ReasonPartitionLost} {
+	for _, r := range []string{fsm.ReasonTaskFailed, fsm.ReasonTaskCanceled, fsm.ReasonMissing, fsm.ReasonDeployExpired, fsm.ReasonExecutorLost, fsm.ReasonPartitionLost, fsm.ReasonDrain} {
 		x.restarts.WithLabelValues(r)
 	}
 	for _, s := range []leader.Status{leader.Alive, leader.Suspect, leader.Lost} {

@@ -79,7 +79,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descIsLeader, 1)
 	byStatus := map[string]int{}
 	slots, free := 0, 0
-	for _, x := range s.tracker.core.Executors(used, m.cfg.Now()) {
+	for _, x := range s.tracker.core.Executors(used, nil, m.cfg.Now()) {
 		byStatus[x.Status]++
 		if x.Status != string(leader.Lost) {
 			slots += x.Slots

@@ -76,7 +76,10 @@ type Master struct {
 	// sessionChanged is closed and replaced whenever session changes.
 	sessionChanged chan struct{}
 	inCluster      bool
-	replaceCh      chan replaceRequest
+	// proposal is the digest of the masters this one proposes to bootstrap
+	// with, gossiped until it is in a cluster (bootstrap.go).
+	proposal  string
+	replaceCh chan replaceRequest
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -176,7 +179,11 @@ func (m *Master) goFunc(f func()) {
 func (m *Master) meta() membership.Meta {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return membership.Meta{Role: membership.RoleMaster, HTTPAddr: m.httpAddr, RaftAddr: m.rp.advertise, InCluster: m.inCluster, Version: wire.Version}
+	meta := membership.Meta{Role: membership.RoleMaster, HTTPAddr: m.httpAddr, RaftAddr: m.rp.advertise, InCluster: m.inCluster, Version: wire.Version}
+	if !m.inCluster {
+		meta.Bootstrap = m.proposal
+	}
+	return meta
 }
 
 // ID is the master's node id.

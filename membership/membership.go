@@ -55,6 +55,9 @@ type Meta struct {
 	InCluster bool `json:"c,omitempty"`
 	Slots     int  `json:"s,omitempty"`
 	Version   int  `json:"v"`
+	// Bootstrap is, on a master not in a cluster yet, the digest of the set
+	// of masters it proposes to bootstrap with (--bootstrap-expect).
+	Bootstrap string `json:"b,omitempty"`
 	// Leaving is gossiped just before a graceful leave, so the others can
 	// tell a departure from a failure (memberlist reports both as a leave
 	// event).

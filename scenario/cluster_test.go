@@ -621,6 +621,7 @@ func (c *cluster) leaderTick(heartbeats bool) {
 		c.out.printf("%s", e.Msg)
 	}
 	c.carry(c.core, r)
+	c.carry(c.core, c.core.Drains(c.read, c.now))
 	restart, _ := c.core.Restarts(c.read, c.now)
 	c.carry(c.core, restart)
 	if heartbeats {

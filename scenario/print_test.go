@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"jobmaster/fsm"
 	"jobmaster/jobspec"
@@ -44,6 +45,12 @@ func describe(cmd fsm.Command, r fsm.Result) string {
 		s = "forget " + strings.Join(c.IDs, " ")
 	case *fsm.LosePartitions:
 		s = fmt.Sprintf("lose-partitions %s %s: %s", c.Executor, strings.Join(c.IDs, " "), c.Reason)
+	case *fsm.DrainExecutor:
+		s = fmt.Sprintf("drain %s deadline=%s", c.Executor, time.Duration(c.DeadlineMs)*time.Millisecond)
+	case *fsm.UndrainExecutor:
+		s = "undrain " + c.Executor
+	case *fsm.MoveExecutor:
+		s = "move " + c.Executor
 	default:
 		s = fmt.Sprintf("%T", cmd)
 	}

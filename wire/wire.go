@@ -61,6 +61,20 @@ const (
 // master's, which forwards it).
 const PathExecutorUpdate = "/v1/internal/executor-update"
 
+// PathExecutorDrain is the master endpoint where an executor that was asked
+// to stop (SIGTERM) asks for its own drain.
+const PathExecutorDrain = "/v1/internal/executor-drain"
+
+// DrainRequest is an executor's request for its own drain: its work may go
+// on for DeadlineMs, then it is moved. Instance names the run of the
+// executor that asks: the drain ends once another run answers the leader.
+type DrainRequest struct {
+	Version    int    `json:"version"`
+	Executor   string `json:"executor"`
+	Instance   string `json:"instance"`
+	DeadlineMs int64  `json:"deadline_ms"`
+}
+
 // State is the state of an execution: the one vocabulary of the replicated
 // state (package fsm), the executors' reports and the public API. An
 // execution is SCHEDULED until it is placed, DEPLOYING from its placement

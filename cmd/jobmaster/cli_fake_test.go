@@ -32,6 +32,8 @@ type fakeMaster struct {
 	nextID int
 	script []string // statuses a new job goes through
 	polls  chan string
+	// drains holds the drain deadline of each draining executor.
+	drains map[string]int64
 }
 
 type fakeJob struct {
@@ -50,7 +52,7 @@ func newFakeMaster(t *testing.T, script ...string) *fakeMaster {
 	if len(script) == 0 {
 		script = []string{"RUNNING", "FINISHED"}
 	}
-	f := &fakeMaster{jobs: map[string]*fakeJob{}, script: script, polls: make(chan string, 1000)}
+	f := &fakeMaster{jobs: map[string]*fakeJob{}, script: script, polls: make(chan string, 1000), drains: map[string]int64{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /v1/jobs/{id}", f.put)
 	mux.HandleFunc("POST /v1/jobs", f.post)
@@ -58,6 +60,8 @@ func newFakeMaster(t *testing.T, script ...string) *fakeMaster {
 	mux.HandleFunc("GET /v1/jobs/{id}", f.get)
 	mux.HandleFunc("POST /v1/jobs/{id}/cancel", f.cancel)
 	mux.HandleFunc("GET /v1/cluster", f.cluster)
+	mux.HandleFunc("POST /v1/executors/{id}/drain", f.drain)
+	mux.HandleFunc("DELETE /v1/executors/{id}/drain", f.drain)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	f.exec = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -213,7 +217,35 @@ func (f *fakeMaster) cancel(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
+// drain drains e1 (POST, deadline from 1.7e12 ms on) or ends its drain
+// (DELETE); any other executor is unknown.
+func (f *fakeMaster) drain(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id != "e1" {
+		writeJSON(w, http.StatusNotFound, api.Error{Error: fmt.Sprintf("executor %q not found", id)})
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Method == http.MethodDelete {
+		delete(f.drains, id)
+		writeJSON(w, http.StatusOK, api.DrainResponse{Executor: id})
+		return
+	}
+	var req api.DrainRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, api.Error{Error: "malformed request body"})
+		return
+	}
+	d, _ := time.ParseDuration(req.Deadline)
+	f.drains[id] = 1_700_000_000_000 + d.Milliseconds()
+	writeJSON(w, http.StatusAccepted, api.DrainResponse{Executor: id, Draining: true, Deadline: f.drains[id]})
+}
+
 func (f *fakeMaster) cluster(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	deadline, draining := f.drains["e1"]
+	f.mu.Unlock()
 	leader := "m2"
 	writeJSON(w, http.StatusOK, api.Cluster{
 		Leader:       &leader,
@@ -224,7 +256,7 @@ func (f *fakeMaster) cluster(w http.ResponseWriter, r *http.Request) {
 			{ID: "m3", HTTPAddr: "127.0.0.1:7403", Role: "follower"},
 		},
 		Executors: []api.Executor{
-			{ID: "e1", HTTPAddr: f.exec.Listener.Addr().String(), Slots: 4, FreeSlots: 2, Status: "alive"},
+			{ID: "e1", HTTPAddr: f.exec.Listener.Addr().String(), Slots: 4, FreeSlots: 2, Status: "alive", Draining: draining, DrainDeadline: deadline},
 		},
 	})
 }

@@ -211,15 +211,24 @@ func formatMembers(c *api.Cluster) string {
 	}
 
 	b.WriteString("\nExecutors\n")
-	if len(c.Executors) == 0 {
-		b.WriteString("No executors\n")
-	} else {
-		t := newTable(2)
-		t.row("ID", "HTTP ADDR", "SLOTS", "FREE SLOTS", "STATUS")
-		for _, e := range c.Executors {
-			t.row(e.ID, orDash(e.HTTPAddr), strconv.Itoa(e.Slots), strconv.Itoa(e.FreeSlots), e.Status)
-		}
-		b.WriteString(t.String())
-	}
+	b.WriteString(formatExecutors(c.Executors))
 	return b.String()
+}
+
+// formatExecutors renders the executors of `members` and `executors
+// list`: liveness (or drained), and whether each drains and until when.
+func formatExecutors(xs []api.Executor) string {
+	if len(xs) == 0 {
+		return "No executors\n"
+	}
+	t := newTable(2)
+	t.row("ID", "HTTP ADDR", "SLOTS", "FREE SLOTS", "STATUS", "DRAINING", "DRAIN DEADLINE")
+	for _, e := range xs {
+		deadline := "-"
+		if e.Draining && e.DrainDeadline > 0 {
+			deadline = time.UnixMilli(e.DrainDeadline).UTC().Format(time.RFC3339)
+		}
+		t.row(e.ID, orDash(e.HTTPAddr), strconv.Itoa(e.Slots), strconv.Itoa(e.FreeSlots), e.Status, strconv.FormatBool(e.Draining), deadline)
+	}
+	return t.String()
 }

@@ -111,6 +111,7 @@ Start a local cluster with 'jobmaster dev', then submit a job with
 		newShimCmd(),
 		newJobCmd(env),
 		newMembersCmd(env),
+		newExecutorsCmd(env),
 		newOperatorCmd(env),
 		newACLCmd(env),
 		newTLSCmd(),

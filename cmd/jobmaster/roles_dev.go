@@ -264,6 +264,9 @@ func newDevCluster(bin, dir string, o *devOpts, out io.Writer, sec *devSecurity)
 		e.NodeID, e.DataDir = n.id, filepath.Join(dir, n.id)
 		e.HTTPAddr, e.GossipAddr, e.Join = n.http, n.gossip, gossip
 		e.Slots, e.Runtime = o.slots, o.runtime
+		// A short drain on SIGTERM (dev restart, Ctrl-C): the stop stays
+		// well within the 20 s the supervisor waits.
+		e.DrainGrace = devDrainGrace
 		tls, err := sec.issue(pki.Executor, n.id)
 		if err != nil {
 			return nil, err
@@ -274,6 +277,9 @@ func newDevCluster(bin, dir string, o *devOpts, out io.Writer, sec *devSecurity)
 	}
 	return c, nil
 }
+
+// devDrainGrace is the dev executors' --drain-grace.
+const devDrainGrace = 5 * time.Second
 
 func (c *devCluster) nodes() []*devNode {
 	return append(append([]*devNode{}, c.masters...), c.execs...)

@@ -31,7 +31,9 @@ they check against their --executor-timeout.
 
 Beyond loopback an executor needs TLS (--tls-ca, --tls-cert, --tls-key) and
 a gossip key, or --insecure (docs/security.md). SIGHUP rereads the
-certificates and the --gossip-keyring file.`,
+certificates and the --gossip-keyring file. SIGTERM first drains the
+executor for --drain-grace: it asks the leader for no new work, lets what
+runs finish, and has what is left moved elsewhere, then stops.`,
 		Example: `  jobmaster executor --node-id e1 --data-dir /var/lib/jobmaster/e1 \
     --http-addr 10.0.0.4:7431 --gossip-addr 10.0.0.4:7441 \
     --join 10.0.0.1:7421,10.0.0.2:7421,10.0.0.3:7421 --slots 8`,
@@ -61,6 +63,11 @@ certificates and the --gossip-keyring file.`,
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster executor %s: %d slots, HTTP on %s\n", cfg.NodeID, cfg.Slots, e.Addr())
 			serveUntilDone(cmd.Context(), cmd.ErrOrStderr(), "jobmaster executor "+cfg.NodeID, e.Reload)
+			if cfg.DrainGrace > 0 {
+				dctx, dcancel := context.WithTimeout(context.Background(), cfg.DrainGrace+cfg.CancelGrace+5*time.Second)
+				_ = e.Drain(dctx, cfg.DrainGrace) // a failed drain stops at once; Drain logs why
+				dcancel()
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.CancelGrace+10*time.Second)
 			defer cancel()
 			return e.Shutdown(ctx)

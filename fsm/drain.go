@@ -1,0 +1,245 @@
+package fsm
+
+import (
+	"fmt"
+	"sort"
+
+	"jobmaster/wire"
+)
+
+// Drains (docs/architecture.md, "Draining an executor").
+//
+// A draining executor takes no new work. What runs there may go on until
+// the drain's deadline; then the leader proposes move-executor, and every
+// live execution there is cancelled and its region restarts elsewhere at
+// once, and every partition held there that a consumer still needs is
+// produced again elsewhere. Neither counts against the job's restart
+// strategy: no failure happened. An executor is drained once it drains and
+// holds nothing a job still needs: no live execution, no tracked partition.
+//
+// Undraining makes it eligible for work again. A drain the executor asked
+// for itself (Self, on SIGTERM) names the executor's instance: the leader
+// ends it when another instance of the executor answers (it was restarted).
+
+// Drain is an executor's drain.
+type Drain struct {
+	Executor string `codec:"e"`
+	// Since is when the drain began (unix ms), Deadline when what still
+	// runs there is moved.
+	Since    int64 `codec:"s"`
+	Deadline int64 `codec:"d"`
+	// Moved: the deadline passed and move-executor moved its work.
+	Moved bool `codec:"m,omitempty"`
+	// Self: the executor asked for it (Instance is which run of it).
+	Self     bool   `codec:"self,omitempty"`
+	Instance string `codec:"inst,omitempty"`
+}
+
+// MaxDrainDeadline bounds a drain's deadline.
+const MaxDrainDeadline int64 = 30 * 24 * 3600 * 1000
+
+// DrainExecutor starts (or changes) the drain of an executor: it takes no
+// new work, and what runs there DeadlineMs after the command's time is
+// moved. Draining a draining executor again sets its deadline anew.
+type DrainExecutor struct {
+	Fenced
+	Executor   string `codec:"e"`
+	DeadlineMs int64  `codec:"d"`
+	Self       bool   `codec:"self,omitempty"`
+	Instance   string `codec:"inst,omitempty"`
+}
+
+// UndrainExecutor ends an executor's drain: it is eligible for work again.
+// Instance, when set, ends the drain only if it is a self-drain of another
+// instance than this one (the leader's rule for a restarted executor).
+type UndrainExecutor struct {
+	Fenced
+	Executor string `codec:"e"`
+	Instance string `codec:"inst,omitempty"`
+}
+
+// MoveExecutor moves the work off a draining executor whose deadline has
+// passed: its live executions are cancelled, their regions restarted
+// elsewhere, and the partitions it holds that consumers need produced
+// again elsewhere, none of it counted by the restart strategies.
+type MoveExecutor struct {
+	Fenced
+	Executor string `codec:"e"`
+}
+
+func (*DrainExecutor) Type() CommandType   { return TypeDrainExecutor }
+func (*UndrainExecutor) Type() CommandType { return TypeUndrainExecutor }
+func (*MoveExecutor) Type() CommandType    { return TypeMoveExecutor }
+
+// ErrNotDraining: the executor is not draining (move-executor, undrain).
+var ErrNotDraining = fmt.Errorf("executor is not draining")
+
+// Executor statuses an EventExecutorStatus carries for drains.
+const (
+	ExecutorDrainingStatus = "draining"
+	ExecutorEligibleStatus = "eligible"
+	ExecutorMovedStatus    = "moved"
+)
+
+func (s *State) applyDrain(c *DrainExecutor) Result {
+	if c.Executor == "" || c.DeadlineMs < 0 || c.DeadlineMs > MaxDrainDeadline {
+		return Result{Err: fmt.Errorf("bad drain of %q with deadline %d ms", c.Executor, c.DeadlineMs)}
+	}
+	d := s.drains[c.Executor]
+	if d == nil {
+		d = &Drain{Executor: c.Executor, Since: c.Time}
+		s.drains[c.Executor] = d
+	}
+	d.Deadline = c.Time + c.DeadlineMs
+	d.Self, d.Instance = c.Self, c.Instance
+	s.emit(Event{Topic: TopicExecutor, Type: EventExecutorStatus, Time: c.Time, Executor: c.Executor, State: ExecutorDrainingStatus,
+		Message: fmt.Sprintf("draining, deadline in %d ms", c.DeadlineMs)})
+	return Result{Created: true}
+}
+
+func (s *State) applyUndrain(c *UndrainExecutor) Result {
+	d := s.drains[c.Executor]
+	if d == nil {
+		return Result{Err: fmt.Errorf("%w: %q", ErrNotDraining, c.Executor)}
+	}
+	if c.Instance != "" && (!d.Self || d.Instance == c.Instance) {
+		return Result{Unchanged: true}
+	}
+	delete(s.drains, c.Executor)
+	s.emit(Event{Topic: TopicExecutor, Type: EventExecutorStatus, Time: c.Time, Executor: c.Executor, State: ExecutorEligibleStatus})
+	return Result{}
+}
+
+func (s *State) applyMove(c *MoveExecutor) Result {
+	d := s.drains[c.Executor]
+	if d == nil {
+		return Result{Err: fmt.Errorf("%w: %q", ErrNotDraining, c.Executor)}
+	}
+	d.Moved = true
+	cause := "moved off draining executor " + c.Executor
+	s.emit(Event{Topic: TopicExecutor, Type: EventExecutorStatus, Time: c.Time, Executor: c.Executor, State: ExecutorMovedStatus})
+	// Partitions first, as when an executor is lost: a job that needed one
+	// restarts its consumers once, which may cancel executions here too.
+	s.loseFreely(s.partitionsOn(c.Executor), c.Time, cause)
+	for _, id := range sortedKeys(s.byExecutor[c.Executor]) {
+		e := s.execs[id]
+		if e == nil || e.State.Terminal() || e.State == wire.StateCanceling {
+			continue
+		}
+		j := s.jobs[e.Job]
+		if j == nil || j.Status.Terminal() || j.Status.ending() {
+			s.cancelExecution(e, c.Time)
+			continue
+		}
+		ri := j.Vertices[e.VertexIndex].Region
+		if j.Regions[ri].Status != RegionRunning {
+			s.cancelExecution(e, c.Time)
+			continue
+		}
+		s.moveRegion(j, ri, fmt.Sprintf("%s %s", e.ID, cause), c.Time)
+	}
+	return Result{}
+}
+
+// moveRegion restarts region ri of job j (with its failover scope) at once,
+// without asking the restart strategy: its executions are cancelled, and
+// the region is placed again once they have ended.
+func (s *State) moveRegion(j *Job, ri int, cause string, now int64) {
+	s.setJobMessage(j, cause)
+	s.emitRestart(j, ReasonDrain, cause, now)
+	for _, r := range s.failoverScope(j, ri) {
+		s.setRegionStatus(j, r, RegionRestarting)
+		j.Regions[r].RestartAt = now
+		j.Regions[r].Rerun = nil
+		s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now) })
+	}
+	s.refreshActive(j, now)
+}
+
+// loseFreely drops partitions moved off a draining executor: those still
+// needed are produced again at once, without asking the restart strategy.
+func (s *State) loseFreely(ps []*Partition, now int64, why string) {
+	s.losePartitionsAs(ps, now, why, true)
+}
+
+// Draining reports whether an executor drains.
+func (s *State) Draining(executor string) bool {
+	_, ok := s.drains[executor]
+	return ok
+}
+
+// DrainOf returns an executor's drain.
+func (s *State) DrainOf(executor string) (Drain, bool) {
+	d, ok := s.drains[executor]
+	if !ok {
+		return Drain{}, false
+	}
+	return *d, true
+}
+
+// DrainingSet is the set of draining executors (nil: none).
+func (s *State) DrainingSet() map[string]bool {
+	if len(s.drains) == 0 {
+		return nil
+	}
+	out := make(map[string]bool, len(s.drains))
+	for ex := range s.drains {
+		out[ex] = true
+	}
+	return out
+}
+
+// DrainStatus is, per draining executor, whether it is drained (nil:
+// none drains).
+func (s *State) DrainStatus() map[string]bool {
+	if len(s.drains) == 0 {
+		return nil
+	}
+	out := make(map[string]bool, len(s.drains))
+	for ex := range s.drains {
+		out[ex] = s.Drained(ex)
+	}
+	return out
+}
+
+// Drains lists every drain, in executor order.
+func (s *State) Drains() []Drain {
+	out := make([]Drain, 0, len(s.drains))
+	for _, id := range sortedKeys(s.drains) {
+		out = append(out, *s.drains[id])
+	}
+	return out
+}
+
+// Drained reports whether a draining executor holds nothing that a job
+// still needs: no live execution and no tracked partition.
+func (s *State) Drained(executor string) bool {
+	if _, ok := s.drains[executor]; !ok {
+		return false
+	}
+	return len(s.byExecutor[executor]) == 0 && len(s.partsOn[executor]) == 0
+}
+
+// ToMove lists the draining executors whose deadline has passed at now
+// (unix ms) and that still have work to move: a live execution not being
+// cancelled, or a tracked partition. In executor order.
+func (s *State) ToMove(now int64) []string {
+	var out []string
+	for ex, d := range s.drains {
+		if d.Deadline > now {
+			continue
+		}
+		if len(s.partsOn[ex]) > 0 {
+			out = append(out, ex)
+			continue
+		}
+		for _, e := range s.byExecutor[ex] {
+			if e.State != wire.StateCanceling {
+				out = append(out, ex)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,110 @@
+package fsm
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/wire"
+)
+
+const noRestart = `{"name":"nr","vertices":[{"id":"v","parallelism":2,"command":["sleep","60"]}],
+	"restart":{"strategy":"none"}}`
+
+func TestDrainDeadlineMovesWorkWithoutCountingIt(t *testing.T) {
+	h := newHarness(t)
+	h.submit("nr", noRestart)
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "nr/v/0/0", State: wire.StateRunning}, ReportUpdate{ID: "nr/v/1/0", State: wire.StateRunning})
+
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1", DeadlineMs: 5000}).Err)
+	require.True(t, h.s.Draining("e1"))
+	require.False(t, h.s.Drained("e1"), "it still runs work")
+	require.Empty(t, h.s.ToMove(h.now+4999), "before the deadline the work stays")
+	require.Equal(t, []string{"e1"}, h.s.ToMove(h.now+5000))
+
+	h.now += 5000
+	require.NoError(t, h.apply(&MoveExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	require.Empty(t, h.s.ToMove(h.now), "what is left is being cancelled")
+	for _, id := range []string{"nr/v/0/0", "nr/v/1/0"} {
+		e, _ := h.s.Execution(id)
+		require.Equal(t, wire.StateCanceling, e.State, id)
+	}
+	h.report("e1", ReportUpdate{ID: "nr/v/0/0", State: wire.StateCanceled}, ReportUpdate{ID: "nr/v/1/0", State: wire.StateCanceled})
+	require.True(t, h.s.Drained("e1"))
+	v, _ := h.s.Job("nr")
+	require.Equal(t, JobRestarting, v.Status, "a strategy of none still lets moved work run again")
+	require.Zero(t, h.s.jobs["nr"].Backoff.Failures)
+	require.Equal(t, []string{"nr"}, h.s.RestartsDue(h.now), "at once, without the strategy's delay")
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "nr"})
+	h.placeAll("e2")
+	v, _ = h.s.Job("nr")
+	require.Equal(t, JobRunning, v.Status)
+	for _, e := range v.Vertices[0].Subtasks {
+		require.Equal(t, "e2", e.Executor)
+		require.Equal(t, 1, e.Attempt)
+	}
+	checkInvariants(t, h.s)
+
+	// Undrained, it is eligible again.
+	require.NoError(t, h.apply(&UndrainExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	require.False(t, h.s.Draining("e1"))
+	require.ErrorIs(t, h.apply(&UndrainExecutor{Fenced: h.fenced(), Executor: "e1"}).Err, ErrNotDraining)
+	require.ErrorIs(t, h.apply(&MoveExecutor{Fenced: h.fenced(), Executor: "e1"}).Err, ErrNotDraining)
+}
+
+func TestDrainMovesNeededPartitionsAndDropsTheRest(t *testing.T) {
+	h := newHarness(t)
+	h.submit("d", `{"vertices":[{"id":"gen","parallelism":2,"command":["true"]},
+		{"id":"sum","parallelism":1,"command":["true"],"inputs":[{"from":"gen","mode":"blocking"}]}],
+		"restart":{"strategy":"none"}}`)
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "d/gen/0/0", State: wire.StateFinished, Bytes: 3}, ReportUpdate{ID: "d/gen/1/0", State: wire.StateFinished, Bytes: 4})
+	require.Len(t, h.s.PartitionsOn("e1"), 2)
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	require.False(t, h.s.Drained("e1"), "it holds partitions a consumer needs")
+	require.Equal(t, []string{"e1"}, h.s.ToMove(h.now))
+	require.NoError(t, h.apply(&MoveExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	require.True(t, h.s.Drained("e1"))
+	v, _ := h.s.Job("d")
+	require.Equal(t, JobRestarting, v.Status)
+	require.Contains(t, v.Message, "moved off draining executor e1")
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "d"})
+	h.placeAll("e2")
+	h.report("e2", ReportUpdate{ID: "d/gen/0/1", State: wire.StateFinished}, ReportUpdate{ID: "d/gen/1/1", State: wire.StateFinished})
+	h.placeAll("e2")
+	h.report("e2", ReportUpdate{ID: "d/sum/0/0", State: wire.StateFinished})
+	v, _ = h.s.Job("d")
+	require.Equal(t, JobFinished, v.Status)
+	checkInvariants(t, h.s)
+}
+
+func TestDrainEventsAndSelfDrainOfAnotherInstance(t *testing.T) {
+	h := newHarness(t)
+	h.s.RecordEvents()
+	h.s.TakeEvents()
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1", DeadlineMs: 1000, Self: true, Instance: "run1"}).Err)
+	evs := h.s.TakeEvents()
+	require.Len(t, evs, 1)
+	require.Equal(t, EventExecutorStatus, evs[0].Type)
+	require.Equal(t, ExecutorDrainingStatus, evs[0].State)
+	require.Equal(t, "e1", evs[0].Executor)
+
+	// The same instance answering does not end its own drain; another does.
+	r := h.apply(&UndrainExecutor{Fenced: h.fenced(), Executor: "e1", Instance: "run1"})
+	require.NoError(t, r.Err)
+	require.True(t, r.Unchanged)
+	require.True(t, h.s.Draining("e1"))
+	require.NoError(t, h.apply(&UndrainExecutor{Fenced: h.fenced(), Executor: "e1", Instance: "run2"}).Err)
+	require.False(t, h.s.Draining("e1"))
+	evs = h.s.TakeEvents()
+	require.Equal(t, ExecutorEligibleStatus, evs[len(evs)-1].State)
+
+	// An operator's drain is not ended by an instance.
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	require.True(t, h.apply(&UndrainExecutor{Fenced: h.fenced(), Executor: "e1", Instance: "run3"}).Unchanged)
+	require.True(t, h.s.Draining("e1"))
+
+	require.Error(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1", DeadlineMs: -1}).Err)
+	require.Error(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "", DeadlineMs: 1}).Err)
+}
