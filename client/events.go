@@ -217,6 +217,9 @@ func (s *EventStream) connect() error {
 			if errors.Is(err, ErrEventsUnsupported) {
 				unsupported++
 			}
+			if apiErr, ok := errors.AsType[*APIError](err); ok && (apiErr.StatusCode == http.StatusUnauthorized || apiErr.StatusCode == http.StatusForbidden) {
+				return err // the token is the cluster's answer, not one master's
+			}
 		}
 		switch {
 		case gone != nil:
@@ -255,6 +258,9 @@ func (s *EventStream) open(ctx context.Context, base string) error {
 		return err
 	}
 	req.Header.Set("Accept", "application/x-ndjson")
+	if s.c.token != "" {
+		req.Header.Set(transport.TokenHeader, s.c.token)
+	}
 	// The headers must come within the attempt timeout; the stream itself
 	// only has to keep talking.
 	wait := s.c.attemptTimeout

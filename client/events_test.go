@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -158,4 +159,36 @@ func TestAnEventStreamSaysWhatIsGone(t *testing.T) {
 	c = newTestClient(t, none.addr())
 	_, err = c.Events(context.Background(), EventsQuery{Now: true})
 	require.ErrorIs(t, err, ErrEventsUnsupported)
+}
+
+// The stream carries the client's token, as every other request does; a
+// refused token ends the call at once.
+func TestAnEventStreamSendsTheToken(t *testing.T) {
+	m := &eventMaster{events: []api.Event{{Index: 5, Type: "job-status", Job: "j"}}}
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(transport.TokenHeader) != "secret" {
+			transport.Indented.WriteJSON(w, http.StatusUnauthorized, api.Error{Error: "this request needs an ACL token"})
+			return
+		}
+		m.ServeHTTP(w, r)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := newTestClient(t, s.addr(), WithToken("secret"))
+	st, err := c.Events(ctx, EventsQuery{Index: 4})
+	require.NoError(t, err)
+	defer st.Close()
+	e, err := st.Next()
+	for err == nil && e.Type == api.EventHeartbeat {
+		e, err = st.Next()
+	}
+	require.NoError(t, err)
+	assert.Equal(t, "j", e.Job)
+
+	retried := func(err *UnreachableError) { t.Errorf("retried after %v", err) }
+	c = newTestClient(t, s.addr(), WithToken("wrong"), WithRetryNotify(retried))
+	_, err = c.Events(ctx, EventsQuery{Index: 4})
+	apiErr, ok := errors.AsType[*APIError](err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, http.StatusUnauthorized, apiErr.StatusCode)
 }
