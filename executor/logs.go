@@ -57,19 +57,23 @@ func (e *Executor) serveLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("follow %q: want 0 or 1", q.Get("follow")))
 		return
 	}
-	parts, err := openLog(filepath.Join(executionDir(e.cfg.DataDir, id), stream+".log"), e.cfg.TaskLogMaxFiles)
+	path := filepath.Join(executionDir(e.cfg.DataDir, id), stream+".log")
+	parts, err := openLog(path, e.cfg.TaskLogMaxFiles)
 	if errors.Is(err, fs.ErrNotExist) {
 		e.mu.Lock()
 		_, held := e.held.get(id)
 		e.mu.Unlock()
-		if held { // a task without captured output (the sim runtime)
+		if held { // not started yet, or without captured output (the sim runtime)
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			if follow {
 				w.Header().Set("Trailer", wire.HeaderEnd)
 			}
 			w.WriteHeader(http.StatusOK)
 			if follow {
-				e.followLog(w, r, id, nil)
+				if e.cfg.Runtime == RuntimeSim {
+					path = "" // it never writes one
+				}
+				e.followLog(w, r, id, nil, path)
 			}
 			return
 		}
@@ -93,7 +97,7 @@ func (e *Executor) serveLogs(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.Copy(w, parts.reader(off)); err != nil {
 			return
 		}
-		e.followLog(w, r, id, parts.cursor())
+		e.followLog(w, r, id, parts.cursor(), "")
 		return
 	}
 	w.Header().Set("Content-Length", strconv.FormatInt(size-off, 10))
@@ -109,15 +113,18 @@ const followPoll = 200 * time.Millisecond
 // wrote is sent; the trailer then says the log is complete. A task's
 // output is complete once it has ended: its process has exited before its
 // end is recorded. It stops early, without the trailer, when the client
-// goes or the executor stops. cur nil: the task has no log file (sim), only
-// its end is awaited.
-func (e *Executor) followLog(w http.ResponseWriter, r *http.Request, id string, cur *logCursor) {
+// goes or the executor stops. cur nil: the task has no log file yet; if
+// path is set, it is opened once it appears (the task had not started when
+// the follow began), else only the task's end is awaited (sim).
+func (e *Executor) followLog(w http.ResponseWriter, r *http.Request, id string, cur *logCursor, path string) {
 	rc := http.NewResponseController(w)
 	tick := time.NewTicker(followPoll)
 	defer tick.Stop()
-	if cur != nil {
-		defer cur.close()
-	}
+	defer func() {
+		if cur != nil {
+			cur.close()
+		}
+	}()
 	buf := make([]byte, 64<<10)
 	for {
 		e.mu.Lock()
@@ -125,6 +132,16 @@ func (e *Executor) followLog(w http.ResponseWriter, r *http.Request, id string, 
 		ended := !held || st.State.Terminal()
 		settled, running := e.settled, e.phase == phaseRunning
 		e.mu.Unlock()
+		if cur == nil && path != "" {
+			if parts, err := openLog(path, e.cfg.TaskLogMaxFiles); err == nil {
+				_, err := io.Copy(w, parts.reader(0))
+				cur = parts.cursor()
+				parts.close()
+				if err != nil {
+					return
+				}
+			}
+		}
 		if cur != nil { // what is there now, in this file and the newer ones
 			if err := cur.copyTo(w, buf); err != nil {
 				return

@@ -55,3 +55,27 @@ func TestAMissingProgramSaysSo(t *testing.T) {
 	require.Equal(t, "command not found: ./no-such-prog (a path relative to the task's working directory)", resp.Executions[1].Message)
 	require.Equal(t, "exit status 127: command not found (its stderr names it)", l.waitState(shell.ExecutionID, wire.StateFailed).Message)
 }
+
+// TestAFollowThatStartsBeforeTheTask: a consumer waits for its blocking
+// input before it starts, so it has no log file yet when the follow
+// begins; the follow still sends what it writes once it runs.
+func TestAFollowThatStartsBeforeTheTask(t *testing.T) {
+	t.Parallel()
+	e1, l1 := dataExecutor(t, "e1", Config{})
+	e2, l2 := dataExecutor(t, "e2", Config{})
+	c := dataTaskOf("w", "c", 0, 1, `cat "$JOBMASTER_INPUT_DIR/p/0"; echo done`)
+	c.Inputs = []wire.Input{{Vertex: "p", Mode: wire.ModeBlocking, Sources: sourcesOn(e1, "w", "p", 1)}}
+	require.Equal(t, wire.StateDeploying, l2.deploy(c).Executions[0].State, "it waits for its input")
+	resp, err := httpClient.Get("http://" + e2.Addr() + wire.PathLogs + "?id=" + c.ExecutionID + "&follow=1")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	p := dataTaskOf("w", "p", 0, 1, `echo hello > "$JOBMASTER_OUTPUT_DIR/c/0"`)
+	p.Outputs = []wire.Output{{Vertex: "c", Parallelism: 1, Mode: wire.ModeBlocking}}
+	l1.deploy(p)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, "hello\ndone\n", string(body))
+	require.Equal(t, wire.EndComplete, resp.Trailer.Get(wire.HeaderEnd))
+}
