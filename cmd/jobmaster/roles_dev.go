@@ -207,6 +207,10 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 			return nil
 		}
 	}
+	// The leader now (a failover demo moved it).
+	if view, err := cl.Cluster(ctx); err == nil && view.Leader != nil && *view.Leader != "" {
+		leader = *view.Leader
+	}
 	fmt.Fprintf(out, `
 The cluster keeps running. Watch it in the web UI at https://%[2]s/ui/ (sign in
 with the token above). In another terminal, try:
@@ -214,10 +218,10 @@ with the token above). In another terminal, try:
   %[1]s job run examples/flaky.json --wait
   %[1]s job run examples/wide.json --wait
   %[1]s job list
-Kill the leader ('%[1]s dev kill m2', or kill -9 its PID from the table
-above) and watch another take over; bring it back with '%[1]s dev restart m2'.
+Kill the leader ('%[1]s dev kill %[3]s', or kill -9 its PID from the table
+above) and watch another take over; bring it back with '%[1]s dev restart %[3]s'.
 Press Ctrl-C to stop the cluster.
-`, displayBin(bin), c.masters[0].http)
+`, displayBin(bin), c.masters[0].http, leader)
 	<-ctx.Done()
 	fmt.Fprintln(out, "\nStopping the cluster.")
 	return nil
