@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"jobmaster/api"
@@ -64,7 +65,7 @@ func (m *Master) drainExecutor(w http.ResponseWriter, r *http.Request) {
 	}
 	m.onLeader(w, r, body, func(w http.ResponseWriter, r *http.Request, _ []byte, s *session) error {
 		if !m.knowsExecutor(s, id) {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("executor %q not found", id))
+			writeError(w, http.StatusNotFound, m.unknownExecutor(id))
 			return nil
 		}
 		cmd := &fsm.DrainExecutor{Fenced: s.fenced(), Executor: id, DeadlineMs: deadline.Milliseconds()}
@@ -94,7 +95,7 @@ func (m *Master) undrainExecutor(w http.ResponseWriter, r *http.Request) {
 		draining := false
 		m.fsm.Read(func(st *fsm.State) { draining = st.Draining(id) })
 		if !draining && !m.knowsExecutor(s, id) {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("executor %q not found", id))
+			writeError(w, http.StatusNotFound, m.unknownExecutor(id))
 			return nil
 		}
 		if draining {
@@ -151,6 +152,19 @@ func (m *Master) selfDrain(w http.ResponseWriter, _ *http.Request, body []byte, 
 
 // knowsExecutor reports whether the leader's table, the state or gossip
 // knows an executor of this id.
+// unknownExecutor says that id names no executor, and which ones gossip
+// knows.
+func (m *Master) unknownExecutor(id string) string {
+	var ids []string
+	for _, mem := range m.gossip.Role(membership.RoleExecutor) {
+		ids = append(ids, mem.ID)
+	}
+	if len(ids) == 0 {
+		return fmt.Sprintf("executor %q not found (no executor is known)", id)
+	}
+	return fmt.Sprintf("executor %q not found (the executors: %s)", id, strings.Join(ids, ", "))
+}
+
 func (m *Master) knowsExecutor(s *session, id string) bool {
 	if _, ok := s.tracker.core.Status(id); ok {
 		return true

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,6 +56,9 @@ needs. --disable ends the drain: the executor is eligible for work again.`,
 		Args: exactArgs("ID"),
 		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			id := args[0]
+			if strings.TrimSpace(id) == "" {
+				return usageErrorf(cmd, "the executor ID is empty: 'jobmaster executors list' shows the ids")
+			}
 			if disable && cmd.Flags().Changed("deadline") {
 				return usageErrorf(cmd, "--deadline and --disable do not go together: --disable ends the drain")
 			}
