@@ -164,36 +164,11 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("runtime %q: want %q or %q", c.Runtime, RuntimeExec, RuntimeSim))
 	}
-	switch {
-	case c.Lease < 0:
-		errs = append(errs, fmt.Errorf("lease must be positive, got %s", c.Lease))
-	case c.Lease == 0:
-		c.Lease = DefaultLease
-	}
-	switch {
-	case c.CancelGrace < 0:
-		errs = append(errs, fmt.Errorf("cancel grace must be positive, got %s", c.CancelGrace))
-	case c.CancelGrace == 0:
-		c.CancelGrace = DefaultCancelGrace
-	}
-	switch {
-	case c.FetchTimeout < 0:
-		errs = append(errs, fmt.Errorf("fetch timeout must be positive, got %s", c.FetchTimeout))
-	case c.FetchTimeout == 0:
-		c.FetchTimeout = DefaultFetchTimeout
-	}
-	switch {
-	case c.GCRetention < 0:
-		errs = append(errs, fmt.Errorf("gc retention must be positive, got %s", c.GCRetention))
-	case c.GCRetention == 0:
-		c.GCRetention = DefaultGCRetention
-	}
-	switch {
-	case c.GCInterval < 0:
-		errs = append(errs, fmt.Errorf("gc interval must be positive, got %s", c.GCInterval))
-	case c.GCInterval == 0:
-		c.GCInterval = DefaultGCInterval
-	}
+	errs = appendErr(errs, defaultDuration(&c.Lease, DefaultLease, "lease"))
+	errs = appendErr(errs, defaultDuration(&c.CancelGrace, DefaultCancelGrace, "cancel grace"))
+	errs = appendErr(errs, defaultDuration(&c.FetchTimeout, DefaultFetchTimeout, "fetch timeout"))
+	errs = appendErr(errs, defaultDuration(&c.GCRetention, DefaultGCRetention, "gc retention"))
+	errs = appendErr(errs, defaultDuration(&c.GCInterval, DefaultGCInterval, "gc interval"))
 	switch {
 	case c.TaskLogMaxSize < 0:
 		errs = append(errs, fmt.Errorf("task log max size must not be negative, got %d", c.TaskLogMaxSize))
@@ -266,4 +241,24 @@ func (c Config) fenceAfter() time.Duration {
 // held up by a frozen executor that has not yet fenced itself (the lease).
 func (c *Config) rememberForgotten() time.Duration {
 	return max(6*wire.MaxRequestTimeout, 3*c.Lease)
+}
+
+// defaultDuration sets *d to def when it is 0; a negative one is an error
+// naming what it is.
+func defaultDuration(d *time.Duration, def time.Duration, what string) error {
+	switch {
+	case *d < 0:
+		return fmt.Errorf("%s must be positive, got %s", what, *d)
+	case *d == 0:
+		*d = def
+	}
+	return nil
+}
+
+// appendErr appends err to errs unless it is nil.
+func appendErr(errs []error, err error) []error {
+	if err != nil {
+		return append(errs, err)
+	}
+	return errs
 }
