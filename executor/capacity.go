@@ -12,6 +12,10 @@ import (
 // Config.MemoryMB) defaults to its host's: every CPU the process may run
 // on, and all the memory /proc/meminfo counts.
 
+// HostCapacity is what an executor on this host offers by default: its
+// CPUs in thousandths of a core, and its memory in MiB (0 if unknown).
+func HostCapacity() (cpuMillis, memoryMB int64) { return hostCPUMillis(), hostMemoryMB() }
+
 // hostCPUMillis is the host's CPUs in thousandths of a core.
 func hostCPUMillis() int64 { return int64(goruntime.NumCPU()) * 1000 }
 

@@ -20,6 +20,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/client"
+	"jobmaster/executor"
 	"jobmaster/launch"
 	"jobmaster/pki"
 )
@@ -261,6 +262,9 @@ func newDevCluster(bin, dir string, o *devOpts, out io.Writer, sec *devSecurity)
 		n.args = s.Args()
 		c.masters = append(c.masters, n)
 	}
+	// The executors share one host: each offers its share of it for the
+	// resources tasks declare, so that together they do not offer it twice.
+	cpu, mem := executor.HostCapacity()
 	for i := 1; i <= o.executors; i++ {
 		n := &devNode{id: fmt.Sprintf("e%d", i), role: "executor", http: port(30 + i), gossip: port(40 + i)}
 		n.log = filepath.Join(dir, "logs", n.id+".log")
@@ -268,6 +272,7 @@ func newDevCluster(bin, dir string, o *devOpts, out io.Writer, sec *devSecurity)
 		e.NodeID, e.DataDir = n.id, filepath.Join(dir, n.id)
 		e.HTTPAddr, e.GossipAddr, e.Join = n.http, n.gossip, gossip
 		e.Slots, e.Runtime = o.slots, o.runtime
+		e.CPUMillis, e.MemoryMB = max(cpu/int64(o.executors), 1), mem/int64(o.executors)
 		// A short drain on SIGTERM (dev restart, Ctrl-C): the stop stays
 		// well within the 20 s the supervisor waits.
 		e.DrainGrace = devDrainGrace
