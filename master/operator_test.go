@@ -56,6 +56,16 @@ func TestRemoveDeadMaster(t *testing.T) {
 	victim := (l + 1) % 3
 	id := c.masters[victim].ID()
 	c.stop(victim)
+	// Until gossip finds it dead, the leader takes the stopped master for
+	// an alive one and adds it back as a voter (reconcileVoters).
+	waitFor(t, "gossip to find "+id+" dead", func() bool {
+		for _, mm := range decode[api.Cluster](t, do(t, "GET", c.url(l, "/v1/cluster"), nil)).Masters {
+			if mm.ID == id {
+				return mm.Status != "alive"
+			}
+		}
+		return false
+	})
 	peers := decode[api.RaftPeers](t, do(t, "GET", c.url(l, "/v1/operator/raft/peers"), nil))
 	require.Len(t, peers.Peers, 3)
 	r := do(t, "DELETE", c.url(l, "/v1/operator/raft/peers/"+id), nil)
