@@ -196,6 +196,7 @@ func TestExecLeaseExpiryStopsProcesses(t *testing.T) {
 	t.Parallel()
 	_, l := startExecExecutor(t, Config{Lease: 1500 * time.Millisecond, CancelGrace: 200 * time.Millisecond})
 	tk := task("lease", 0, 0, "sh", "-c", "echo $$; exec sleep 300")
+	l.heartbeat() // a deploy after the lease ran out would be refused
 	l.deploy(tk)
 	pid := l.firstLinePID(tk.ExecutionID)
 	pgid := pgidOf(t, pid)

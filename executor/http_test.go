@@ -414,13 +414,14 @@ func TestFailedPushLosesNothing(t *testing.T) {
 
 func TestLeaseExpiryStopsTasks(t *testing.T) {
 	t.Parallel()
-	e := startExecutor(t, Config{Lease: 300 * time.Millisecond})
+	e := startExecutor(t, Config{Lease: time.Second})
 	l := newLeader(t, e, 1)
 	tk := simTask("j", 0, time.Hour, 0)
+	l.heartbeat() // a deploy after the lease ran out would be refused
 	l.deploy(tk)
-	// No heartbeat: GET /v1/executions is not a leader request.
+	// No more heartbeats: GET /v1/executions is not a leader request.
 	st := l.waitState(tk.ExecutionID, wire.StateCanceled)
-	require.Equal(t, "lease expired: no heartbeat from a leader for 300ms", st.Message)
+	require.Equal(t, "lease expired: no heartbeat from a leader for 1s", st.Message)
 
 	// A leader renews the lease; its new tasks run.
 	rep := l.heartbeat(tk.ExecutionID)
