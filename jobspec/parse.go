@@ -72,8 +72,8 @@ func Parse(data []byte) (*Spec, error) {
 // default.
 func decodeVertex(data []byte, v *Vertex, prefix string) error {
 	err := decodeStrict(data, v, prefix)
-	if err == nil && len(v.Inputs) == 0 {
-		return nil
+	if err == nil && (len(v.Inputs) == 0 || !bytes.Contains(data, []byte(`""`))) {
+		return nil // no input can spell an empty mode or distribution
 	}
 	// The inputs alone, to name the index of one that is wrong (encoding/json
 	// names no index, and no field at all for an unknown one).

@@ -45,16 +45,23 @@ func parseDrainDeadline(body []byte) (time.Duration, error) {
 	return d, nil
 }
 
+// drainRequest reads a drain request's executor id and body, answering 400
+// (or what readBody answers) when either is bad.
+func drainRequest(w http.ResponseWriter, r *http.Request) (id string, body []byte, ok bool) {
+	id = r.PathValue("id")
+	if err := jobspec.CheckID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "executor id: "+err.Error())
+		return "", nil, false
+	}
+	body, ok = readBody(w, r)
+	return id, body, ok
+}
+
 // drainExecutor: POST /v1/executors/{id}/drain {"deadline": "30s"}. 202:
 // the executor takes no new work from now on, and what still runs there
 // at the deadline is moved.
 func (m *Master) drainExecutor(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := jobspec.CheckID(id); err != nil {
-		writeError(w, http.StatusBadRequest, "executor id: "+err.Error())
-		return
-	}
-	body, ok := readBody(w, r)
+	id, body, ok := drainRequest(w, r)
 	if !ok {
 		return
 	}
@@ -82,12 +89,7 @@ func (m *Master) drainExecutor(w http.ResponseWriter, r *http.Request) {
 // undrainExecutor: DELETE /v1/executors/{id}/drain. The executor is
 // eligible for work again; 200 whether or not it was draining.
 func (m *Master) undrainExecutor(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := jobspec.CheckID(id); err != nil {
-		writeError(w, http.StatusBadRequest, "executor id: "+err.Error())
-		return
-	}
-	body, ok := readBody(w, r)
+	id, body, ok := drainRequest(w, r)
 	if !ok {
 		return
 	}
