@@ -279,8 +279,12 @@ func (s *State) ApplyEntry(index uint64, data []byte) []Result {
 		out = append(out, s.Apply(index, c))
 	}
 	if err != nil {
-		s.SetIndex(index)
 		out = append(out, Result{Err: err})
+	}
+	if err != nil || len(cmds) == 0 {
+		// A corrupt entry, or one with no command (a read fence, see
+		// master's proposer.Fence), still moves the applied index.
+		s.SetIndex(index)
 	}
 	return out
 }

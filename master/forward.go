@@ -55,9 +55,10 @@ func (m *Master) leaderWrite(h leaderHandler) http.HandlerFunc {
 
 // leaderRead is leaderWrite for reads, except that ?stale serves the
 // request from this master's own state, with no leader needed. A default
-// read is consistent: the leader first confirms with a quorum that it
-// still leads (a deposed leader, paused while another took over, would
-// otherwise answer from a state that lacks acknowledged writes).
+// read is consistent: the leader first commits a fence (proposer.Fence),
+// which confirms with a quorum that it still leads (a deposed leader,
+// paused while another took over, would otherwise answer from a state that
+// lacks acknowledged writes).
 func (m *Master) leaderRead(h leaderHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Has("stale") {
@@ -69,7 +70,7 @@ func (m *Master) leaderRead(h leaderHandler) http.HandlerFunc {
 			return
 		}
 		m.onLeader(w, r, body, func(w http.ResponseWriter, r *http.Request, body []byte, s *session) error {
-			if err := m.raft.VerifyLeader().Error(); err != nil {
+			if err := m.prop.Fence(r.Context()); err != nil {
 				return err
 			}
 			if !s.current() {

@@ -82,6 +82,21 @@ func (p *proposer) Propose(ctx context.Context, cmds ...fsm.Command) ([]fsm.Resu
 	}
 }
 
+// Fence commits an entry that carries no command, proposed after the call
+// began, and returns once it is applied here. A consistent read waits for
+// it: the entry commits only if a quorum took it from this leader in its
+// term, which no follower does once it has voted in a newer term, so every
+// write acknowledged before the read began (by this leader or a newer one)
+// is in the state the read sees. Raft's VerifyLeader is not enough for
+// that: it counts a follower's answer to a heartbeat sent before the call,
+// which a leader that was paused while another was elected may read only
+// after it resumes. Fences share entries with the commands in flight, so
+// under load they cost no entry of their own.
+func (p *proposer) Fence(ctx context.Context) error {
+	_, _, err := p.Propose(ctx)
+	return err
+}
+
 // ProposeOne commits one command and returns its result; a command the FSM
 // rejected comes back as the error.
 func (p *proposer) ProposeOne(ctx context.Context, c fsm.Command) (fsm.Result, error) {
