@@ -29,7 +29,7 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 			return Result{Err: fmt.Errorf("%w: slot %s/%d assigned twice", ErrRejected, a.Executor, a.Slot)}
 		}
 		taken[ref] = true
-		if use := s.slots[a.Executor][a.Slot]; use != nil && use.key != k {
+		if use, ok := s.slots[a.Executor][a.Slot]; ok && use.key() != k {
 			return Result{Err: fmt.Errorf("%w: slot %s/%d is taken", ErrRejected, a.Executor, a.Slot)}
 		}
 		if held, ok := s.slotOf.get(k); ok && held != ref {
@@ -79,7 +79,7 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 		}
 		a := &c.Slots[which[n]]
 		n++
-		e.Executor = a.Executor
+		e.Executor = s.executorName(a.Executor)
 		e.Slot = a.Slot
 		s.setExecState(e, wire.StateDeploying, c.Time)
 		e.Epoch = c.Token
@@ -97,6 +97,16 @@ func (s *State) applyPlace(index uint64, c *PlaceRegion) Result {
 	return Result{Placed: placed}
 }
 
+// executorName returns id, as the string the executor's live executions
+// already hold if it has any: each assignment decoded its own copy of the
+// name, which a million placed executions would otherwise keep apart.
+func (s *State) executorName(id string) string {
+	for e := range s.byExecutor[id] {
+		return e.Executor
+	}
+	return id
+}
+
 // keyOf is the slot key of an execution.
 func (s *State) keyOf(j *Job, e *Execution) slotKey {
 	return slotKey{j.ID, j.Spec.Vertices[e.VertexIndex].SlotSharingGroup, e.Subtask}
@@ -106,22 +116,22 @@ func (s *State) keyOf(j *Job, e *Execution) slotKey {
 func (s *State) track(e *Execution, k slotKey) {
 	m := s.byExecutor[e.Executor]
 	if m == nil {
-		m = make(map[string]*Execution)
+		m = make(execSet)
 		s.byExecutor[e.Executor] = m
 	}
-	m[e.ID] = e
+	m[e] = struct{}{}
 	slots := s.slots[e.Executor]
 	if slots == nil {
-		slots = make(map[int]*slotUse)
+		slots = make(map[int]slotUse)
 		s.slots[e.Executor] = slots
 	}
-	use := slots[e.Slot]
-	if use == nil {
-		use = &slotUse{key: k}
-		slots[e.Slot] = use
-		s.slotOf.set(k, slotRef{e.Executor, e.Slot}, groupWidth(s.jobs[e.Job], k.group))
+	use, ok := slots[e.Slot]
+	if !ok {
+		g := s.slotOf.set(k, slotRef{e.Executor, e.Slot}, groupWidth(s.jobs[e.Job], k.group))
+		use = slotUse{g: g, index: int32(k.index)}
 	}
 	use.refs++
+	slots[e.Slot] = use
 }
 
 // untrack removes an execution that ended from the indexes; the slot is
@@ -134,22 +144,23 @@ func (s *State) untrack(e *Execution) {
 		}
 	}
 	m := s.byExecutor[e.Executor]
-	if _, ok := m[e.ID]; !ok {
+	if _, ok := m[e]; !ok {
 		return
 	}
-	delete(m, e.ID)
+	delete(m, e)
 	if len(m) == 0 {
 		delete(s.byExecutor, e.Executor)
 	}
 	slots := s.slots[e.Executor]
-	if use := slots[e.Slot]; use != nil {
-		use.refs--
-		if use.refs <= 0 {
-			delete(slots, e.Slot)
-			s.slotOf.del(use.key)
-			if len(slots) == 0 {
-				delete(s.slots, e.Executor)
-			}
+	if use, ok := slots[e.Slot]; ok {
+		if use.refs--; use.refs > 0 {
+			slots[e.Slot] = use
+			return
+		}
+		delete(slots, e.Slot)
+		s.slotOf.del(use.key())
+		if len(slots) == 0 {
+			delete(s.slots, e.Executor)
 		}
 	}
 }
@@ -232,8 +243,8 @@ func (s *State) applyExecutorLost(c *ExecutorLost) Result {
 	s.losePartitions(s.partitionsOn(c.Executor), c.Time, "lost with executor "+c.Executor)
 	s.setFailCause(ReasonExecutorLost)
 	reason := fmt.Sprintf("executor %s lost", c.Executor)
-	for _, id := range sortedKeys(s.byExecutor[c.Executor]) {
-		if e := s.execs[id]; e != nil && !e.State.Terminal() {
+	for _, x := range s.byExecutor[c.Executor].sorted() {
+		if e := s.execs[x.ID]; e != nil && !e.State.Terminal() {
 			s.failOrCancel(e, c.Time, reason)
 		}
 	}

@@ -121,8 +121,8 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 	// Partitions first, as when an executor is lost: a job that needed one
 	// restarts its consumers once, which may cancel executions here too.
 	s.loseFreely(s.partitionsOn(c.Executor), c.Time, cause)
-	for _, id := range sortedKeys(s.byExecutor[c.Executor]) {
-		e := s.execs[id]
+	for _, x := range s.byExecutor[c.Executor].sorted() {
+		e := s.execs[x.ID]
 		if e == nil || e.State.Terminal() || e.State == wire.StateCanceling {
 			continue
 		}
@@ -233,7 +233,7 @@ func (s *State) ToMove(now int64) []string {
 			out = append(out, ex)
 			continue
 		}
-		for _, e := range s.byExecutor[ex] {
+		for e := range s.byExecutor[ex] {
 			if e.State != wire.StateCanceling {
 				out = append(out, ex)
 				break

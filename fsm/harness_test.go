@@ -146,8 +146,8 @@ func checkInvariants(t tb, s *State) {
 	require.Equal(t, len(r.byExecutor), len(s.byExecutor), "byExecutor")
 	for ex, m := range r.byExecutor {
 		require.Len(t, s.byExecutor[ex], len(m), "byExecutor[%s]", ex)
-		for id := range m {
-			require.Contains(t, s.byExecutor[ex], id)
+		for e := range m {
+			require.Contains(t, s.byExecutor[ex], e)
 		}
 	}
 	// A partial report's view of the expected set is the full view
@@ -174,9 +174,15 @@ func checkInvariants(t tb, s *State) {
 			}
 		}
 	}
+	require.Equal(t, len(r.slots), len(s.slots), "executors with slots in use")
 	for ex, m := range r.slots {
+		require.Len(t, s.slots[ex], len(m), "slots in use on %s", ex)
 		for n, u := range m {
-			require.Equal(t, *u, *s.slots[ex][n], "slot %s/%d", ex, n)
+			got, ok := s.slots[ex][n]
+			require.True(t, ok, "slot %s/%d in use", ex, n)
+			require.Equal(t, u.key(), got.key(), "slot %s/%d's key", ex, n)
+			require.Equal(t, u.refs, got.refs, "slot %s/%d's executions", ex, n)
+			require.Same(t, s.slotOf[got.g.job][got.g.group], got.g, "slot %s/%d's group is in the table", ex, n)
 		}
 	}
 	// One execution per subtask, matching the current attempt; counters

@@ -222,9 +222,9 @@ func TestPropertyAtMostOneLiveAttempt(t *testing.T) {
 			}
 			for ex, slots := range s.slots {
 				for n, u := range slots {
-					for _, e := range s.byExecutor[ex] {
+					for e := range s.byExecutor[ex] {
 						if e.Slot == n {
-							require.Equal(t, u.key.job, e.Job, "slot %s/%d", ex, n)
+							require.Equal(t, u.key().job, e.Job, "slot %s/%d", ex, n)
 						}
 					}
 				}

@@ -11,8 +11,9 @@ type slotTable map[string]map[string]*groupSlots // job -> group -> slots
 
 // groupSlots are the held slots of one group of a job.
 type groupSlots struct {
-	refs []slotRef // by subtask index; "" executor: none
-	held int       // entries set
+	job, group string    // whose they are (executors' slot uses point here)
+	refs       []slotRef // by subtask index; "" executor: none
+	held       int       // entries set
 }
 
 // get returns the slot held for k, if any.
@@ -24,10 +25,11 @@ func (t slotTable) get(k slotKey) (slotRef, bool) {
 	return g.refs[k.index], true
 }
 
-// set records that ref holds k; width is the number of subtask indexes of
-// k's group (the largest parallelism among its vertices), so that a group's
-// slice has the same length however the table was built.
-func (t slotTable) set(k slotKey, ref slotRef, width int) {
+// set records that ref holds k and returns k's group; width is the number
+// of subtask indexes of k's group (the largest parallelism among its
+// vertices), so that a group's slice has the same length however the table
+// was built.
+func (t slotTable) set(k slotKey, ref slotRef, width int) *groupSlots {
 	groups := t[k.job]
 	if groups == nil {
 		groups = make(map[string]*groupSlots, 1)
@@ -35,13 +37,14 @@ func (t slotTable) set(k slotKey, ref slotRef, width int) {
 	}
 	g := groups[k.group]
 	if g == nil {
-		g = &groupSlots{refs: make([]slotRef, max(width, k.index+1))}
+		g = &groupSlots{job: k.job, group: k.group, refs: make([]slotRef, max(width, k.index+1))}
 		groups[k.group] = g
 	}
 	if g.refs[k.index].executor == "" {
 		g.held++
 	}
 	g.refs[k.index] = ref
+	return g
 }
 
 // del forgets the slot held for k.

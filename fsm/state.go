@@ -57,11 +57,18 @@ type slotRef struct {
 	slot     int
 }
 
-// slotUse is the occupant of an executor slot.
+// slotUse is the occupant of an executor slot: the slot key it is held
+// for (its group's entry in slotOf, and the index), and how many live
+// executions use it. It is a value in the executor's map, 16 bytes: a
+// pointer to a separate use with the key spelt out cost 70 bytes a slot.
 type slotUse struct {
-	key  slotKey
-	refs int // live executions using the slot
+	g     *groupSlots
+	index int32
+	refs  int32
 }
+
+// key is the slot key the use is held for.
+func (u slotUse) key() slotKey { return slotKey{u.g.job, u.g.group, int(u.index)} }
 
 // regionRef names a region of a job.
 type regionRef struct {
@@ -96,8 +103,8 @@ type State struct {
 	drains map[string]*Drain
 
 	// derived
-	byExecutor map[string]map[string]*Execution // live, placed executions
-	slots      map[string]map[int]*slotUse      // executor -> slot -> use
+	byExecutor map[string]execSet         // live, placed executions
+	slots      map[string]map[int]slotUse // executor -> slot -> use
 	slotOf     slotTable
 	ready      map[regionRef]struct{}
 	restarting map[regionRef]struct{}
@@ -139,8 +146,8 @@ func NewState() *State {
 }
 
 func (s *State) resetDerived() {
-	s.byExecutor = make(map[string]map[string]*Execution)
-	s.slots = make(map[string]map[int]*slotUse)
+	s.byExecutor = make(map[string]execSet)
+	s.slots = make(map[string]map[int]slotUse)
 	s.slotOf = make(slotTable)
 	s.ready = make(map[regionRef]struct{})
 	s.restarting = make(map[regionRef]struct{})
@@ -286,6 +293,22 @@ func (s *State) ApplyEntry(index uint64, data []byte) []Result {
 		// master's proposer.Fence), still moves the applied index.
 		s.SetIndex(index)
 	}
+	return out
+}
+
+// execSet is a set of executions. A pointer key costs half the bytes of an
+// id key with the pointer beside it, for each of a million placed
+// executions.
+type execSet map[*Execution]struct{}
+
+// sorted returns the set's executions in id order; every iteration over a
+// set that can change state goes through it.
+func (m execSet) sorted() []*Execution {
+	out := make([]*Execution, 0, len(m))
+	for e := range m {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out
 }
 

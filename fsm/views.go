@@ -136,7 +136,7 @@ func (s *State) NumExecutions() int    { return len(s.execs) }
 func (s *State) Expected(executor string) []Execution {
 	m := s.byExecutor[executor]
 	out := make([]Execution, 0, len(m))
-	for _, e := range m {
+	for e := range m {
 		out = append(out, *e)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
@@ -150,8 +150,10 @@ func (s *State) ExpectedAmong(executor string, ids []string) []Execution {
 	m := s.byExecutor[executor]
 	out := make([]Execution, 0, len(ids))
 	for _, id := range ids {
-		if e, ok := m[id]; ok {
-			out = append(out, *e)
+		if e := s.execs[id]; e != nil {
+			if _, ok := m[e]; ok {
+				out = append(out, *e)
+			}
 		}
 	}
 	return out
@@ -160,7 +162,7 @@ func (s *State) ExpectedAmong(executor string, ids []string) []Execution {
 // ExpectedEach calls f with every live execution placed on the executor,
 // without copying; f must not keep the pointer.
 func (s *State) ExpectedEach(executor string, f func(*Execution)) {
-	for _, e := range s.byExecutor[executor] {
+	for e := range s.byExecutor[executor] {
 		f(e)
 	}
 }
@@ -211,7 +213,7 @@ func (s *State) ResourcesInUse() map[string]jobspec.Resources {
 	out := make(map[string]jobspec.Resources)
 	for ex, m := range s.byExecutor {
 		var sum jobspec.Resources
-		for _, e := range m {
+		for e := range m {
 			if j := s.jobs[e.Job]; j != nil {
 				if r := j.Spec.Vertices[e.VertexIndex].Resources; r != nil {
 					sum = sum.Add(*r)
