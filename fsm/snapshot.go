@@ -214,7 +214,9 @@ const (
 // takes at least one) is refused before anything is decoded: a 40-byte
 // body that claims 1e11 executions is an error, not an allocation.
 func RestoreSized(r io.Reader, size int64) (*State, error) {
-	dec := codec.NewDecoder(bufio.NewReaderSize(r, 256<<10), msgpackHandle)
+	br := bufio.NewReaderSize(r, 256<<10)
+	dec := codec.NewDecoder(br, msgpackHandle)
+	edec := &execDecoder{r: br}
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
 		return nil, fmt.Errorf("snapshot header: %w", err)
@@ -242,7 +244,7 @@ func RestoreSized(r io.Reader, size int64) (*State, error) {
 		chunk := make([]Execution, min(h.Execs-done, restoreChunk))
 		for i := range chunk {
 			e := &chunk[i]
-			if err := dec.Decode(e); err != nil {
+			if err := edec.decodeExecution(e); err != nil {
 				return nil, fmt.Errorf("snapshot execution %d: %w", done+i, err)
 			}
 			s.execs[e.ID] = e
