@@ -35,6 +35,8 @@ type execRuntime struct {
 	onExit  func(id string, res exitResult)
 	// dirMu is held while a working directory is created (gcloop.go).
 	dirMu *sync.Mutex
+	// cg puts every task in cgroups capped at its resources (cgroup.go).
+	cg *cgroups
 
 	mu     sync.Mutex
 	procs  map[string]*proc
@@ -47,6 +49,9 @@ type proc struct {
 	id  string
 	cmd *exec.Cmd
 	pid int
+	// memoryMB is the task's declared memory; cgroup: it runs in cgroups.
+	memoryMB int64
+	cgroup   bool
 
 	mu       sync.Mutex
 	exited   bool // the shim has exited (it may not be reaped yet)
@@ -64,6 +69,7 @@ func newExecRuntime(cfg Config, onExit func(string, exitResult), dirMu *sync.Mut
 		log:     cfg.Logger,
 		onExit:  onExit,
 		dirMu:   dirMu,
+		cg:      setupCgroups(cfg),
 		procs:   make(map[string]*proc),
 	}
 }
@@ -84,6 +90,18 @@ func shimArgs(grace time.Duration, leaseFile, dir string, logs logLimits, comman
 			"--log-max-size", strconv.FormatInt(logs.maxSize, 10), "--log-max-files", strconv.Itoa(logs.maxFiles))
 	}
 	return append(append(args, "--"), command...)
+}
+
+// execInCommand is the command the shim runs for a task in cgroups: the
+// shim again, which joins the cgroups dirs and then executes the task's
+// command in its own place (RunShim's --exec-in), so the task runs
+// nothing of its own outside them.
+func execInCommand(shim, dirs, command []string) []string {
+	out := append([]string(nil), shim...)
+	for _, d := range dirs {
+		out = append(out, "--exec-in", d)
+	}
+	return append(append(out, "--"), command...)
 }
 
 // taskEnv is a task's environment: the executor's own, the task's Env, then
@@ -192,7 +210,15 @@ func (r *execRuntime) start(t wire.Task) error {
 	}
 	defer stderr.Close()
 
-	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), dir, r.logs, t.Command)...)
+	command := t.Command
+	cgroupDirs, err := r.cg.create(t.ExecutionID, t.Resources)
+	if err != nil {
+		return err
+	}
+	if len(cgroupDirs) > 0 {
+		command = execInCommand(r.shim, cgroupDirs, t.Command)
+	}
+	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), dir, r.logs, command)...)
 	cmd := exec.Command(r.shim[0], args...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -205,15 +231,21 @@ func (r *execRuntime) start(t wire.Task) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
+		if len(cgroupDirs) > 0 {
+			r.cg.remove(t.ExecutionID)
+		}
 		return errRuntimeClosed
 	}
 	r.wg.Add(1)
 	r.mu.Unlock()
 	if err := cmd.Start(); err != nil {
 		r.wg.Done()
+		if len(cgroupDirs) > 0 {
+			r.cg.remove(t.ExecutionID)
+		}
 		return fmt.Errorf("start shim: %w", err)
 	}
-	p := &proc{id: t.ExecutionID, cmd: cmd, pid: cmd.Process.Pid}
+	p := &proc{id: t.ExecutionID, cmd: cmd, pid: cmd.Process.Pid, memoryMB: t.Resources.MemoryMB, cgroup: len(cgroupDirs) > 0}
 	r.mu.Lock()
 	r.procs[p.id] = p
 	closed := r.closed
@@ -246,6 +278,12 @@ func (r *execRuntime) wait(p *proc) {
 	now := time.Now()
 	_ = os.Chtimes(p.cmd.Dir, now, now)
 	res := exitResultOf(p.cmd.ProcessState)
+	if p.cgroup {
+		if msg := oomVerdict(res.Code, r.cg.oomKills(p.id), p.memoryMB); msg != "" {
+			res.Message = msg
+		}
+		r.cg.remove(p.id)
+	}
 	r.mu.Lock()
 	delete(r.procs, p.id)
 	r.mu.Unlock()
@@ -323,6 +361,7 @@ func (r *execRuntime) close() {
 		p.killGroup()
 	}
 	r.wg.Wait()
+	r.cg.close()
 }
 
 // waitExited blocks until process pid has exited, without reaping it

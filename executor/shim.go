@@ -23,6 +23,13 @@ const shimPollInterval = 250 * time.Millisecond
 //
 //	[--grace DURATION] [--lease-file PATH] [--stdout PATH --stderr PATH
 //	[--log-max-size BYTES] [--log-max-files N]] -- COMMAND [ARG...]
+//	--exec-in CGROUP [--exec-in CGROUP...] -- COMMAND [ARG...]
+//
+// With --exec-in, the process only joins the cgroups (directories of a
+// cgroup hierarchy) and then executes COMMAND in its own place, looked up
+// in PATH: the shim runs a task that way (runtime_exec.go), so the task is
+// in its cgroups before it runs any code of its own. It exits 126 if it
+// cannot join them or execute COMMAND, 127 if COMMAND is not found.
 //
 // The shim makes sure it leads its own process group (the executor starts
 // it that way already), runs COMMAND in that group with the shim's working
@@ -52,8 +59,16 @@ func RunShim(args []string) int {
 	flags.StringVar(&logs.stderr, "stderr", "", "the log of the command's standard error")
 	flags.Int64Var(&logs.maxSize, "log-max-size", 0, "rotate a log at this many bytes (0: never)")
 	flags.IntVar(&logs.maxFiles, "log-max-files", DefaultTaskLogMaxFiles, "files kept of each log, the current one included")
+	var execIn []string
+	flags.Func("exec-in", "join this cgroup, then execute COMMAND in place (repeatable)", func(d string) error {
+		execIn = append(execIn, d)
+		return nil
+	})
 	if err := flags.Parse(args); err != nil {
 		return 2
+	}
+	if len(execIn) > 0 && flags.NArg() > 0 {
+		return execInCgroups(execIn, flags.Args())
 	}
 	if flags.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "jobmaster shim: usage: shim [--grace DURATION] [--lease-file PATH] [--stdout PATH --stderr PATH [--log-max-size BYTES] [--log-max-files N]] -- COMMAND [ARG...]")
@@ -68,6 +83,29 @@ func RunShim(args []string) int {
 		return 2
 	}
 	return runShim(*grace, shimPollInterval, *leaseFile, logs, flags.Args())
+}
+
+// execInCgroups joins cgroups dirs and executes command in place; it
+// returns only if that fails.
+func execInCgroups(dirs, command []string) int {
+	if err := joinCgroups(dirs); err != nil {
+		fmt.Fprintf(os.Stderr, "jobmaster shim: joining the task's cgroup: %v\n", err)
+		return 126
+	}
+	path, err := exec.LookPath(command[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jobmaster shim: %v\n", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return 127
+		}
+		return 126
+	}
+	err = syscall.Exec(path, command, os.Environ())
+	fmt.Fprintf(os.Stderr, "jobmaster shim: exec %s: %v\n", command[0], err)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 127
+	}
+	return 126
 }
 
 // shimLogs is where the shim writes its command's output.
