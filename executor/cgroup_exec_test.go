@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -150,4 +151,77 @@ func TestShimExecInFailures(t *testing.T) {
 	code, stdout, stderr := runShimCmd(t, "--exec-in", dir, "--", "sh", "-c", "echo in place")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, "in place\n", stdout)
+}
+
+// TestExecLeftoverCgroupsAreRemoved: the empty task cgroups that a
+// crashed run of the executor left are removed when it starts again on
+// the same data directory, and a task cgroup left after its task ended
+// (a process in it was slow to die) by the next collection, which leaves
+// a running task's alone.
+func TestExecLeftoverCgroupsAreRemoved(t *testing.T) {
+	t.Parallel()
+	cfg := Config{NodeID: "e1", DataDir: t.TempDir(), Logger: testLogger(t), TaskPidsMax: DefaultTaskPidsMax}
+	crashed := setupCgroups(cfg) // what the crashed run made
+	if !crashed.layout.has("memory") {
+		t.Skipf("this host offers no writable cgroup memory controller: %s", crashed.why)
+	}
+	t.Cleanup(crashed.close)
+	for _, c := range crashed.childDirs("old/v/0/0") {
+		require.NoError(t, os.Mkdir(c.Dir, 0o755))
+	}
+
+	e, l := startExecExecutor(t, Config{NodeID: cfg.NodeID, DataDir: cfg.DataDir})
+	cg := memoryCgroups(t, e)
+	require.Equal(t, crashed.layout, cg.layout, "the same executor finds the same cgroups")
+	for _, c := range cg.childDirs("old/v/0/0") {
+		_, err := os.Stat(c.Dir)
+		require.ErrorIs(t, err, os.ErrNotExist, "a crashed run's %s is left", c.Dir)
+	}
+
+	tk := task("live", 0, 0, "sh", "-c", "echo $$; exec sleep 300")
+	l.deploy(tk)
+	l.firstLinePID(tk.ExecutionID)
+	for _, c := range cg.childDirs("ended/v/0/0") {
+		require.NoError(t, os.Mkdir(c.Dir, 0o755))
+	}
+	e.collect()
+	for _, c := range cg.childDirs("ended/v/0/0") {
+		_, err := os.Stat(c.Dir)
+		require.ErrorIs(t, err, os.ErrNotExist, "an ended task's %s is left", c.Dir)
+	}
+	for _, c := range cg.childDirs(tk.ExecutionID) {
+		_, err := os.Stat(c.Dir)
+		require.NoError(t, err, "the running task's cgroup was removed")
+	}
+	nst, ok := status(l.executions().Executions, tk.ExecutionID)
+	require.True(t, ok)
+	require.Equal(t, wire.StateRunning, nst.State)
+}
+
+// TestExecEscapedProcessDiesWithItsCgroup: a process that leaves its
+// task's process group (setsid) is still in the task's cgroup, and is
+// killed when the task ends, before the cgroup is removed.
+func TestExecEscapedProcessDiesWithItsCgroup(t *testing.T) {
+	t.Parallel()
+	e, l := startExecExecutor(t, Config{})
+	cg := memoryCgroups(t, e)
+	tk := task("escape", 0, 0, "sh", "-c", "setsid sleep 300 & echo $!; sleep 0.2")
+	l.deploy(tk)
+	pid := l.firstLinePID(tk.ExecutionID)
+	t.Cleanup(func() {
+		if t.Failed() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	waitFor(t, "the sleep to lead a process group of its own", func() bool {
+		p, ok := readProc(pid)
+		return ok && p.pgrp == pid
+	})
+	l.waitState(tk.ExecutionID, wire.StateFinished)
+	p, ok := readProc(pid)
+	require.True(t, !ok || p.state == "Z", "the escaped process %d is alive (state %s)", pid, p.state)
+	for _, c := range cg.childDirs(tk.ExecutionID) {
+		_, err := os.Stat(c.Dir)
+		require.ErrorIs(t, err, os.ErrNotExist, "the task's cgroup %s is left", c.Dir)
+	}
 }

@@ -259,6 +259,31 @@ func (cg *cgroups) remove(id string) {
 	}
 }
 
+// sweep kills what is in every child cgroup not kept (by name) and
+// removes it, trying once: a child whose task has ended but whose removal
+// failed then (a process was slow to die) is gone by the next sweep.
+func (cg *cgroups) sweep(keep func(name string) bool) {
+	for _, p := range cg.layout.Parents {
+		entries, err := os.ReadDir(p.Dir)
+		if err != nil {
+			cg.log.Warn("listing the executor's cgroup", "cgroup", p.Dir, "err", err)
+			continue
+		}
+		for _, e := range entries {
+			if !e.IsDir() || keep(e.Name()) {
+				continue
+			}
+			dir := filepath.Join(p.Dir, e.Name())
+			killCgroup(dir, cg.layout.Version)
+			if err := os.Remove(dir); err != nil {
+				cg.log.Warn("removing a leftover task cgroup", "cgroup", dir, "err", err)
+			} else {
+				cg.log.Info("removed a leftover task cgroup", "cgroup", dir)
+			}
+		}
+	}
+}
+
 // close removes the parent cgroups (and any child still there).
 func (cg *cgroups) close() {
 	for _, p := range cg.layout.Parents {

@@ -38,6 +38,10 @@ type execRuntime struct {
 	// cg puts every task in cgroups capped at its resources (cgroup.go).
 	cg *cgroups
 
+	// cgLive names the executions whose cgroups are being made or in use
+	// (guarded by mu): sweepCgroups leaves them alone.
+	cgLive map[string]bool
+
 	mu     sync.Mutex
 	procs  map[string]*proc
 	closed bool
@@ -70,6 +74,7 @@ func newExecRuntime(cfg Config, onExit func(string, exitResult), dirMu *sync.Mut
 		onExit:  onExit,
 		dirMu:   dirMu,
 		cg:      setupCgroups(cfg),
+		cgLive:  make(map[string]bool),
 		procs:   make(map[string]*proc),
 	}
 }
@@ -211,7 +216,7 @@ func (r *execRuntime) start(t wire.Task) error {
 	defer stderr.Close()
 
 	command := t.Command
-	cgroupDirs, err := r.cg.create(t.ExecutionID, t.Resources)
+	cgroupDirs, err := r.makeCgroups(t)
 	if err != nil {
 		return err
 	}
@@ -232,7 +237,7 @@ func (r *execRuntime) start(t wire.Task) error {
 	if r.closed {
 		r.mu.Unlock()
 		if len(cgroupDirs) > 0 {
-			r.cg.remove(t.ExecutionID)
+			r.removeCgroups(t.ExecutionID)
 		}
 		return errRuntimeClosed
 	}
@@ -241,7 +246,7 @@ func (r *execRuntime) start(t wire.Task) error {
 	if err := cmd.Start(); err != nil {
 		r.wg.Done()
 		if len(cgroupDirs) > 0 {
-			r.cg.remove(t.ExecutionID)
+			r.removeCgroups(t.ExecutionID)
 		}
 		return fmt.Errorf("start shim: %w", err)
 	}
@@ -282,12 +287,45 @@ func (r *execRuntime) wait(p *proc) {
 		if msg := oomVerdict(res.Code, r.cg.oomKills(p.id), p.memoryMB); msg != "" {
 			res.Message = msg
 		}
-		r.cg.remove(p.id)
+		r.removeCgroups(p.id)
 	}
 	r.mu.Lock()
 	delete(r.procs, p.id)
 	r.mu.Unlock()
 	r.onExit(p.id, res)
+}
+
+// makeCgroups makes t's cgroups (none where tasks run without them).
+func (r *execRuntime) makeCgroups(t wire.Task) ([]string, error) {
+	if !r.cg.enforced() {
+		return nil, nil
+	}
+	r.mu.Lock()
+	r.cgLive[cgroupChild(t.ExecutionID)] = true
+	r.mu.Unlock()
+	dirs, err := r.cg.create(t.ExecutionID, t.Resources)
+	if err != nil {
+		r.mu.Lock()
+		delete(r.cgLive, cgroupChild(t.ExecutionID))
+		r.mu.Unlock()
+	}
+	return dirs, err
+}
+
+// removeCgroups removes execution id's cgroups.
+func (r *execRuntime) removeCgroups(id string) {
+	r.cg.remove(id)
+	r.mu.Lock()
+	delete(r.cgLive, cgroupChild(id))
+	r.mu.Unlock()
+}
+
+// sweepCgroups removes the cgroups of ended tasks that could not be
+// removed when they ended (gcloop.go).
+func (r *execRuntime) sweepCgroups() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cg.sweep(func(name string) bool { return r.cgLive[name] })
 }
 
 // exitResultOf turns the shim's exit into a task result.
