@@ -52,7 +52,7 @@ func cgroupPIDs(t *testing.T, dir string) []int {
 // memory_mb is killed and FAILED "out of memory", while its neighbour on
 // the same executor, in a cgroup of its own with the same limit, runs on.
 // The task's process is in its cgroup and its shim is not; every cgroup is
-// gone once its task has ended, and the executor's own when it stops.
+// gone once its task has ended, and the executor's own with its last task.
 func TestExecOutOfMemoryFailsOnlyThatTask(t *testing.T) {
 	t.Parallel()
 	var parents []cgroupParent
@@ -104,6 +104,10 @@ func TestExecOutOfMemoryFailsOnlyThatTask(t *testing.T) {
 		"a task killed by a cancel is not out of memory")
 	_, err = os.Stat(mem)
 	require.ErrorIs(t, err, os.ErrNotExist, "the cancelled task's cgroup is left")
+	for _, p := range parents {
+		_, err := os.Stat(p.Dir)
+		require.ErrorIs(t, err, os.ErrNotExist, "the executor's cgroup %s outlives its last task", p.Dir)
+	}
 }
 
 // TestExecTaskInCgroupsWithoutLimits: a task that declares nothing runs
@@ -167,7 +171,7 @@ func TestExecLeftoverCgroupsAreRemoved(t *testing.T) {
 	}
 	t.Cleanup(crashed.close)
 	for _, c := range crashed.childDirs("old/v/0/0") {
-		require.NoError(t, os.Mkdir(c.Dir, 0o755))
+		require.NoError(t, os.MkdirAll(c.Dir, 0o755))
 	}
 
 	e, l := startExecExecutor(t, Config{NodeID: cfg.NodeID, DataDir: cfg.DataDir})

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,7 +22,12 @@ import (
 // execution before its task starts (the task joins it before it runs its
 // command: RunShim's --exec-in), reads the child's OOM count when the task
 // has ended, and removes it. A layout of version none does nothing.
-// Safe for concurrent use (it keeps no mutable state).
+//
+// The parent cgroups exist while the executor has tasks: made with the
+// first child, removed with the last, so that an executor killed while it
+// runs none leaves nothing behind (the shims of one killed while it runs
+// some remove theirs, and the parent: removeOrphanCgroups). Safe for
+// concurrent use.
 type cgroups struct {
 	layout  cgroupLayout
 	caps    cgroupCaps
@@ -29,6 +35,8 @@ type cgroups struct {
 	// why says why a better layout (or any) is not used.
 	why string
 	log *slog.Logger
+	// mu orders the making and removing of the parents.
+	mu sync.Mutex
 }
 
 // Bounds on what is read from the kernel's files.
@@ -72,6 +80,9 @@ func setupCgroups(cfg Config) *cgroups {
 			continue
 		}
 		cg.layout, cg.caps = l, caps
+		for _, p := range l.Parents { // made again with the first task
+			_ = os.Remove(p.Dir)
+		}
 		break
 	}
 	cg.why = strings.Join(why, "; ")
@@ -196,14 +207,10 @@ func (cg *cgroups) create(id string, res wire.Resources) ([]string, error) {
 		}
 		return nil, fmt.Errorf("task cgroup: %w", err)
 	}
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
 	for _, c := range children {
-		err := os.Mkdir(c.Dir, 0o755)
-		if errors.Is(err, fs.ErrExist) {
-			if err = os.Remove(c.Dir); err == nil {
-				err = os.Mkdir(c.Dir, 0o755)
-			}
-		}
-		if err != nil {
+		if err := cg.makeChild(c.Dir); err != nil {
 			return fail(err)
 		}
 		dirs = append(dirs, c.Dir)
@@ -220,6 +227,34 @@ func (cg *cgroups) create(id string, res wire.Resources) ([]string, error) {
 		}
 	}
 	return dirs, nil
+}
+
+// makeChild makes child cgroup dir, and its parent if it is not there
+// (the first task's, or the shims of a killed run removed it meanwhile).
+// A child left by an earlier start of the same execution is replaced.
+// Called with mu held.
+func (cg *cgroups) makeChild(dir string) error {
+	for try := 0; ; try++ {
+		err := os.Mkdir(dir, 0o755)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, fs.ErrNotExist) && try < 2:
+			err = os.Mkdir(filepath.Dir(dir), 0o755)
+			if err == nil && cg.layout.Version == cgroupV2 {
+				err = writeCgroupFile(filepath.Join(filepath.Dir(dir), "cgroup.subtree_control"), v2SubtreeControl)
+			}
+			if err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+		case errors.Is(err, fs.ErrExist) && try < 2:
+			if err := os.Remove(dir); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
 }
 
 // oomKills is how many of execution id's processes the OOM killer has
@@ -250,12 +285,18 @@ func (cg *cgroups) oomKills(id string) int64 {
 // remove kills what is left in execution id's cgroups (a process that
 // left the task's process group) and removes them, waiting a bounded
 // time for the killed to leave; one still busy then is logged and left
-// for the executor's stop or next start.
+// for the next collection (sweep). The parents go too if that was the
+// last child.
 func (cg *cgroups) remove(id string) {
 	for _, c := range cg.childDirs(id) {
-		if err := removeCgroup(c.Dir, cg.layout.Version, time.Now().Add(cgroupRemoveWait)); err != nil {
+		if err := removeCgroup(c.Dir, time.Now().Add(cgroupRemoveWait)); err != nil {
 			cg.log.Warn("removing a task's cgroup", "execution", id, "cgroup", c.Dir, "err", err)
 		}
+	}
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	for _, p := range cg.layout.Parents {
+		_ = os.Remove(p.Dir) // fails while other tasks have children there
 	}
 }
 
@@ -266,7 +307,9 @@ func (cg *cgroups) sweep(keep func(name string) bool) {
 	for _, p := range cg.layout.Parents {
 		entries, err := os.ReadDir(p.Dir)
 		if err != nil {
-			cg.log.Warn("listing the executor's cgroup", "cgroup", p.Dir, "err", err)
+			if !errors.Is(err, fs.ErrNotExist) { // none while no task runs
+				cg.log.Warn("listing the executor's cgroup", "cgroup", p.Dir, "err", err)
+			}
 			continue
 		}
 		for _, e := range entries {
@@ -274,7 +317,7 @@ func (cg *cgroups) sweep(keep func(name string) bool) {
 				continue
 			}
 			dir := filepath.Join(p.Dir, e.Name())
-			killCgroup(dir, cg.layout.Version)
+			killCgroup(dir)
 			if err := os.Remove(dir); err != nil {
 				cg.log.Warn("removing a leftover task cgroup", "cgroup", dir, "err", err)
 			} else {
@@ -290,7 +333,7 @@ func (cg *cgroups) close() {
 		entries, _ := os.ReadDir(p.Dir)
 		for _, e := range entries {
 			if e.IsDir() {
-				if err := removeCgroup(filepath.Join(p.Dir, e.Name()), cg.layout.Version, time.Now().Add(cgroupRemoveWait)); err != nil {
+				if err := removeCgroup(filepath.Join(p.Dir, e.Name()), time.Now().Add(cgroupRemoveWait)); err != nil {
 					cg.log.Warn("removing a task's cgroup", "cgroup", filepath.Join(p.Dir, e.Name()), "err", err)
 				}
 			}
@@ -303,7 +346,7 @@ func (cg *cgroups) close() {
 
 // removeCgroup kills every process in cgroup dir and removes it, trying
 // until deadline.
-func removeCgroup(dir string, v cgroupVersion, deadline time.Time) error {
+func removeCgroup(dir string, deadline time.Time) error {
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
 		err := os.Remove(dir)
 		if err == nil || errors.Is(err, fs.ErrNotExist) {
@@ -312,14 +355,28 @@ func removeCgroup(dir string, v cgroupVersion, deadline time.Time) error {
 		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
 			return err
 		}
-		killCgroup(dir, v)
+		killCgroup(dir)
 		time.Sleep(wait) // no event says a v1 cgroup has emptied
 	}
 }
 
-// killCgroup SIGKILLs every process in cgroup dir.
-func killCgroup(dir string, v cgroupVersion) {
-	if v == cgroupV2 && writeCgroupFile(filepath.Join(dir, "cgroup.kill"), "1") == nil {
+// removeOrphanCgroups is a shim's removal of its task's cgroups when its
+// executor died: it kills what is left in them, removes them, and then
+// their parents, which only the last one empties.
+func removeOrphanCgroups(dirs []string) {
+	deadline := time.Now().Add(cgroupRemoveWait)
+	for _, d := range dirs {
+		killCgroup(d)
+		if removeCgroup(d, deadline) == nil {
+			_ = os.Remove(filepath.Dir(d))
+		}
+	}
+}
+
+// killCgroup SIGKILLs every process in cgroup dir (v2's cgroup.kill
+// where there is one).
+func killCgroup(dir string) {
+	if writeCgroupFile(filepath.Join(dir, "cgroup.kill"), "1") == nil {
 		return
 	}
 	s, err := readBounded(filepath.Join(dir, "cgroup.procs"), maxCgroupFile)

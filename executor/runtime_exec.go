@@ -87,9 +87,13 @@ type logLimits struct {
 
 // shimArgs is the shim's command line after ShimCommand. With a working
 // directory dir, the shim writes the task's logs there, rotating them at
-// the limits.
-func shimArgs(grace time.Duration, leaseFile, dir string, logs logLimits, command []string) []string {
+// the limits; cgroups are the task's, which the shim removes if its
+// executor died.
+func shimArgs(grace time.Duration, leaseFile, dir string, logs logLimits, cgroups, command []string) []string {
 	args := []string{"--grace", grace.String(), "--lease-file", leaseFile}
+	for _, d := range cgroups {
+		args = append(args, "--cgroup", d)
+	}
 	if dir != "" {
 		args = append(args, "--stdout", filepath.Join(dir, "stdout.log"), "--stderr", filepath.Join(dir, "stderr.log"),
 			"--log-max-size", strconv.FormatInt(logs.maxSize, 10), "--log-max-files", strconv.Itoa(logs.maxFiles))
@@ -223,7 +227,7 @@ func (r *execRuntime) start(t wire.Task) error {
 	if len(cgroupDirs) > 0 {
 		command = execInCommand(r.shim, cgroupDirs, t.Command)
 	}
-	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), dir, r.logs, command)...)
+	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), dir, r.logs, cgroupDirs, command)...)
 	cmd := exec.Command(r.shim[0], args...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -231,7 +235,7 @@ func (r *execRuntime) start(t wire.Task) error {
 	// has opened them lands in them too.
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: executorDeathSignal}
 
 	r.mu.Lock()
 	if r.closed {
