@@ -93,6 +93,15 @@ func TestExecOutOfMemoryFailsOnlyThatTask(t *testing.T) {
 	got, err := readBounded(filepath.Join(mem, limit), maxCgroupFile)
 	require.NoError(t, err)
 	require.Equal(t, strconv.Itoa(32<<20), strings.TrimSpace(got))
+	if cg.layout.has("cpu") {
+		file, want := "cpu.max", "25000 100000"
+		if cg.layout.Version == cgroupV1 {
+			file, want = "cpu.cfs_quota_us", "25000"
+		}
+		got, err := readBounded(filepath.Join(cgroupDirOf(cg, neighbour.ExecutionID, "cpu"), file), maxCgroupFile)
+		require.NoError(t, err)
+		require.Equal(t, want, strings.TrimSpace(got), "cpu_millis 250: a quarter of a core")
+	}
 	if dir := cgroupDirOf(cg, neighbour.ExecutionID, "pids"); cg.layout.has("pids") {
 		got, err := readBounded(filepath.Join(dir, "pids.max"), maxCgroupFile)
 		require.NoError(t, err)
