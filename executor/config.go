@@ -110,6 +110,15 @@ type Config struct {
 	// host's (its CPUs, /proc/meminfo's MemTotal).
 	CPUMillis int64
 	MemoryMB  int64
+	// DisableCgroups runs the exec runtime's tasks without cgroups: their
+	// declared resources are not enforced. Otherwise each task runs in
+	// its own cgroup, capped at what it declared, where the host allows
+	// (cgroup.go).
+	DisableCgroups bool
+	// TaskPidsMax is how many processes and threads one task may have at
+	// once, where tasks run in cgroups (0: DefaultTaskPidsMax; -1: no
+	// bound).
+	TaskPidsMax int64
 	// DiskReserve: while less than this many bytes are free on the data
 	// directory's filesystem, the disk counts as full (reported as
 	// disk_full; the leader places nothing here). Default 1 MiB.
@@ -198,6 +207,12 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("disk reserve must not be negative, got %d", c.DiskReserve))
 	case c.DiskReserve == 0:
 		c.DiskReserve = DefaultDiskReserve
+	}
+	switch {
+	case c.TaskPidsMax < -1:
+		errs = append(errs, fmt.Errorf("task pids max must be positive, 0 (the default, %d) or -1 (no bound), got %d", DefaultTaskPidsMax, c.TaskPidsMax))
+	case c.TaskPidsMax == 0:
+		c.TaskPidsMax = DefaultTaskPidsMax
 	}
 	if c.GCDiskLimit < 0 {
 		errs = append(errs, fmt.Errorf("gc disk limit must not be negative, got %d", c.GCDiskLimit))

@@ -48,6 +48,11 @@
 //     an empty partition (0 bytes, kept in memory only: a restarted sim
 //     executor has none); a sim consumer fetches nothing unless
 //     Env["SIM_FETCH"] is true.
+//   - Task cgroups: under the exec runtime, each task runs in cgroups of
+//     its own (v2, or v1 on a hybrid host), capped at the resources it
+//     declared (wire.Resources) and Config.TaskPidsMax processes; it joins
+//     them before it runs its own code. One the OOM killer killed in ends
+//     FAILED "out of memory: ..." (cgroup.go decides, cgroup_io.go does).
 //   - Push: every state change is sent at once to the newest leader's address
 //     (Report with Partial set); heartbeats answer with the full report.
 //   - Producer, consumer, partition: a task with outputs writes, in its
@@ -70,7 +75,8 @@
 //
 // The decisions are plain code without I/O or clocks: the held set and its
 // transitions (held.go), the fencing-token check (token.go), the lease
-// (lease.go), execution id validation (ids.go), the bounds on edges and
+// (lease.go), execution id validation (ids.go), the cgroup layout, limits
+// and out-of-memory verdict (cgroup.go), the bounds on edges and
 // fetches (edges.go), and in package partition which files count, when a
 // partition is whole and the retry schedule. The rest carries their
 // results out. Goroutines: the HTTP server's (a fetch's handler streams as

@@ -255,7 +255,9 @@ func (e *Executor) Start() error {
 	e.log.Info("executor started", "http", e.Addr(), "gossip", e.cfg.GossipAddr, "slots", e.cfg.Slots,
 		"runtime", e.cfg.Runtime, "lease", e.cfg.Lease, "token", fc.Token, "cluster", fc.Cluster, "instance", e.instance,
 		"tls", e.tls != nil, "gossip_encrypted", len(e.gossipKeys) > 0, "cpu_millis", e.cfg.CPUMillis, "memory_mb", e.cfg.MemoryMB)
-	e.logEnforcement()
+	if rt, ok := e.rt.(*execRuntime); ok {
+		rt.cg.logMode(e.cfg.CPUMillis, e.cfg.MemoryMB)
+	}
 	return nil
 }
 

@@ -35,6 +35,9 @@ func (e *Executor) collect() {
 	if e.cfg.Runtime != RuntimeExec {
 		return
 	}
+	if rt, ok := e.rt.(*execRuntime); ok {
+		rt.sweepCgroups()
+	}
 	entries := scanExecutions(filepath.Join(e.cfg.DataDir, executionsDir))
 	e.mu.Lock()
 	for i := range entries {

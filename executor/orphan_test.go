@@ -52,7 +52,8 @@ func runChildExecutor(args []string) int {
 }
 
 // TestTasksDieWithKilledExecutor: after kill -9 of the executor process, no
-// process of its tasks remains, not even a grandchild.
+// process of its tasks remains, not even a grandchild; where tasks run in
+// cgroups, their shims remove the task's cgroups and the executor's.
 func TestTasksDieWithKilledExecutor(t *testing.T) {
 	t.Parallel()
 	cmd := exec.Command(testBinary(t), childExecArg, t.TempDir())
@@ -97,4 +98,18 @@ func TestTasksDieWithKilledExecutor(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	waitFor(t, "every task process to die with the executor", func() bool { return len(groupMembers(pgid)) == 0 })
+
+	_, rest, enforced := strings.Cut(stderr.String(), "task resources are enforced with ")
+	if !enforced {
+		return
+	}
+	_, rest, _ = strings.Cut(rest, "cgroups=")
+	parents, _, _ := strings.Cut(rest, " ")
+	require.NotEmpty(t, parents)
+	for _, dir := range strings.Split(parents, ",") {
+		waitFor(t, "the shim to remove "+dir, func() bool {
+			_, err := os.Stat(dir)
+			return os.IsNotExist(err)
+		})
+	}
 }

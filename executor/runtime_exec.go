@@ -35,6 +35,12 @@ type execRuntime struct {
 	onExit  func(id string, res exitResult)
 	// dirMu is held while a working directory is created (gcloop.go).
 	dirMu *sync.Mutex
+	// cg puts every task in cgroups capped at its resources (cgroup.go).
+	cg *cgroups
+
+	// cgLive names the executions whose cgroups are being made or in use
+	// (guarded by mu): sweepCgroups leaves them alone.
+	cgLive map[string]bool
 
 	mu     sync.Mutex
 	procs  map[string]*proc
@@ -47,6 +53,9 @@ type proc struct {
 	id  string
 	cmd *exec.Cmd
 	pid int
+	// memoryMB is the task's declared memory; cgroup: it runs in cgroups.
+	memoryMB int64
+	cgroup   bool
 
 	mu       sync.Mutex
 	exited   bool // the shim has exited (it may not be reaped yet)
@@ -64,6 +73,8 @@ func newExecRuntime(cfg Config, onExit func(string, exitResult), dirMu *sync.Mut
 		log:     cfg.Logger,
 		onExit:  onExit,
 		dirMu:   dirMu,
+		cg:      setupCgroups(cfg),
+		cgLive:  make(map[string]bool),
 		procs:   make(map[string]*proc),
 	}
 }
@@ -76,14 +87,30 @@ type logLimits struct {
 
 // shimArgs is the shim's command line after ShimCommand. With a working
 // directory dir, the shim writes the task's logs there, rotating them at
-// the limits.
-func shimArgs(grace time.Duration, leaseFile, dir string, logs logLimits, command []string) []string {
+// the limits; cgroups are the task's, which the shim removes if its
+// executor died.
+func shimArgs(grace time.Duration, leaseFile, dir string, logs logLimits, cgroups, command []string) []string {
 	args := []string{"--grace", grace.String(), "--lease-file", leaseFile}
+	for _, d := range cgroups {
+		args = append(args, "--cgroup", d)
+	}
 	if dir != "" {
 		args = append(args, "--stdout", filepath.Join(dir, "stdout.log"), "--stderr", filepath.Join(dir, "stderr.log"),
 			"--log-max-size", strconv.FormatInt(logs.maxSize, 10), "--log-max-files", strconv.Itoa(logs.maxFiles))
 	}
 	return append(append(args, "--"), command...)
+}
+
+// execInCommand is the command the shim runs for a task in cgroups: the
+// shim again, which joins the cgroups dirs and then executes the task's
+// command in its own place (RunShim's --exec-in), so the task runs
+// nothing of its own outside them.
+func execInCommand(shim, dirs, command []string) []string {
+	out := append([]string(nil), shim...)
+	for _, d := range dirs {
+		out = append(out, "--exec-in", d)
+	}
+	return append(append(out, "--"), command...)
 }
 
 // taskEnv is a task's environment: the executor's own, the task's Env, then
@@ -192,7 +219,15 @@ func (r *execRuntime) start(t wire.Task) error {
 	}
 	defer stderr.Close()
 
-	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), dir, r.logs, t.Command)...)
+	command := t.Command
+	cgroupDirs, err := r.makeCgroups(t)
+	if err != nil {
+		return err
+	}
+	if len(cgroupDirs) > 0 {
+		command = execInCommand(r.shim, cgroupDirs, t.Command)
+	}
+	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), dir, r.logs, cgroupDirs, command)...)
 	cmd := exec.Command(r.shim[0], args...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -200,20 +235,26 @@ func (r *execRuntime) start(t wire.Task) error {
 	// has opened them lands in them too.
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: executorDeathSignal}
 
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
+		if len(cgroupDirs) > 0 {
+			r.removeCgroups(t.ExecutionID)
+		}
 		return errRuntimeClosed
 	}
 	r.wg.Add(1)
 	r.mu.Unlock()
 	if err := cmd.Start(); err != nil {
 		r.wg.Done()
+		if len(cgroupDirs) > 0 {
+			r.removeCgroups(t.ExecutionID)
+		}
 		return fmt.Errorf("start shim: %w", err)
 	}
-	p := &proc{id: t.ExecutionID, cmd: cmd, pid: cmd.Process.Pid}
+	p := &proc{id: t.ExecutionID, cmd: cmd, pid: cmd.Process.Pid, memoryMB: t.Resources.MemoryMB, cgroup: len(cgroupDirs) > 0}
 	r.mu.Lock()
 	r.procs[p.id] = p
 	closed := r.closed
@@ -246,10 +287,49 @@ func (r *execRuntime) wait(p *proc) {
 	now := time.Now()
 	_ = os.Chtimes(p.cmd.Dir, now, now)
 	res := exitResultOf(p.cmd.ProcessState)
+	if p.cgroup {
+		if msg := oomVerdict(res.Code, r.cg.oomKills(p.id), p.memoryMB); msg != "" {
+			res.Message = msg
+		}
+		r.removeCgroups(p.id)
+	}
 	r.mu.Lock()
 	delete(r.procs, p.id)
 	r.mu.Unlock()
 	r.onExit(p.id, res)
+}
+
+// makeCgroups makes t's cgroups (none where tasks run without them).
+func (r *execRuntime) makeCgroups(t wire.Task) ([]string, error) {
+	if !r.cg.enforced() {
+		return nil, nil
+	}
+	r.mu.Lock()
+	r.cgLive[cgroupChild(t.ExecutionID)] = true
+	r.mu.Unlock()
+	dirs, err := r.cg.create(t.ExecutionID, t.Resources)
+	if err != nil {
+		r.mu.Lock()
+		delete(r.cgLive, cgroupChild(t.ExecutionID))
+		r.mu.Unlock()
+	}
+	return dirs, err
+}
+
+// removeCgroups removes execution id's cgroups.
+func (r *execRuntime) removeCgroups(id string) {
+	r.cg.remove(id)
+	r.mu.Lock()
+	delete(r.cgLive, cgroupChild(id))
+	r.mu.Unlock()
+}
+
+// sweepCgroups removes the cgroups of ended tasks that could not be
+// removed when they ended (gcloop.go).
+func (r *execRuntime) sweepCgroups() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cg.sweep(func(name string) bool { return r.cgLive[name] })
 }
 
 // exitResultOf turns the shim's exit into a task result.
@@ -323,6 +403,7 @@ func (r *execRuntime) close() {
 		p.killGroup()
 	}
 	r.wg.Wait()
+	r.cg.close()
 }
 
 // waitExited blocks until process pid has exited, without reaping it

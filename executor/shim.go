@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,12 +19,24 @@ import (
 // shimPollInterval is how often the shim checks that its executor is alive.
 const shimPollInterval = 250 * time.Millisecond
 
+// executorDeathSignal is the shim's parent-death signal (the exec runtime
+// sets it): told apart from a SIGTERM that the executor sends, it says at
+// once that the executor died.
+const executorDeathSignal = syscall.SIGUSR2
+
 // RunShim is the entry point of the hidden `jobmaster shim` command, which
 // the exec runtime starts for every task. args are the arguments after
 // "shim":
 //
-//	[--grace DURATION] [--lease-file PATH] [--stdout PATH --stderr PATH
-//	[--log-max-size BYTES] [--log-max-files N]] -- COMMAND [ARG...]
+//	[--grace DURATION] [--lease-file PATH] [--cgroup DIR...] [--stdout PATH
+//	--stderr PATH [--log-max-size BYTES] [--log-max-files N]] -- COMMAND [ARG...]
+//	--exec-in CGROUP [--exec-in CGROUP...] -- COMMAND [ARG...]
+//
+// With --exec-in, the process only joins the cgroups (directories of a
+// cgroup hierarchy) and then executes COMMAND in its own place, looked up
+// in PATH: the shim runs a task that way (runtime_exec.go), so the task is
+// in its cgroups before it runs any code of its own. It exits 126 if it
+// cannot join them or execute COMMAND, 127 if COMMAND is not found.
 //
 // The shim makes sure it leads its own process group (the executor starts
 // it that way already), runs COMMAND in that group with the shim's working
@@ -30,9 +44,13 @@ const shimPollInterval = 250 * time.Millisecond
 //   - on SIGTERM or SIGINT forwards the signal once to the whole group and
 //     SIGKILLs the group (itself included) if COMMAND has not exited after
 //     the grace period (default 3s);
-//   - polls getppid every 250ms: when its executor has died (it has been
-//     reparented) it terminates the group the same way, and kills whatever
-//     is left of the group once COMMAND has exited;
+//   - on executorDeathSignal (SIGUSR2, its parent-death signal), or when
+//     getppid, polled every 250ms, says it has been reparented, knows that
+//     its executor has died: it terminates the group the same way, and
+//     kills whatever is left of the group once COMMAND has exited;
+//   - with --cgroup (the task's cgroups), when its executor has died,
+//     kills what is left in them once COMMAND has exited and removes them,
+//     and their parents if that leaves them empty (nobody else will);
 //   - reads the lease file as it polls (see leasefile.go): when the lease is
 //     about to run out it terminates the group the same way, so the task is
 //     dead when it does even if the executor is stopped or hung;
@@ -52,8 +70,20 @@ func RunShim(args []string) int {
 	flags.StringVar(&logs.stderr, "stderr", "", "the log of the command's standard error")
 	flags.Int64Var(&logs.maxSize, "log-max-size", 0, "rotate a log at this many bytes (0: never)")
 	flags.IntVar(&logs.maxFiles, "log-max-files", DefaultTaskLogMaxFiles, "files kept of each log, the current one included")
+	var execIn, cgroups []string
+	flags.Func("cgroup", "a cgroup of the task's, removed if the executor died (repeatable)", func(d string) error {
+		cgroups = append(cgroups, d)
+		return nil
+	})
+	flags.Func("exec-in", "join this cgroup, then execute COMMAND in place (repeatable)", func(d string) error {
+		execIn = append(execIn, d)
+		return nil
+	})
 	if err := flags.Parse(args); err != nil {
 		return 2
+	}
+	if len(execIn) > 0 && flags.NArg() > 0 {
+		return execInCgroups(execIn, flags.Args())
 	}
 	if flags.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "jobmaster shim: usage: shim [--grace DURATION] [--lease-file PATH] [--stdout PATH --stderr PATH [--log-max-size BYTES] [--log-max-files N]] -- COMMAND [ARG...]")
@@ -67,7 +97,30 @@ func RunShim(args []string) int {
 		fmt.Fprintln(os.Stderr, "jobmaster shim: --stdout and --stderr go together, --log-max-size must not be negative and --log-max-files must be at least 1")
 		return 2
 	}
-	return runShim(*grace, shimPollInterval, *leaseFile, logs, flags.Args())
+	return runShim(*grace, shimPollInterval, *leaseFile, logs, cgroups, flags.Args())
+}
+
+// execInCgroups joins cgroups dirs and executes command in place; it
+// returns only if that fails.
+func execInCgroups(dirs, command []string) int {
+	if err := joinCgroups(dirs); err != nil {
+		fmt.Fprintf(os.Stderr, "jobmaster shim: joining the task's cgroup: %v\n", err)
+		return 126
+	}
+	path, err := exec.LookPath(command[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jobmaster shim: %v\n", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return 127
+		}
+		return 126
+	}
+	err = syscall.Exec(path, command, os.Environ())
+	fmt.Fprintf(os.Stderr, "jobmaster shim: exec %s: %v\n", command[0], err)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 127
+	}
+	return 126
 }
 
 // shimLogs is where the shim writes its command's output.
@@ -81,7 +134,7 @@ type shimLogs struct {
 // after the command exited (a child it left may hold the pipe open).
 const logDrain = time.Second
 
-func runShim(grace, poll time.Duration, leaseFile string, logs shimLogs, command []string) int {
+func runShim(grace, poll time.Duration, leaseFile string, logs shimLogs, cgroups, command []string) int {
 	parent := os.Getppid()
 	pgid := os.Getpid()
 	if syscall.Getpgrp() != pgid {
@@ -92,7 +145,7 @@ func runShim(grace, poll time.Duration, leaseFile string, logs shimLogs, command
 		}
 	}
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, executorDeathSignal)
 	defer signal.Stop(sigs)
 
 	cmd := exec.Command(command[0], command[1:]...)
@@ -153,13 +206,21 @@ func runShim(grace, poll time.Duration, leaseFile string, logs shimLogs, command
 	for {
 		select {
 		case <-done:
-			if orphaned || os.Getppid() != parent {
-				// Nobody is left to clean up the group: do it (and die).
+			if orphaned || executorGone(parent) {
+				// Nobody is left to clean up the group and the cgroups: do
+				// it (and die).
+				removeOrphanCgroups(cgroups)
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			}
 			return shimExitCode(cmd.ProcessState)
 		case s := <-sigs:
-			terminate(s.(syscall.Signal))
+			if s != executorDeathSignal {
+				terminate(s.(syscall.Signal))
+			} else if !orphaned {
+				orphaned = true
+				fmt.Fprintln(stderr, "jobmaster shim: the executor died: stopping the task")
+				terminate(syscall.SIGTERM)
+			}
 		case <-ticker.C:
 			if !orphaned && os.Getppid() != parent {
 				orphaned = true
@@ -177,6 +238,37 @@ func runShim(grace, poll time.Duration, leaseFile string, logs shimLogs, command
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}
+}
+
+// executorGone reports whether the shim's executor, process parent, has
+// died: the shim has been given another parent, or its parent is a zombie
+// (its threads die one by one, and the parent-death signal comes with the
+// first, before the shim is given another parent).
+func executorGone(parent int) bool {
+	if os.Getppid() != parent {
+		return true
+	}
+	stat, err := readBounded("/proc/"+strconv.Itoa(parent)+"/stat", 4096)
+	if err != nil {
+		return true
+	}
+	st := procStatState(stat)
+	return st == "Z" || st == "X"
+}
+
+// procStatState is the state field of a /proc/<pid>/stat line ("" if
+// there is none): the first after the command name, which may hold
+// spaces and parentheses.
+func procStatState(stat string) string {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 // shimExitCode is the command's exit code, 128+n if signal n killed it.

@@ -94,10 +94,10 @@ func TestShimKillsAfterGrace(t *testing.T) {
 }
 
 func TestShimArgs(t *testing.T) {
-	require.Equal(t, []string{"--grace", "1.5s", "--lease-file", "/d/lease", "--", "sh", "-c", "x"}, shimArgs(1500*time.Millisecond, "/d/lease", "", logLimits{}, []string{"sh", "-c", "x"}))
+	require.Equal(t, []string{"--grace", "1.5s", "--lease-file", "/d/lease", "--", "sh", "-c", "x"}, shimArgs(1500*time.Millisecond, "/d/lease", "", logLimits{}, nil, []string{"sh", "-c", "x"}))
 	require.Equal(t, []string{"--grace", "1.5s", "--lease-file", "/d/lease", "--stdout", "/d/x/stdout.log", "--stderr", "/d/x/stderr.log",
 		"--log-max-size", "100", "--log-max-files", "3", "--", "sh"},
-		shimArgs(1500*time.Millisecond, "/d/lease", "/d/x", logLimits{maxSize: 100, maxFiles: 3}, []string{"sh"}))
+		shimArgs(1500*time.Millisecond, "/d/lease", "/d/x", logLimits{maxSize: 100, maxFiles: 3}, nil, []string{"sh"}))
 }
 
 // TestShimStopsTaskWhenParentDies exercises the getppid poll alone: the

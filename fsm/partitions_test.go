@@ -330,3 +330,22 @@ func TestLostMiddleStageReRunsFromAReleasedInput(t *testing.T) {
 	require.Equal(t, "j/a/0/1", placed[0].ID, "b waits for a")
 	checkInvariants(t, h.s)
 }
+
+// TestTaskSpecsCarryResources: a deployment carries what its vertex
+// declared (the executor caps the task there), and nothing for a vertex
+// that declared nothing.
+func TestTaskSpecsCarryResources(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"a","parallelism":1,"command":["x"],"resources":{"cpu_millis":250,"memory_mb":64}},
+		{"id":"b","parallelism":1,"command":["x"]}]}`)
+	placed := h.placeAll("e1")
+	require.Len(t, placed, 2)
+	got := map[string]wire.Resources{}
+	for _, ts := range h.s.TaskSpecs(placed) {
+		got[ts.Execution.Vertex] = ts.Resources
+		one, ok := h.s.TaskSpec(ts.Execution.ID)
+		require.True(t, ok)
+		require.Equal(t, ts.Resources, one.Resources)
+	}
+	require.Equal(t, map[string]wire.Resources{"a": {CPUMillis: 250, MemoryMB: 64}, "b": {}}, got)
+}

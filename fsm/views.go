@@ -373,6 +373,7 @@ type TaskSpec struct {
 	Env         map[string]string
 	Outputs     []wire.Output
 	Inputs      []wire.Input
+	Resources   wire.Resources
 }
 
 // TaskSpec returns the deployment of a placed execution.
@@ -387,7 +388,7 @@ func (s *State) TaskSpec(id string) (TaskSpec, bool) {
 func (s *State) taskSpec(e *Execution) TaskSpec {
 	j := s.jobs[e.Job]
 	v := &j.Spec.Vertices[e.VertexIndex]
-	ts := TaskSpec{Execution: *e, Parallelism: v.Parallelism, Command: v.Command, Env: v.Env}
+	ts := TaskSpec{Execution: *e, Parallelism: v.Parallelism, Command: v.Command, Env: v.Env, Resources: wireResources(v)}
 	ts.Outputs, ts.Inputs = s.dataEdges(j, e.VertexIndex)
 	return ts
 }
@@ -419,7 +420,13 @@ func (s *State) TaskSpecs(placed []Execution) []TaskSpec {
 			memo[vertex{j.ID, vi}] = ed
 		}
 		out = append(out, TaskSpec{Execution: placed[i], Parallelism: v.Parallelism, Command: v.Command, Env: v.Env,
-			Outputs: ed.outputs, Inputs: ed.inputs})
+			Outputs: ed.outputs, Inputs: ed.inputs, Resources: wireResources(v)})
 	}
 	return out
+}
+
+// wireResources is what v's tasks declared, as deployed.
+func wireResources(v *jobspec.Vertex) wire.Resources {
+	r := v.Of()
+	return wire.Resources{CPUMillis: r.CPUMillis, MemoryMB: r.MemoryMB}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,4 +70,54 @@ func TestRegionTooBigRefused(t *testing.T) {
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	c.WaitJob("hog", 60*time.Second, "FINISHED")
 	c.WaitJob("next", 60*time.Second, "FINISHED")
+}
+
+// TestTaskOutOfMemory: a task that allocates past its memory_mb is killed
+// in its cgroup and FAILED "out of memory": its subtask says so through
+// the HTTP API, so do the failed job and `jobmaster job status`, while a
+// neighbour task on the same executor, with the same limit, runs on and
+// finishes. Skipped where the executor cannot make cgroups (it says so at
+// start).
+func TestTaskOutOfMemory(t *testing.T) {
+	c := NewCluster(t, Options{Masters: 1, Executors: 1})
+	e := c.Executors[0]
+	var log string
+	WaitFor(t, "the executor to say whether it enforces task resources", 30*time.Second, func() bool {
+		b, err := os.ReadFile(e.LogPath)
+		log = string(b)
+		return err == nil && strings.Contains(log, "task resources are")
+	})
+	if i := strings.Index(log, "task resources are not enforced"); i >= 0 {
+		line, _, _ := strings.Cut(log[i:], "\n")
+		t.Skipf("the executor cannot enforce task memory on this host: %s", line)
+	}
+
+	gate := filepath.Join(t.TempDir(), "go")
+	c.Submit("calm", `{"vertices": [{"id": "v", "parallelism": 1, "resources": {"memory_mb": 32},
+		"command": ["sh", "-c", "while [ ! -e `+gate+` ]; do sleep 0.05; done"]}]}`)
+	c.WaitJob("calm", 60*time.Second, "RUNNING")
+	c.Submit("hog", `{"vertices": [{"id": "v", "parallelism": 1, "resources": {"memory_mb": 32},
+		"command": ["sh", "-c", "tail /dev/zero"]}], "restart": {"strategy": "none"}}`)
+	hog := c.WaitJob("hog", 60*time.Second, "FAILED")
+	st := hog.Vertices[0].Subtasks[0]
+	require.Equal(t, "FAILED", string(st.State))
+	require.Equal(t, e.ID, st.Executor)
+	require.Contains(t, st.Message, "out of memory: exceeded its memory_mb of 32")
+	require.Contains(t, hog.Message, "out of memory")
+
+	var addrs []string
+	for _, m := range c.Masters {
+		addrs = append(addrs, m.HTTPAddr)
+	}
+	cmd := exec.Command(binary(t), "job", "status", "hog")
+	cmd.Env = append(os.Environ(), "JOBMASTER_ADDR="+strings.Join(addrs, ","))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "job status: %s", out)
+	require.Contains(t, string(out), "out of memory: exceeded its memory_mb of 32")
+
+	calm := c.Job("calm")
+	require.Equal(t, "RUNNING", calm.Status, "the neighbour runs on")
+	require.Equal(t, 0, calm.Vertices[0].Subtasks[0].Attempt)
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	c.WaitJob("calm", 60*time.Second, "FINISHED")
 }

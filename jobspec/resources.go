@@ -13,9 +13,9 @@ const (
 // Resources is what each task of a vertex needs of its executor: CPU in
 // thousandths of a core, and memory in MiB. Zero asks for nothing of that
 // kind: the task is placed by slots alone, and not limited. An executor
-// whose runtime enforces them (cgroup v2) caps the task there: CPU time
-// at CPUMillis per second of wall time, memory at MemoryMB (a task that
-// needs more is killed and FAILED "out of memory").
+// whose runtime enforces them (exec, with cgroup v2 or v1) caps the task
+// there: CPU time at CPUMillis per second of wall time, memory at
+// MemoryMB (a task that needs more is killed and FAILED "out of memory").
 type Resources struct {
 	CPUMillis int64 `json:"cpu_millis,omitempty"`
 	MemoryMB  int64 `json:"memory_mb,omitempty"`

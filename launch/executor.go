@@ -44,6 +44,8 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 	fs.IntVar(&c.TaskLogMaxFiles, "task-log-max-files", executor.DefaultTaskLogMaxFiles, "files kept of each task log, the current one included (1 to 1000)")
 	fs.Int64Var(&c.CPUMillis, "cpu-millis", 0, "CPU offered for the resources tasks declare, in thousandths of a core (0: all of the host's)")
 	fs.Int64Var(&c.MemoryMB, "memory-mb", 0, "memory offered for the resources tasks declare, in MiB (0: all of the host's)")
+	fs.BoolVar(&c.DisableCgroups, "disable-cgroups", false, "run tasks without cgroups: the resources they declare are then not enforced")
+	fs.Int64Var(&c.TaskPidsMax, "task-pids-max", executor.DefaultTaskPidsMax, "how many processes and threads one task may have at once, where tasks run in cgroups (-1: no bound)")
 	fs.Var(newSizeValue(&c.DiskReserve, executor.DefaultDiskReserve), "disk-reserve", "the data directory's disk counts as full, and the leader places nothing here, while less than this is free")
 	fs.IntVar(&c.MaxConnsPerClient, "http-max-conns-per-client", transport.DefaultMaxConnsPerClient, "the most HTTP connections one client address may hold open (loopback is not counted; -1: no bound)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")

@@ -112,7 +112,7 @@ func (t *tracker) sendDeploy(d leader.Deploy) []string {
 		e := &ts.Execution
 		wt[i] = wire.Task{ExecutionID: e.ID, JobID: e.Job, Vertex: e.Vertex, Subtask: e.Subtask,
 			Parallelism: ts.Parallelism, Attempt: e.Attempt, Slot: e.Slot, Command: ts.Command, Env: ts.Env,
-			Outputs: ts.Outputs}
+			Outputs: ts.Outputs, Resources: ts.Resources}
 		if len(ts.Inputs) > 0 {
 			in, ok := addressed[&ts.Inputs[0]]
 			if !ok {

@@ -42,7 +42,7 @@ func SplitDeploy(l Leader, tasks []Task, maxBytes int) []DeployRequest {
 		g := groups[k]
 		if g == nil || !g.tmpl.holds(t) {
 			tmpl := TaskGroup{JobID: t.JobID, Vertex: t.Vertex, Parallelism: t.Parallelism, Command: t.Command, Env: t.Env,
-				Outputs: t.Outputs, Inputs: t.Inputs, Subtasks: []int{}}
+				Outputs: t.Outputs, Inputs: t.Inputs, Resources: t.Resources, Subtasks: []int{}}
 			g = &group{tmpl: tmpl, size: jsonSize(tmpl) + 1} // +1: the comma between groups
 			groups[k] = g
 		}

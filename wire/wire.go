@@ -137,6 +137,16 @@ type Task struct {
 	// what it reads (partition.go).
 	Outputs []Output `json:"outputs,omitempty"`
 	Inputs  []Input  `json:"inputs,omitempty"`
+	// Resources are what the task's vertex declared; an executor that
+	// enforces them caps the task there.
+	Resources Resources `json:"resources,omitzero"`
+}
+
+// Resources is what a task may use: CPU in thousandths of a core and
+// memory in MiB; 0 sets no limit of that kind.
+type Resources struct {
+	CPUMillis int64 `json:"cpu_millis,omitempty"`
+	MemoryMB  int64 `json:"memory_mb,omitempty"`
 }
 
 // DeployRequest asks an executor to run tasks. Deploying an execution the
@@ -164,6 +174,7 @@ type TaskGroup struct {
 	Env         map[string]string `json:"env,omitempty"`
 	Outputs     []Output          `json:"outputs,omitempty"`
 	Inputs      []Input           `json:"inputs,omitempty"`
+	Resources   Resources         `json:"resources,omitzero"`
 	Subtasks    []int             `json:"subtasks"`
 }
 
@@ -186,7 +197,7 @@ func NewDeployRequest(l Leader, tasks []Task) DeployRequest {
 			i = len(req.Groups)
 			at[k] = i
 			req.Groups = append(req.Groups, TaskGroup{JobID: t.JobID, Vertex: t.Vertex, Parallelism: t.Parallelism,
-				Command: t.Command, Env: t.Env, Outputs: t.Outputs, Inputs: t.Inputs})
+				Command: t.Command, Env: t.Env, Outputs: t.Outputs, Inputs: t.Inputs, Resources: t.Resources})
 		}
 		g := &req.Groups[i]
 		g.Subtasks = append(g.Subtasks, t.Subtask, t.Attempt, t.Slot)
@@ -197,7 +208,7 @@ func NewDeployRequest(l Leader, tasks []Task) DeployRequest {
 func (g *TaskGroup) holds(t Task) bool {
 	return g.JobID == t.JobID && g.Vertex == t.Vertex && g.Parallelism == t.Parallelism &&
 		slices.Equal(g.Command, t.Command) && maps.Equal(g.Env, t.Env) &&
-		slices.Equal(g.Outputs, t.Outputs) && slices.EqualFunc(g.Inputs, t.Inputs, Input.equal)
+		slices.Equal(g.Outputs, t.Outputs) && slices.EqualFunc(g.Inputs, t.Inputs, Input.equal) && g.Resources == t.Resources
 }
 
 // Tasks expands the groups into tasks, group by group. The tasks of a group share
@@ -220,7 +231,7 @@ func (r *DeployRequest) Tasks() ([]Task, error) {
 			sub, att, slot := g.Subtasks[k], g.Subtasks[k+1], g.Subtasks[k+2]
 			out = append(out, Task{ExecutionID: ExecutionID(g.JobID, g.Vertex, sub, att), JobID: g.JobID, Vertex: g.Vertex,
 				Subtask: sub, Parallelism: g.Parallelism, Attempt: att, Slot: slot, Command: g.Command, Env: g.Env,
-				Outputs: g.Outputs, Inputs: g.Inputs})
+				Outputs: g.Outputs, Inputs: g.Inputs, Resources: g.Resources})
 		}
 	}
 	return out, nil

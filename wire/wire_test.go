@@ -25,6 +25,9 @@ func TestDeployRequestRoundTrip(t *testing.T) {
 			if rapid.Bool().Draw(rt, "env") {
 				tk.Env = map[string]string{"K": rapid.SampledFrom([]string{"1", "2"}).Draw(rt, "value")}
 			}
+			if rapid.Bool().Draw(rt, "resources") {
+				tk.Resources = Resources{CPUMillis: rapid.Int64Range(0, 2).Draw(rt, "cpu"), MemoryMB: rapid.Int64Range(0, 2).Draw(rt, "memory")}
+			}
 			tasks = append(tasks, tk)
 		}
 		b, err := json.Marshal(NewDeployRequest(Leader{Version: Version}, tasks))

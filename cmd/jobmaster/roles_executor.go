@@ -21,7 +21,10 @@ func newExecutorCmd() *cobra.Command {
 		Long: `Run an executor. It joins the masters' gossip with its slot count; the
 leader finds it there, heartbeats it and deploys tasks onto its slots. Each
 task is a process in its own process group, in a working directory under
---data-dir with its stdout and stderr captured there.
+--data-dir with its stdout and stderr captured there, and in cgroups of its
+own capped at the CPU and memory it declares where the host allows (root;
+cgroup v2, or v1 on a hybrid host; --disable-cgroups turns it off). A task
+past its memory is FAILED "out of memory".
 
 The executor obeys only the newest leader it has heard from (fencing), and
 has every task dead within --lease of the last heartbeat from a leader
