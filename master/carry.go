@@ -12,7 +12,9 @@ import (
 // order): it proposes its commands under the session's token, completes it
 // with their results, logs, kicks the scheduler, and sends its cancels and
 // deployments, here and now when wait is set (a heartbeat's or a push's
-// goroutine), else from goroutines of their own. It returns the acks for
+// goroutine), else from goroutines of their own; a deployment to an
+// executor with one in flight waits in the outbox and goes with the next
+// request there. It returns the acks for
 // the executor the Ready is about; the acks that the answers to its
 // deployments bring are queued for their executors' next heartbeats.
 func (t *tracker) carry(r leader.Ready, wait bool) []string {
@@ -38,8 +40,8 @@ func (t *tracker) carry(r leader.Ready, wait bool) []string {
 	for _, c := range r.Cancel {
 		t.do(wait, func() { t.sendCancel(c) })
 	}
-	for _, d := range r.Deploy {
-		t.do(wait, func() { t.core.QueueAcks(d.Executor, t.sendDeploy(d)) })
+	for _, d := range t.outbox.Add(r.Deploy) {
+		t.do(wait, func() { t.deployAll(d) })
 	}
 	for _, x := range r.Release {
 		t.do(wait, func() { t.sendRelease(x) })
@@ -97,6 +99,14 @@ func (t *tracker) heartbeat(id string) {
 // for its answer.
 func (t *tracker) push(rep *wire.Report) []string {
 	return t.carry(t.core.Partial(t.read, rep.Executor, rep.Executions, rep.Partitions, t.m.cfg.Now()), true)
+}
+
+// deployAll sends d, then whatever the outbox gathered for d's executor
+// while it was in flight, until nothing waits (leader.Outbox).
+func (t *tracker) deployAll(d leader.Deploy) {
+	for ok := true; ok; d, ok = t.outbox.Sent(d.Executor) {
+		t.core.QueueAcks(d.Executor, t.sendDeploy(d))
+	}
 }
 
 // sendDeploy deploys tasks on an executor; its answer acknowledges them,
