@@ -101,17 +101,31 @@ func (t *tracker) push(rep *wire.Report) []string {
 	return t.carry(t.core.Partial(t.read, rep.Executor, rep.Executions, rep.Partitions, t.m.cfg.Now()), true)
 }
 
-// deployAll sends d, then whatever the outbox gathered for d's executor
-// while it was in flight, until nothing waits (leader.Outbox).
+// deployAll sends d; once its answers are in, it hands whatever the outbox
+// gathered for d's executor meanwhile to a goroutine of its own (the next
+// request does not wait for this one's answer to commit), then carries out
+// the answers and queues their acks (leader.Outbox).
 func (t *tracker) deployAll(d leader.Deploy) {
-	for ok := true; ok; d, ok = t.outbox.Sent(d.Executor) {
-		t.core.QueueAcks(d.Executor, t.sendDeploy(d))
+	answers := t.sendDeploy(d)
+	if next, ok := t.outbox.Sent(d.Executor); ok {
+		t.do(false, func() { t.deployAll(next) })
 	}
+	var acks []string
+	for _, a := range answers {
+		acks = append(acks, t.carry(t.core.Partial(t.read, d.Executor, a.executions, nil, a.at), true)...)
+	}
+	t.core.QueueAcks(d.Executor, acks)
 }
 
-// sendDeploy deploys tasks on an executor; its answer acknowledges them,
-// and sendDeploy returns the acks that follow from it.
-func (t *tracker) sendDeploy(d leader.Deploy) []string {
+// deployAnswer is an executor's answer to a deploy and when it came.
+type deployAnswer struct {
+	executions []wire.ExecutionStatus
+	at         time.Time
+}
+
+// sendDeploy deploys tasks on an executor and returns its answers, which
+// acknowledge them.
+func (t *tracker) sendDeploy(d leader.Deploy) []deployAnswer {
 	addr := t.core.Addr(d.Executor)
 	if addr == "" || len(d.Tasks) == 0 {
 		return nil
@@ -135,7 +149,7 @@ func (t *tracker) sendDeploy(d leader.Deploy) []string {
 	// Split below what an executor reads of a request: thousands of tasks
 	// with large commands, envs or inputs go as several deploys, each
 	// acknowledged by its own answer.
-	var acks []string
+	var answers []deployAnswer
 	for _, req := range wire.SplitDeploy(t.leader(), wt, 0) {
 		var resp wire.DeployResponse
 		n := 0
@@ -148,9 +162,9 @@ func (t *tracker) sendDeploy(d leader.Deploy) []string {
 			t.m.log.Warn("deploy failed; the reconciler retries it", "executor", d.Executor, "tasks", n, "of", len(d.Tasks), "redeploy", d.Redeploy, "err", err)
 			continue
 		}
-		acks = append(acks, t.carry(t.core.Partial(t.read, d.Executor, resp.Executions, nil, t.m.cfg.Now()), true)...)
+		answers = append(answers, deployAnswer{executions: resp.Executions, at: t.m.cfg.Now()})
 	}
-	return acks
+	return answers
 }
 
 // addressInputs fills in the HTTP address of each source's executor, from
