@@ -24,11 +24,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -178,6 +180,9 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 		t0 := time.Now()
 		err = placeLoad(ctx, cl, leader, conc, jobs, width, &done)
 		d = time.Since(t0)
+		if err == nil {
+			printDeploys(ms)
+		}
 	case "heartbeat":
 		time.Sleep(d)
 	case "cancel":
@@ -355,4 +360,34 @@ func startProfiles(p profiles) (func() error, error) {
 		}
 		return nil
 	}, nil
+}
+
+// printDeploys prints the masters' counts of deploy requests and of the
+// tasks they carried, added up (from their /v1/metrics: a leader change
+// during the load moves the deploys to another master).
+func printDeploys(ms []*master.Master) {
+	sums := make(map[string]float64)
+	for _, m := range ms {
+		resp, err := http.Get("http://" + m.HTTPAddr() + "/v1/metrics")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "metrics:", err)
+			return
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<16), 1<<20)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) != 2 || !(strings.HasSuffix(f[0], "deploy_requests_total") || strings.HasSuffix(f[0], "deployed_tasks_total")) {
+				continue
+			}
+			var v float64
+			if _, err := fmt.Sscan(f[1], &v); err == nil {
+				sums[f[0]] += v
+			}
+		}
+		resp.Body.Close()
+	}
+	for _, k := range []string{"jobmaster_deploy_requests_total", "jobmaster_deployed_tasks_total"} {
+		fmt.Fprintf(os.Stderr, "%s %.0f\n", k, sums[k])
+	}
 }
