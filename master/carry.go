@@ -14,9 +14,9 @@ import (
 // deployments, here and now when wait is set (a heartbeat's or a push's
 // goroutine), else from goroutines of their own; a deployment to an
 // executor with one in flight waits in the outbox and goes with the next
-// request there. It returns the acks for
-// the executor the Ready is about; the acks that the answers to its
-// deployments bring are queued for their executors' next heartbeats.
+// request there. It returns the acks for the executor the Ready is about;
+// the acks that the answers to its deployments bring are queued for their
+// executors' next heartbeats.
 func (t *tracker) carry(r leader.Ready, wait bool) []string {
 	for _, c := range r.Changes {
 		t.m.log.Info("executor status", "executor", c.Executor, "from", c.From, "to", c.To, "silent_for", c.Silent.Round(time.Millisecond))
