@@ -37,6 +37,8 @@
 //     may forget.
 //   - kick: wake the scheduler at once, because slots may have been freed or
 //     an executor came back.
+//   - outbox: the deployments waiting for their executor's answer to the
+//     one in flight there, sent together once it is in (Outbox).
 //   - unknown, missing, expired, redeploy: the reconciler's verdicts
 //     (package reconcile).
 //

@@ -12,9 +12,11 @@ import (
 // order): it proposes its commands under the session's token, completes it
 // with their results, logs, kicks the scheduler, and sends its cancels and
 // deployments, here and now when wait is set (a heartbeat's or a push's
-// goroutine), else from goroutines of their own. It returns the acks for
-// the executor the Ready is about; the acks that the answers to its
-// deployments bring are queued for their executors' next heartbeats.
+// goroutine), else from goroutines of their own; a deployment to an
+// executor with one in flight waits in the outbox and goes with the next
+// request there. It returns the acks for the executor the Ready is about;
+// the acks that the answers to its deployments bring are queued for their
+// executors' next heartbeats.
 func (t *tracker) carry(r leader.Ready, wait bool) []string {
 	for _, c := range r.Changes {
 		t.m.log.Info("executor status", "executor", c.Executor, "from", c.From, "to", c.To, "silent_for", c.Silent.Round(time.Millisecond))
@@ -38,8 +40,8 @@ func (t *tracker) carry(r leader.Ready, wait bool) []string {
 	for _, c := range r.Cancel {
 		t.do(wait, func() { t.sendCancel(c) })
 	}
-	for _, d := range r.Deploy {
-		t.do(wait, func() { t.core.QueueAcks(d.Executor, t.sendDeploy(d)) })
+	for _, d := range t.outbox.Add(r.Deploy) {
+		t.do(wait, func() { t.deployAll(d) })
 	}
 	for _, x := range r.Release {
 		t.do(wait, func() { t.sendRelease(x) })
@@ -99,9 +101,31 @@ func (t *tracker) push(rep *wire.Report) []string {
 	return t.carry(t.core.Partial(t.read, rep.Executor, rep.Executions, rep.Partitions, t.m.cfg.Now()), true)
 }
 
-// sendDeploy deploys tasks on an executor; its answer acknowledges them,
-// and sendDeploy returns the acks that follow from it.
-func (t *tracker) sendDeploy(d leader.Deploy) []string {
+// deployAll sends d; once its answers are in, it hands whatever the outbox
+// gathered for d's executor meanwhile to a goroutine of its own (the next
+// request does not wait for this one's answer to commit), then carries out
+// the answers and queues their acks (leader.Outbox).
+func (t *tracker) deployAll(d leader.Deploy) {
+	answers := t.sendDeploy(d)
+	if next, ok := t.outbox.Sent(d.Executor); ok {
+		t.do(false, func() { t.deployAll(next) })
+	}
+	var acks []string
+	for _, a := range answers {
+		acks = append(acks, t.carry(t.core.Partial(t.read, d.Executor, a.executions, nil, a.at), true)...)
+	}
+	t.core.QueueAcks(d.Executor, acks)
+}
+
+// deployAnswer is an executor's answer to a deploy and when it came.
+type deployAnswer struct {
+	executions []wire.ExecutionStatus
+	at         time.Time
+}
+
+// sendDeploy deploys tasks on an executor and returns its answers, which
+// acknowledge them.
+func (t *tracker) sendDeploy(d leader.Deploy) []deployAnswer {
 	addr := t.core.Addr(d.Executor)
 	if addr == "" || len(d.Tasks) == 0 {
 		return nil
@@ -125,7 +149,7 @@ func (t *tracker) sendDeploy(d leader.Deploy) []string {
 	// Split below what an executor reads of a request: thousands of tasks
 	// with large commands, envs or inputs go as several deploys, each
 	// acknowledged by its own answer.
-	var acks []string
+	var answers []deployAnswer
 	for _, req := range wire.SplitDeploy(t.leader(), wt, 0) {
 		var resp wire.DeployResponse
 		n := 0
@@ -138,9 +162,9 @@ func (t *tracker) sendDeploy(d leader.Deploy) []string {
 			t.m.log.Warn("deploy failed; the reconciler retries it", "executor", d.Executor, "tasks", n, "of", len(d.Tasks), "redeploy", d.Redeploy, "err", err)
 			continue
 		}
-		acks = append(acks, t.carry(t.core.Partial(t.read, d.Executor, resp.Executions, nil, t.m.cfg.Now()), true)...)
+		answers = append(answers, deployAnswer{executions: resp.Executions, at: t.m.cfg.Now()})
 	}
-	return acks
+	return answers
 }
 
 // addressInputs fills in the HTTP address of each source's executor, from

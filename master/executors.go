@@ -26,7 +26,10 @@ type tracker struct {
 	s    *session
 	m    *Master
 	core *leader.Core
-	wg   sync.WaitGroup // every goroutine but run
+	// outbox gathers the deployments to each executor while one is in
+	// flight there (carry.go).
+	outbox *leader.Outbox
+	wg     sync.WaitGroup // every goroutine but run
 	// wave is closed, and replaced, every heartbeat interval: every
 	// executor's loop sends its heartbeat on it. Heartbeats sent together
 	// keep the runtime awake for one burst a second instead of waking it
@@ -50,7 +53,7 @@ type tracker struct {
 // every executor.
 func newTracker(s *session) *tracker {
 	now := s.m.cfg.Now()
-	t := &tracker{s: s, m: s.m, core: leader.New(s.m.cfg.leaderConfig(), s.token, now), loops: make(map[string]chan struct{}), claims: make(map[string]int)}
+	t := &tracker{s: s, m: s.m, core: leader.New(s.m.cfg.leaderConfig(), s.token, now), outbox: leader.NewOutbox(), loops: make(map[string]chan struct{}), claims: make(map[string]int)}
 	first := make(chan struct{})
 	t.wave.Store(&first)
 	t.refresh(now)

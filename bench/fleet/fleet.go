@@ -29,9 +29,9 @@ import (
 // join is an alive broadcast that each member retransmits several times,
 // a few per 1,400-byte packet: work that a real fleet spreads over its
 // hosts, but that kept one process at two cores for minutes after 1,000
-// executors joined. Here fewer retransmissions (each executor joins
-// through every master, which tell the others) go out in bigger packets
-// (loopback carries 64 KiB datagrams). Executors on their own hosts keep
+// executors joined. Here fewer retransmissions (the master an executor
+// joins through tells the others) go out in bigger packets (loopback
+// carries 64 KiB datagrams). Executors on their own hosts keep
 // the defaults; so do the masters here, so the leader's gossip cost is the
 // product's.
 var fleetGossip = membership.Timings{
@@ -50,16 +50,21 @@ type Fleet struct {
 }
 
 // Start starts n sim executors named <prefix>0001... with slots each, data
-// under dir, joined to the gossip addresses in join. It starts perSecond of
+// under dir, each joined to one of the gossip addresses in join in turn
+// (it learns of the others through gossip): a join is a push-pull of the
+// whole member table with each address given, and a thousand executors
+// joining through all three masters cost the masters and the fleet three
+// times that. It starts perSecond of
 // them a second, at most four at a time (a start returns once its gossip
 // join has exchanged state with a master): gossip members joining faster
 // than the others absorb them flood each other with join broadcasts.
 func Start(ctx context.Context, n, slots int, prefix, dir string, join []string, perSecond int) (*Fleet, error) {
-	return start(ctx, n, slots, prefix, dir, join, perSecond, nil)
+	return start(ctx, 0, n, slots, prefix, dir, join, perSecond, nil)
 }
 
-// start is Start that counts the executors started in count (if not nil).
-func start(ctx context.Context, n, slots int, prefix, dir string, join []string, perSecond int, count *atomic.Int64) (*Fleet, error) {
+// start is Start of the executors numbered first+1 to first+n, that counts
+// those started in count (if not nil).
+func start(ctx context.Context, first, n, slots int, prefix, dir string, join []string, perSecond int, count *atomic.Int64) (*Fleet, error) {
 	f := &Fleet{Executors: make([]*executor.Executor, n)}
 	errs := make([]error, n)
 	tick := time.NewTicker(time.Second / time.Duration(max(1, perSecond)))
@@ -81,13 +86,13 @@ func start(ctx context.Context, n, slots int, prefix, dir string, join []string,
 		go func() {
 			defer wg.Done()
 			defer func() { <-inflight }()
-			id := fmt.Sprintf("%s%04d", prefix, i+1)
+			id := fmt.Sprintf("%s%04d", prefix, first+i+1)
 			e, err := executor.New(executor.Config{
 				NodeID:     id,
 				DataDir:    filepath.Join(dir, id),
 				HTTPAddr:   "127.0.0.1:0",
 				GossipAddr: "127.0.0.1:0",
-				Join:       join,
+				Join:       []string{join[(first+i)%len(join)]},
 				Slots:      slots,
 				Runtime:    executor.RuntimeSim,
 				SlowGossip: &fleetGossip,

@@ -20,20 +20,28 @@ import (
 // host (see RunHost).
 const HostArg = "fleet-host"
 
-// HostConfig describes a fleet run in a child process.
+// HostConfig describes a fleet run in child processes: N executors with
+// Slots each, PerSecond of them started a second, spread over Procs
+// processes (1 if zero).
 type HostConfig struct {
 	N, Slots  int
 	Prefix    string
 	Dir       string
 	Join      []string
 	PerSecond int
+	Procs     int
 }
 
-// Process is a fleet running in a child process: one process holding every
-// sim executor, as the in-process Fleet does, but whose CPU can be read on
-// its own and which is stopped at once with SIGKILL, however busy its
-// gossip is.
+// Process is a fleet running in child processes: processes holding every
+// sim executor between them, as the in-process Fleet does, but whose CPU
+// can be read apart from the load generator's and which are stopped at once
+// with SIGKILL, however busy their gossip is.
 type Process struct {
+	hosts []*host
+}
+
+// host is one child process of a fleet.
+type host struct {
 	cmd     *exec.Cmd
 	stdin   io.Closer
 	exited  chan struct{}
@@ -41,11 +49,33 @@ type Process struct {
 	started atomic.Int64
 }
 
-// Spawn starts exe (this benchmark's binary) as a fleet host. WaitReady
-// waits for its executors to start.
+// Spawn starts exe (this benchmark's binary) as c.Procs fleet hosts, each
+// with its share of the executors (named as one fleet of c.N would name
+// them) and of the start rate. WaitReady waits for the executors to start.
 func Spawn(exe string, c HostConfig) (*Process, error) {
-	cmd := exec.Command(exe, HostArg, "-n", fmt.Sprint(c.N), "-slots", fmt.Sprint(c.Slots), "-prefix", c.Prefix,
-		"-dir", c.Dir, "-join", strings.Join(c.Join, ","), "-rate", fmt.Sprint(c.PerSecond))
+	procs := min(max(1, c.Procs), max(1, c.N))
+	p := &Process{}
+	first := 0
+	for i := 0; i < procs; i++ {
+		n := c.N / procs
+		if i < c.N%procs {
+			n++
+		}
+		rate := max(1, c.PerSecond/procs)
+		h, err := spawnHost(exe, "-n", fmt.Sprint(n), "-first", fmt.Sprint(first), "-slots", fmt.Sprint(c.Slots), "-prefix", c.Prefix,
+			"-dir", c.Dir, "-join", strings.Join(c.Join, ","), "-rate", fmt.Sprint(rate))
+		if err != nil {
+			p.Kill()
+			return nil, err
+		}
+		p.hosts = append(p.hosts, h)
+		first += n
+	}
+	return p, nil
+}
+
+func spawnHost(exe string, args ...string) (*host, error) {
+	cmd := exec.Command(exe, append([]string{HostArg}, args...)...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
@@ -59,50 +89,71 @@ func Spawn(exe string, c HostConfig) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &Process{cmd: cmd, stdin: stdin, exited: make(chan struct{}), ready: make(chan error, 2)}
+	h := &host{cmd: cmd, stdin: stdin, exited: make(chan struct{}), ready: make(chan error, 2)}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			var n int64
 			switch line := sc.Text(); {
 			case line == "ready":
-				p.ready <- nil
+				h.ready <- nil
 			case strings.HasPrefix(line, "started "):
 				if _, err := fmt.Sscan(strings.TrimPrefix(line, "started "), &n); err == nil {
-					p.started.Store(n)
+					h.started.Store(n)
 				}
 			}
 		}
-		p.ready <- errors.New("fleet host exited before its executors started")
+		h.ready <- errors.New("fleet host exited before its executors started")
 	}()
 	go func() {
 		_ = cmd.Wait()
-		close(p.exited)
+		close(h.exited)
 	}()
-	return p, nil
+	return h, nil
 }
 
 // WaitReady waits until every executor has started.
 func (p *Process) WaitReady(ctx context.Context) error {
-	select {
-	case err := <-p.ready:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("%d executors started: %w", p.started.Load(), ctx.Err())
+	for _, h := range p.hosts {
+		select {
+		case err := <-h.ready:
+			if err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("%d executors started: %w", p.Started(), ctx.Err())
+		}
 	}
+	return nil
 }
 
 // Started is how many executors have started so far.
-func (p *Process) Started() int { return int(p.started.Load()) }
+func (p *Process) Started() int {
+	n := 0
+	for _, h := range p.hosts {
+		n += int(h.started.Load())
+	}
+	return n
+}
 
-// Pid is the host's process id.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
+// Pids are the hosts' process ids.
+func (p *Process) Pids() []int {
+	out := make([]int, len(p.hosts))
+	for i, h := range p.hosts {
+		out[i] = h.cmd.Process.Pid
+	}
+	return out
+}
 
-// Kill stops the host and every executor in it at once.
+// Kill stops the hosts and every executor in them at once.
 func (p *Process) Kill() {
-	_ = p.cmd.Process.Kill()
-	_ = p.stdin.Close()
-	<-p.exited
+	for _, h := range p.hosts {
+		_ = h.cmd.Process.Kill()
+		_ = h.stdin.Close()
+	}
+	for _, h := range p.hosts {
+		<-h.exited
+	}
 }
 
 // RunHost is the fleet host's main: it starts the fleet, prints "ready",
@@ -111,6 +162,7 @@ func (p *Process) Kill() {
 func RunHost(args []string) int {
 	fs := flag.NewFlagSet(HostArg, flag.ContinueOnError)
 	n := fs.Int("n", 100, "executors")
+	first := fs.Int("first", 0, "executors before this host's (its first is named <prefix><first+1>)")
 	slots := fs.Int("slots", 100, "slots per executor")
 	prefix := fs.String("prefix", "sim", "executor id prefix")
 	dir := fs.String("dir", "", "data directory")
@@ -125,7 +177,7 @@ func RunHost(args []string) int {
 			fmt.Printf("started %d\n", count.Load())
 		}
 	}()
-	_, err := start(context.Background(), *n, *slots, *prefix, *dir, strings.Split(*join, ","), *rate, &count)
+	_, err := start(context.Background(), *first, *n, *slots, *prefix, *dir, strings.Split(*join, ","), *rate, &count)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleet host:", err)
 		return 1

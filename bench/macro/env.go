@@ -136,7 +136,8 @@ func watchCPU(names []string, pids []int) *cpuWatch {
 }
 
 // stop returns each process's CPU in cores over the window and its RSS in
-// MiB at the end, keyed "<name>_cpu_cores" and "<name>_rss_mib".
+// MiB at the end, keyed "<name>_cpu_cores" and "<name>_rss_mib"; processes
+// watched under one name (a fleet's hosts) are added up.
 func (w *cpuWatch) stop() map[string]float64 {
 	out := make(map[string]float64)
 	for i, p := range w.pids {
@@ -144,28 +145,38 @@ func (w *cpuWatch) stop() map[string]float64 {
 		if err != nil || w.from[i].At.IsZero() {
 			continue
 		}
-		out[w.names[i]+"_cpu_cores"] = procstat.Cores(w.from[i], to)
+		out[w.names[i]+"_cpu_cores"] += procstat.Cores(w.from[i], to)
 		if c := procstat.ChildCores(w.from[i], to); c > 0 {
-			out[w.names[i]+"_children_cpu_cores"] = c
+			out[w.names[i]+"_children_cpu_cores"] += c
 		}
-		out[w.names[i]+"_rss_mib"] = float64(to.RSS) / (1 << 20)
+		out[w.names[i]+"_rss_mib"] += float64(to.RSS) / (1 << 20)
 	}
 	return out
 }
 
-// masterWatch watches the leader, each follower, this process and, when
-// fleetPid is not 0, the sim fleet's process.
-func masterWatch(c *cluster.Cluster, l cluster.Leader, fleetPid int) *cpuWatch {
+// namesOf is name n times: n processes watched as one.
+func namesOf(name string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = name
+	}
+	return out
+}
+
+// fleetNames names a fleet's host processes for a watch: "fleet", added up.
+func fleetNames(pids []int) []string { return namesOf("fleet", len(pids)) }
+
+// masterWatch watches the leader, each follower, this process and the sim
+// fleet's processes (none, if fleetPids is empty).
+func masterWatch(c *cluster.Cluster, l cluster.Leader, fleetPids []int) *cpuWatch {
 	names := []string{"leader", "bench"}
 	pids := []int{l.Node.Pid(), os.Getpid()}
 	for i, f := range c.Followers(l) {
 		names = append(names, fmt.Sprintf("follower%d", i+1))
 		pids = append(pids, f.Pid())
 	}
-	if fleetPid != 0 {
-		names = append(names, "fleet")
-		pids = append(pids, fleetPid)
-	}
+	names = append(names, fleetNames(fleetPids)...)
+	pids = append(pids, fleetPids...)
 	return watchCPU(names, pids)
 }
 

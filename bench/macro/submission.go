@@ -57,7 +57,7 @@ func submitLevel(ctx context.Context, e *Env, conc int, warm, window time.Durati
 		return err
 	}, func(from, to time.Time) {
 		_ = sleep(ctx, time.Until(from))
-		watch := masterWatch(c, l, 0)
+		watch := masterWatch(c, l, nil)
 		_ = sleep(ctx, time.Until(to))
 		cpu = watch.stop()
 	})

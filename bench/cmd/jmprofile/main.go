@@ -24,11 +24,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -49,7 +51,7 @@ import (
 
 func main() {
 	load := flag.String("load", "submit", "submit, place, cancel or heartbeat")
-	clients := flag.Int("clients", 64, "submit: concurrent clients")
+	clients := flag.Int("clients", 64, "submit, place, cancel: concurrent clients")
 	executors := flag.Int("executors", 100, "place, cancel, heartbeat: sim executors")
 	slots := flag.Int("slots", 100, "place, cancel, heartbeat: slots per executor")
 	jobs := flag.Int("jobs", 1, "place, cancel: jobs per round")
@@ -162,7 +164,7 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 	var done atomic.Int64
 	if load == "cancel" {
 		// The jobs run first, outside the profiles.
-		if err := placeLoad(ctx, cl, leader, jobs, width, &done); err != nil {
+		if err := placeLoad(ctx, cl, leader, conc, jobs, width, &done); err != nil {
 			return err
 		}
 		done.Store(0)
@@ -176,8 +178,11 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 		err = submitLoad(ctx, addrs, conc, d, &done)
 	case "place":
 		t0 := time.Now()
-		err = placeLoad(ctx, cl, leader, jobs, width, &done)
+		err = placeLoad(ctx, cl, leader, conc, jobs, width, &done)
 		d = time.Since(t0)
+		if err == nil {
+			printDeploys(ms)
+		}
 	case "heartbeat":
 		time.Sleep(d)
 	case "cancel":
@@ -221,15 +226,39 @@ func submitLoad(ctx context.Context, addrs []string, conc int, d time.Duration, 
 	return nil
 }
 
-func placeLoad(ctx context.Context, cl *client.Client, leader *master.Master, jobs, width int, done *atomic.Int64) error {
+func placeLoad(ctx context.Context, cl *client.Client, leader *master.Master, conc, jobs, width int, done *atomic.Int64) error {
 	spec := []byte(fmt.Sprintf(`{"name":"place","vertices":[{"id":"v","parallelism":%d,"command":["sim"],"env":{"SIM_DURATION":"1h"}}]}`, width))
-	var ids []string
-	for j := 0; j < jobs; j++ {
-		id := fmt.Sprintf("pl-%d", j)
-		if _, err := cl.SubmitJob(ctx, id, spec); err != nil {
-			return err
-		}
-		ids = append(ids, id)
+	ids := make([]string, jobs)
+	for j := range ids {
+		ids[j] = fmt.Sprintf("pl-%d", j)
+	}
+	// Submitted conc at a time, as the placement benchmark does.
+	next := make(chan string)
+	errs := make(chan error, conc)
+	var wg sync.WaitGroup
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range next {
+				if _, err := cl.SubmitJob(ctx, id, spec); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for _, id := range ids {
+		next <- id
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
 	}
 	for {
 		running := 0
@@ -331,4 +360,34 @@ func startProfiles(p profiles) (func() error, error) {
 		}
 		return nil
 	}, nil
+}
+
+// printDeploys prints the masters' counts of deploy requests and of the
+// tasks they carried, added up (from their /v1/metrics: a leader change
+// during the load moves the deploys to another master).
+func printDeploys(ms []*master.Master) {
+	sums := make(map[string]float64)
+	for _, m := range ms {
+		resp, err := http.Get("http://" + m.HTTPAddr() + "/v1/metrics")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "metrics:", err)
+			return
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<16), 1<<20)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) != 2 || !(strings.HasSuffix(f[0], "deploy_requests_total") || strings.HasSuffix(f[0], "deployed_tasks_total")) {
+				continue
+			}
+			var v float64
+			if _, err := fmt.Sscan(f[1], &v); err == nil {
+				sums[f[0]] += v
+			}
+		}
+		resp.Body.Close()
+	}
+	for _, k := range []string{"jobmaster_deploy_requests_total", "jobmaster_deployed_tasks_total"} {
+		fmt.Fprintf(os.Stderr, "%s %.0f\n", k, sums[k])
+	}
 }

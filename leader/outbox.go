@@ -1,0 +1,123 @@
+package leader
+
+import (
+	"sync"
+
+	"jobmaster/fsm"
+)
+
+// Outbox gathers deployments per executor across scheduling passes: at most
+// one deploy request is in flight to an executor, and what is placed there
+// meanwhile waits and goes as one deployment when the answer has come.
+// Passes that each place a few tasks on many executors (many small jobs)
+// then cost one request and one answer commit per executor for every round
+// trip, rather than one per pass.
+//
+// An Outbox decides nothing about where tasks run and does no I/O: the
+// caller sends what Add and Sent return and tells Sent when a deployment's
+// answer (or failure) is in. Every deployment is sent under the session's
+// token like any other: an outbox lives for one session, as the Core does.
+//
+// Holding a task back delays only its first send; it changes no rule of
+// the reconciler. A task held here is PENDING in the state, so it is never
+// missing, it is deployed again by a report while its ack deadline runs
+// (Redeploy), and its deadline counts from its placement. An Outbox is safe
+// for concurrent use.
+type Outbox struct {
+	mu sync.Mutex
+	// busy holds the executors with a deployment in flight, each with the
+	// one gathered to follow it (nil if none yet).
+	busy map[string]*gathered
+}
+
+// gathered is a deployment waiting for its executor's answer: its tasks in
+// order, and the ids they carry (a task queued twice, say placed and then
+// redeployed by a report, goes once).
+type gathered struct {
+	d   Deploy
+	ids map[string]bool
+}
+
+// NewOutbox returns an empty outbox.
+func NewOutbox() *Outbox {
+	return &Outbox{busy: make(map[string]*gathered)}
+}
+
+// Add takes deployments to send and returns those to send now, in order:
+// the ones to executors with nothing in flight (which now have). The
+// others are gathered behind the deployment in flight to their executor.
+// Deployments in ds to the same executor are merged.
+func (o *Outbox) Add(ds []Deploy) []Deploy {
+	if len(ds) == 0 {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var now []Deploy
+	at := make(map[string]int) // executor -> index in now, for this call
+	for _, d := range ds {
+		if len(d.Tasks) == 0 {
+			continue
+		}
+		if i, ok := at[d.Executor]; ok {
+			now[i] = merged(now[i], d, nil)
+			continue
+		}
+		g, inFlight := o.busy[d.Executor]
+		switch {
+		case !inFlight:
+			o.busy[d.Executor] = nil
+			at[d.Executor] = len(now)
+			now = append(now, Deploy{Executor: d.Executor, Tasks: append([]fsm.TaskSpec(nil), d.Tasks...), Redeploy: d.Redeploy})
+		case g == nil:
+			g = &gathered{d: Deploy{Executor: d.Executor, Redeploy: true}, ids: make(map[string]bool)}
+			o.busy[d.Executor] = g
+			g.d = merged(g.d, d, g.ids)
+		default:
+			g.d = merged(g.d, d, g.ids)
+		}
+	}
+	return now
+}
+
+// Sent records that the deployment in flight to executor has been answered
+// or has failed. It returns the deployment gathered behind it, to send now
+// (ok), or clears the executor's flight if nothing waits.
+func (o *Outbox) Sent(executor string) (next Deploy, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	g, inFlight := o.busy[executor]
+	if !inFlight {
+		return Deploy{}, false
+	}
+	if g == nil {
+		delete(o.busy, executor)
+		return Deploy{}, false
+	}
+	o.busy[executor] = nil
+	return g.d, true
+}
+
+// InFlight is the number of executors with a deployment in flight.
+func (o *Outbox) InFlight() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.busy)
+}
+
+// merged appends d's tasks to into's, leaving out those whose ids seen
+// holds (and adding the others to it, when it is not nil). The result is a
+// redeployment only if both were.
+func merged(into, d Deploy, seen map[string]bool) Deploy {
+	for _, ts := range d.Tasks {
+		if seen != nil {
+			if seen[ts.Execution.ID] {
+				continue
+			}
+			seen[ts.Execution.ID] = true
+		}
+		into.Tasks = append(into.Tasks, ts)
+	}
+	into.Redeploy = into.Redeploy && d.Redeploy
+	return into
+}

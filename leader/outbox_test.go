@@ -1,0 +1,127 @@
+package leader
+
+import (
+	"reflect"
+	"testing"
+
+	"jobmaster/fsm"
+)
+
+func deployOf(executor string, redeploy bool, ids ...string) Deploy {
+	d := Deploy{Executor: executor, Redeploy: redeploy}
+	for _, id := range ids {
+		d.Tasks = append(d.Tasks, fsm.TaskSpec{Execution: fsm.Execution{ID: id, Executor: executor}})
+	}
+	return d
+}
+
+func taskIDs(d Deploy) []string {
+	var ids []string
+	for _, ts := range d.Tasks {
+		ids = append(ids, ts.Execution.ID)
+	}
+	return ids
+}
+
+func executorsOf(ds []Deploy) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.Executor)
+	}
+	return out
+}
+
+// A deployment to an idle executor goes at once; what follows while it is
+// in flight is gathered into one deployment, sent when the answer is in.
+func TestOutboxGathersBehindTheDeploymentInFlight(t *testing.T) {
+	o := NewOutbox()
+	now := o.Add([]Deploy{deployOf("e1", false, "a"), deployOf("e2", false, "b")})
+	if got := executorsOf(now); !reflect.DeepEqual(got, []string{"e1", "e2"}) {
+		t.Fatalf("first pass sends %v, want e1 and e2", got)
+	}
+	// Two more passes place on e1 (busy) and e3 (idle).
+	if now := o.Add([]Deploy{deployOf("e1", false, "c"), deployOf("e3", false, "d")}); !reflect.DeepEqual(executorsOf(now), []string{"e3"}) {
+		t.Fatalf("second pass sends %v, want only e3", executorsOf(now))
+	}
+	if now := o.Add([]Deploy{deployOf("e1", false, "e", "f")}); len(now) != 0 {
+		t.Fatalf("third pass sends %v while e1 is busy", executorsOf(now))
+	}
+	if o.InFlight() != 3 {
+		t.Fatalf("in flight: %d executors, want 3", o.InFlight())
+	}
+	next, ok := o.Sent("e1")
+	if !ok || next.Executor != "e1" || !reflect.DeepEqual(taskIDs(next), []string{"c", "e", "f"}) {
+		t.Fatalf("after e1's answer: %v %v, want c, e, f to e1", ok, taskIDs(next))
+	}
+	if next.Redeploy {
+		t.Fatal("a gathered deployment of new placements is marked a redeployment")
+	}
+	// e1's gathered deployment is in flight now; nothing waits behind it.
+	if _, ok := o.Sent("e1"); ok {
+		t.Fatal("a second answer from e1 sends something")
+	}
+	if now := o.Add([]Deploy{deployOf("e1", false, "g")}); !reflect.DeepEqual(executorsOf(now), []string{"e1"}) {
+		t.Fatalf("e1 idle again: %v sent, want e1", executorsOf(now))
+	}
+	for _, ex := range []string{"e1", "e2", "e3"} {
+		if _, ok := o.Sent(ex); ok {
+			t.Fatalf("%s: something was gathered", ex)
+		}
+	}
+	if o.InFlight() != 0 {
+		t.Fatalf("in flight after every answer: %d", o.InFlight())
+	}
+}
+
+// A task gathered twice (placed, then redeployed by a report before it was
+// sent) goes once; the merge is a redeployment only if every part was.
+func TestOutboxSendsAGatheredTaskOnce(t *testing.T) {
+	o := NewOutbox()
+	o.Add([]Deploy{deployOf("e1", false, "a")})
+	o.Add([]Deploy{deployOf("e1", true, "b")})
+	o.Add([]Deploy{deployOf("e1", true, "b", "c")})
+	next, ok := o.Sent("e1")
+	if !ok || !reflect.DeepEqual(taskIDs(next), []string{"b", "c"}) {
+		t.Fatalf("gathered %v, want b, c", taskIDs(next))
+	}
+	if !next.Redeploy {
+		t.Fatal("a merge of redeployments is not a redeployment")
+	}
+	o.Add([]Deploy{deployOf("e1", true, "d")})
+	o.Add([]Deploy{deployOf("e1", false, "e")})
+	if next, _ := o.Sent("e1"); next.Redeploy {
+		t.Fatal("a merge with new placements is marked a redeployment")
+	}
+}
+
+// Deployments to one executor in one call go as one; empty ones go not at
+// all; an answer from an executor with nothing in flight changes nothing.
+func TestOutboxMergesOneCallAndIgnoresEmpty(t *testing.T) {
+	o := NewOutbox()
+	now := o.Add([]Deploy{deployOf("e1", false, "a"), {Executor: "e2"}, deployOf("e1", false, "b")})
+	if len(now) != 1 || !reflect.DeepEqual(taskIDs(now[0]), []string{"a", "b"}) {
+		t.Fatalf("sent %v, want one deployment of a, b to e1", now)
+	}
+	if _, ok := o.Sent("e9"); ok {
+		t.Fatal("an unknown executor's answer sends something")
+	}
+	if o.InFlight() != 1 {
+		t.Fatalf("in flight: %d, want 1 (e1)", o.InFlight())
+	}
+	if o.Add(nil) != nil {
+		t.Fatal("nothing added, something sent")
+	}
+}
+
+// The caller's slices are not shared: appending to a deployment sent does
+// not change one gathered later.
+func TestOutboxDoesNotAliasTheCallersTasks(t *testing.T) {
+	o := NewOutbox()
+	d := deployOf("e1", false, "a")
+	d.Tasks = append(make([]fsm.TaskSpec, 0, 4), d.Tasks...)
+	now := o.Add([]Deploy{d})
+	now[0].Tasks = append(now[0].Tasks, fsm.TaskSpec{Execution: fsm.Execution{ID: "x"}})
+	if len(d.Tasks) != 1 || len(d.Tasks[:2]) == 2 && d.Tasks[:2][1].Execution.ID == "x" {
+		t.Fatal("the deployment sent shares its backing array with the caller's")
+	}
+}
