@@ -349,7 +349,6 @@ func (s *State) rebuildDerived(execs iter.Seq[*Execution]) error {
 	}
 	s.resetDerived()
 	perExecutor := make(map[string]int)
-	names := make(map[string]string)
 	placed := 0
 	var j *Job
 	var cur [][]*Execution
@@ -361,20 +360,6 @@ func (s *State) rebuildDerived(execs iter.Seq[*Execution]) error {
 		}
 		if j == nil || e.VertexIndex < 0 || e.VertexIndex >= len(j.Vertices) || e.VertexIndex >= len(j.Spec.Vertices) {
 			return fmt.Errorf("snapshot: execution %s has no job vertex", e.ID)
-		}
-		// Each decoded execution holds its own copies of its job's,
-		// vertex's and executor's names: share the job's and one per
-		// executor, as applying does.
-		e.Job = j.ID
-		if v := j.Spec.Vertices[e.VertexIndex].ID; e.Vertex == v {
-			e.Vertex = v
-		}
-		if e.Executor != "" {
-			if name, ok := names[e.Executor]; ok {
-				e.Executor = name
-			} else {
-				names[e.Executor] = e.Executor
-			}
 		}
 		if att := j.Vertices[e.VertexIndex].Attempts; e.Subtask >= 0 && e.Subtask < len(att) && att[e.Subtask] == e.Attempt {
 			cur[e.VertexIndex][e.Subtask] = e
