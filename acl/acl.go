@@ -142,9 +142,11 @@ var Routes = map[Route]Need{
 	{"DELETE", "/v1/acl/tokens/{accessor}"}: NeedManagement,
 
 	// Internal: executors push, and ask for their own drain when told to
-	// stop, with their certificate, not a token.
+	// stop, with their certificate, not a token; masters ask each other
+	// for their Raft log position when their leader's process is gone.
 	{"POST", "/v1/internal/executor-update"}: Node,
 	{"POST", "/v1/internal/executor-drain"}:  Node,
+	{"GET", "/v1/internal/raft-position"}:    Node,
 }
 
 // CatchAll is the pattern of the router's catch-all, which only answers

@@ -149,6 +149,11 @@ func TestKillingTheLeaderRestartsNoTask(t *testing.T) {
 	newLeader := c.Leader()
 	require.NotEqual(t, old, newLeader)
 	require.Greater(t, c.ClusterView().FencingToken, tokenBefore)
+	// The survivors found the killed leader's port refusing connections
+	// and one stood for election without waiting for Raft's timeout
+	// (master/succession.go); the other deferred to it.
+	require.GreaterOrEqual(t, c.successions(old, "stood")+c.successions(old, "deferred"), 1.0,
+		"no survivor found the killed leader's process gone")
 	j := c.WaitJob("steady", 60*time.Second, "FINISHED", "FAILED", "CANCELED")
 	require.Equal(t, "FINISHED", j.Status, j.Message)
 	h, err := readHistory(hist)
@@ -177,6 +182,11 @@ func TestPausedLeaderCausesNoRestartOrDuplicate(t *testing.T) {
 		}
 		return false
 	})
+	// A paused process's port still takes connections: silence alone is
+	// no evidence, and Raft's own timeout elected the new leader.
+	for _, d := range []string{"stood", "deferred", "no_quorum"} {
+		require.Zero(t, c.successions(old, d), "a survivor took the paused leader for gone (%s)", d)
+	}
 	// Let the new leader heartbeat the executors, then wake the old one: it
 	// still believes it leads until it hears otherwise.
 	c.WaitExecutorsAlive()
@@ -326,4 +336,17 @@ func TestRestartStrategyAndRegionFailover(t *testing.T) {
 	j = c.WaitJob("doomed", 30*time.Second, "FINISHED", "FAILED", "CANCELED")
 	require.Equal(t, "FAILED", j.Status)
 	require.Contains(t, j.Message, "exit status 3")
+}
+
+// successions sums, over the masters other than except, how often they
+// found their leader's process gone and decided d
+// (jobmaster_successions_total).
+func (c *Cluster) successions(except *Node, d string) float64 {
+	var n float64
+	for _, m := range c.Masters {
+		if m != except {
+			n += max(0, c.scrape(m.HTTPAddr, `jobmaster_successions_total{decision="`+d+`"}`))
+		}
+	}
+	return n
 }

@@ -31,6 +31,7 @@ type masterMetrics struct {
 	heartbeatRTT      prometheus.Histogram
 	heartbeatFailures *prometheus.CounterVec
 	sessions          prometheus.Counter
+	successions       *prometheus.CounterVec
 }
 
 // Reconciliation actions, the values of the action label.
@@ -70,6 +71,8 @@ func newMasterMetrics(m *Master) *masterMetrics {
 		heartbeatFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "executor_heartbeat_failures_total",
 			Help: "Heartbeats that got no usable answer, by the status the leader gave the executor then."}, []string{"status"}),
 		sessions: counter("leader_sessions_total", "Leader sessions this master established (epochs it committed)."),
+		successions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "successions_total",
+			Help: "Times this master found its leader's process gone (its Raft port refused a connection), by what it did: stood for election, deferred to a survivor whose log is ahead, or neither (no quorum answered)."}, []string{"decision"}),
 	}
 	for _, a := range []string{actionUnknownCancelled, actionMissingFailed, actionDeployExpired, actionRedeployed, actionPartitionReleased, actionPartitionLost} {
 		x.reconcile.WithLabelValues(a)
@@ -77,11 +80,14 @@ func newMasterMetrics(m *Master) *masterMetrics {
 	for _, r := range []string{fsm.ReasonTaskFailed, fsm.ReasonTaskCanceled, fsm.ReasonMissing, fsm.ReasonDeployExpired, fsm.ReasonExecutorLost, fsm.ReasonPartitionLost, fsm.ReasonDrain} {
 		x.restarts.WithLabelValues(r)
 	}
+	for _, d := range []string{"stood", "deferred", "no_quorum"} {
+		x.successions.WithLabelValues(d)
+	}
 	for _, s := range []leader.Status{leader.Alive, leader.Suspect, leader.Lost} {
 		x.heartbeatFailures.WithLabelValues(string(s))
 	}
 	reg.MustRegister(x.reconcile, x.regionsPlaced, x.executionsPlaced, x.deploys, x.deployFailures, x.deployTasks,
-		x.restarts, x.executorsLost, x.heartbeatRTT, x.heartbeatFailures, x.sessions, &stateCollector{m: m})
+		x.restarts, x.executorsLost, x.heartbeatRTT, x.heartbeatFailures, x.sessions, x.successions, &stateCollector{m: m})
 	return x
 }
 

@@ -70,10 +70,14 @@ type Master struct {
 	tls *transport.TLS
 	// metrics is what GET /v1/metrics serves (metrics.go).
 	metrics *masterMetrics
+	// succession watches the leader for a crash (succession.go).
+	succession *successionWatch
 
 	mu      sync.Mutex
 	session *session // the established leader session, or nil
-	// sessionChanged is closed and replaced whenever session changes.
+	// sessionChanged is closed and replaced whenever session changes, and
+	// whenever Raft's word of the leader does (watchLeaderChanges): a
+	// request held for want of a leader goes on at once.
 	sessionChanged chan struct{}
 	inCluster      bool
 	// proposal is the digest of the masters this one proposes to bootstrap
@@ -154,10 +158,13 @@ func New(cfg Config) (*Master, error) {
 	}
 	m.gossip = g
 	m.metrics = newMasterMetrics(m)
+	m.succession = newSuccessionWatch(m)
 	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{TLS: tl, MaxConnsPerClient: cfg.MaxConnsPerClient,
 		Logger: m.log.With("component", "http")})
 	m.goFunc(m.monitorLeadership)
 	m.goFunc(m.watchMembership)
+	m.goFunc(m.succession.run)
+	m.goFunc(m.watchLeaderChanges)
 	m.goFunc(func() {
 		if err := transport.Serve(m.httpSrv, ln); err != nil {
 			m.log.Error("http server", "err", err)
@@ -222,6 +229,30 @@ func (m *Master) setSession(s *session) {
 	close(m.sessionChanged)
 	m.sessionChanged = make(chan struct{})
 	m.mu.Unlock()
+}
+
+// watchLeaderChanges wakes the requests held for want of a leader
+// whenever Raft learns of a new one (or loses its leader), until the
+// master stops.
+func (m *Master) watchLeaderChanges() {
+	ch := make(chan raft.Observation, 8)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	m.raft.RegisterObserver(obs)
+	defer m.raft.DeregisterObserver(obs)
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-ch:
+			m.mu.Lock()
+			close(m.sessionChanged)
+			m.sessionChanged = make(chan struct{})
+			m.mu.Unlock()
+		}
+	}
 }
 
 func (m *Master) sessionWatch() (*session, <-chan struct{}) {

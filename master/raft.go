@@ -33,6 +33,9 @@ type raftParts struct {
 	hadState bool
 	// advertise is the Raft address the other masters dial.
 	advertise string
+	// inboundClosed is signalled when a connection another master opened
+	// to this one's Raft port ends (newRaftTransport).
+	inboundClosed chan struct{}
 }
 
 // openRaft starts Raft over TCP (under mutual TLS with tl) with a bolt log
@@ -69,7 +72,7 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open raft log: %w", err)
 	}
-	p := &raftParts{store: store}
+	p := &raftParts{store: store, inboundClosed: make(chan struct{}, 1)}
 	fail := func(err error) (*raftParts, error) {
 		p.close()
 		return nil, err
@@ -96,7 +99,7 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 		MaxPool: 3,
 		Timeout: 5 * time.Second,
 		Logger:  logger,
-	})
+	}, p.inboundClosed)
 	if err != nil {
 		return fail(fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err))
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -15,18 +16,87 @@ import (
 )
 
 // newRaftTransport is Raft's network transport: plain TCP without TLS (tl
-// nil), else TCP under mutual TLS (tlsStream), where both ends must present
-// a server's certificate.
-func newRaftTransport(bind string, advertise net.Addr, tl *transport.TLS, cfg *raft.NetworkTransportConfig) (*raft.NetworkTransport, error) {
+// nil, tcpStream), else TCP under mutual TLS (tlsStream), where both ends
+// must present a server's certificate. Either way, whenever a connection
+// another master opened ends, closed is signalled (without blocking): a
+// leader's connections end at once when its process dies, which is the
+// succession watch's cue to probe it (succession.go).
+func newRaftTransport(bind string, advertise net.Addr, tl *transport.TLS, cfg *raft.NetworkTransportConfig, closed chan<- struct{}) (*raft.NetworkTransport, error) {
+	var s raft.StreamLayer
+	var err error
 	if tl == nil {
-		return raft.NewTCPTransportWithConfig(bind, advertise, cfg)
+		s, err = newTCPStream(bind, advertise)
+	} else {
+		s, err = newTLSStream(bind, advertise, tl)
 	}
-	s, err := newTLSStream(bind, advertise, tl)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Stream = s
+	cfg.Stream = &watchedStream{StreamLayer: s, closed: closed}
 	return raft.NewNetworkTransportWithConfig(cfg), nil
+}
+
+// tcpStream is a raft.StreamLayer over plain TCP.
+type tcpStream struct {
+	net.Listener
+	advertise net.Addr
+}
+
+func newTCPStream(bind string, advertise net.Addr) (*tcpStream, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, err
+	}
+	if advertise == nil {
+		advertise = ln.Addr()
+	}
+	if a, ok := advertise.(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("raft address %s cannot be advertised", advertise)
+	}
+	return &tcpStream{Listener: ln, advertise: advertise}, nil
+}
+
+// Addr is the advertised address.
+func (s *tcpStream) Addr() net.Addr { return s.advertise }
+
+// Dial connects to another master.
+func (s *tcpStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(addr), timeout)
+}
+
+// watchedStream is a stream layer whose accepted connections signal closed
+// when a read on them fails (the peer closed it, or it broke).
+type watchedStream struct {
+	raft.StreamLayer
+	closed chan<- struct{}
+}
+
+func (s *watchedStream) Accept() (net.Conn, error) {
+	c, err := s.StreamLayer.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &watchedConn{Conn: c, closed: s.closed}, nil
+}
+
+type watchedConn struct {
+	net.Conn
+	closed chan<- struct{}
+	once   sync.Once
+}
+
+func (c *watchedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil && c.closed != nil {
+		c.once.Do(func() {
+			select {
+			case c.closed <- struct{}{}:
+			default:
+			}
+		})
+	}
+	return n, err
 }
 
 // raftHandshakeTimeout bounds the TLS handshake of a Raft connection, so
@@ -96,7 +166,12 @@ func (c *handshakeConn) handshake() error {
 		if c.err == nil {
 			c.err = c.Conn.SetDeadline(time.Time{})
 		}
-		if c.err != nil {
+		switch {
+		case errors.Is(c.err, io.EOF):
+			// The peer hung up before it said anything: a probe of this
+			// master's liveness (succession.go), not worth a log line.
+			c.err = io.EOF
+		case c.err != nil:
 			c.err = errors.Join(errors.New("raft connection refused"), c.err)
 		}
 	})

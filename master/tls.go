@@ -141,6 +141,22 @@ func (m *Master) requirePusher(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// requireServer guards an endpoint only masters call: with TLS on, the
+// peer must present a server's certificate. Without TLS it guards nothing
+// (on loopback, where a master may run without TLS, anyone may call it).
+func (m *Master) requireServer(next http.HandlerFunc) http.HandlerFunc {
+	if m.tls == nil {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if peer, ok := transport.PeerIdentity(r); !ok || peer.Role != pki.Server {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("%s: only a master may call %s (it needs a server's certificate)", errForbidden, r.URL.Path))
+			return
+		}
+		next(w, r)
+	}
+}
+
 // admitVoter decides whether the certificate a Raft address presented,
 // peer, makes its holder the master id: a server's certificate for that
 // node id.

@@ -69,6 +69,20 @@ func PostJSON(ctx context.Context, c *http.Client, url string, in, out any) erro
 	return DecodeResponse(resp, MaxResponseBytes, out)
 }
 
+// GetJSON gets url through c and decodes the answer, of at most
+// MaxResponseBytes, into out, as PostJSON does.
+func GetJSON(ctx context.Context, c *http.Client, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	return DecodeResponse(resp, MaxResponseBytes, out)
+}
+
 // ReadBody reads the body of a request to a server, at most limit bytes. Its
 // error is a *StatusError to answer with: 413 for a longer body, 400 for
 // one that could not be read.

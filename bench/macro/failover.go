@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"time"
 
@@ -39,6 +40,7 @@ func Failover(ctx context.Context, e *Env) error {
 	hc := c.NewHTTPClient(transport.ClientOptions{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute})
 	defer hc.CloseIdleConnections()
 	var toToken, toWrite, rejoin []time.Duration
+	var trialsPhases []phases
 	for trial := 0; trial < trials; trial++ {
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		l, err := c.WaitLeader(sctx)
@@ -102,6 +104,8 @@ func Failover(ctx context.Context, e *Env) error {
 		tcancel()
 		toToken = append(toToken, tt.Sub(t0))
 		toWrite = append(toWrite, tw.Sub(t0))
+		ph := trialPhases(survivors, t0, tw)
+		trialsPhases = append(trialsPhases, ph)
 		r0 := time.Now()
 		if err := c.Restart(killed); err != nil {
 			return err
@@ -113,8 +117,9 @@ func Failover(ctx context.Context, e *Env) error {
 			return fmt.Errorf("trial %d: after restarting %s: %w", trial, killed.ID, err)
 		}
 		rejoin = append(rejoin, time.Since(r0))
-		e.Log("failover trial %d: killed %s (token %d): new leader with token after %s, write accepted after %s",
-			trial+1, killed.ID, l.Token, toToken[trial].Round(time.Millisecond), toWrite[trial].Round(time.Millisecond))
+		e.Log("failover trial %d: killed %s (token %d): new leader with token after %s, write accepted after %s (detect %s, elect %s, barrier %s, epoch %s, write %s)",
+			trial+1, killed.ID, l.Token, toToken[trial].Round(time.Millisecond), toWrite[trial].Round(time.Millisecond),
+			ph.detect.Round(time.Millisecond), ph.elect.Round(time.Millisecond), ph.barrier.Round(time.Millisecond), ph.epoch.Round(time.Millisecond), ph.write.Round(time.Millisecond))
 	}
 	note := "3 masters, default Raft timeouts (250 ms), no other load"
 	if e.TLS {
@@ -124,8 +129,10 @@ func Failover(ctx context.Context, e *Env) error {
 	e.Run.Add(results.Figure{Group: e.group("failover"), Name: "kill -9 leader to new leader with token (p50)", Value: results.Percentile(ts, 50), Unit: "s",
 		Extra:   map[string]float64{"p99_s": results.Percentile(ts, 99), "min_s": results.Percentile(ts, 0), "trials": float64(len(ts))},
 		Command: e.command("failover"), Note: note})
+	wextra := map[string]float64{"min_s": results.Percentile(ws, 0), "trials": float64(len(ws))}
+	maps.Copy(wextra, phaseFigures(trialsPhases))
 	e.Run.Add(results.Figure{Group: e.group("failover"), Name: "kill -9 leader to first accepted write (p50)", Value: results.Percentile(ws, 50), Unit: "s",
-		Extra:   map[string]float64{"min_s": results.Percentile(ws, 0), "trials": float64(len(ws))},
+		Extra:   wextra,
 		Command: e.command("failover"), Note: note}).AtMost(0.45, "p50 <= 0.45 s")
 	e.Run.Add(results.Figure{Group: e.group("failover"), Name: "kill -9 leader to first accepted write (p99)", Value: results.Percentile(ws, 99), Unit: "s",
 		Extra:   map[string]float64{"max_s": results.Percentile(ws, 100), "trials": float64(len(ws))},

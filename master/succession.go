@@ -1,0 +1,256 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"jobmaster/succession"
+	"jobmaster/transport"
+)
+
+// The fast way through a leader's crash (package succession): a follower
+// whose leader falls silent probes the leader's Raft address; when the
+// connection is refused (the process is gone), it asks the other
+// survivors for their log positions, and the survivor whose log is ahead
+// stands for election at once, as the target of a leadership transfer
+// would. Silence without a refusal (a paused or cut-off leader) is left to
+// Raft's timeouts.
+
+// raftPositionPath is the internal endpoint a survivor asks for another's
+// log position; ?gone=ID tells the master asked that ID's process is gone,
+// so that it probes at once rather than when it next finds the leader
+// silent.
+const raftPositionPath = "/v1/internal/raft-position"
+
+// positionAnswer is a master's answer on raftPositionPath.
+type positionAnswer struct {
+	ID string `json:"id"`
+	// Term and Index are those of the master's last log entry.
+	Term  uint64 `json:"term"`
+	Index uint64 `json:"index"`
+}
+
+const (
+	// probeTimeout bounds a probe's connect: a refusal comes at once, and
+	// anything slower is not one.
+	probeTimeout = 100 * time.Millisecond
+	// positionTimeout bounds the wait for a survivor's position: one that
+	// does not answer in time is counted absent.
+	positionTimeout = 250 * time.Millisecond
+	// hangUpRechecks is how many more ticks probe the leader after a
+	// connection from another master ended while the leader answered.
+	hangUpRechecks = 2
+)
+
+// successionWatch is a master's watch over its leader (run).
+type successionWatch struct {
+	m      *Master
+	timing succession.Timing
+	// kick asks for a probe now: another survivor found the leader's
+	// process gone.
+	kick chan string
+}
+
+func newSuccessionWatch(m *Master) *successionWatch {
+	return &successionWatch{m: m, timing: succession.TimingFor(m.cfg.RaftHeartbeatTimeout), kick: make(chan string, 1)}
+}
+
+// run watches the leader until the master stops. It ticks twice per probe
+// interval; each tick reads Raft's view of the leader (cheap reads of
+// Raft's own fields) and probes when package succession says so, or at
+// once when a connection from another master ended (a leader's all end
+// when its process dies) or another survivor found the leader's process
+// gone. Once it has acted on a leader it does not act again until the
+// leader changes.
+func (w *successionWatch) run() {
+	m := w.m
+	tick := time.NewTicker(w.timing.ProbeEvery / 2)
+	defer tick.Stop()
+	var lastProbe time.Time
+	var actedOn raft.ServerID
+	// recheck counts the ticks that still probe after a hang-up: a dying
+	// process may close its connections before its listener.
+	var recheck int
+	for {
+		var asked string
+		var hungUp bool
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+		case asked = <-w.kick:
+		case <-m.rp.inboundClosed:
+			hungUp = true
+		}
+		addr, id := m.raft.LeaderWithID()
+		if id != actedOn {
+			actedOn = ""
+		}
+		if m.raft.State() != raft.Follower || id == "" || actedOn != "" {
+			lastProbe, recheck = time.Time{}, 0
+			continue
+		}
+		// Raft's clock: LastContact is Raft's reading of time.Now.
+		f := succession.Follower{Now: time.Now(), Leader: string(id), LastContact: m.raft.LastContact(), LastProbe: lastProbe}
+		var probe bool
+		switch {
+		case hungUp:
+			probe, recheck = true, hangUpRechecks
+		case asked == string(id):
+			probe = true
+		case recheck > 0:
+			probe = true
+			recheck--
+		default:
+			probe = w.timing.ShouldProbe(f)
+		}
+		if !probe {
+			continue
+		}
+		lastProbe = f.Now
+		if !processGone(string(addr)) {
+			continue
+		}
+		actedOn, recheck = id, 0
+		w.succeed(id)
+	}
+}
+
+// processGone reports whether a connection to addr is refused: nothing
+// listens there, so the process that did is gone. Any other outcome
+// (accepted, timed out, unreachable) is no evidence.
+func processGone(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, probeTimeout)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// succeed gathers the survivors' positions and stands if this master's
+// log is ahead of theirs.
+func (w *successionWatch) succeed(dead raft.ServerID) {
+	m := w.m
+	self, err := w.position()
+	if err != nil {
+		m.log.Warn("leader's process is gone; cannot read this master's log position", "leader", dead, "err", err)
+		return
+	}
+	servers := m.raft.GetConfiguration().Configuration().Servers
+	var peers []succession.Position
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	voters := 0
+	for _, s := range servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if s.ID == dead || string(s.ID) == m.cfg.NodeID {
+			continue
+		}
+		mem, ok := m.gossip.Get(string(s.ID))
+		if !ok || mem.Meta.HTTPAddr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := w.askPosition(mem.Meta.HTTPAddr, string(s.ID), string(dead))
+			if err != nil {
+				m.log.Debug("survivor's position unknown", "master", s.ID, "err", err)
+				return
+			}
+			mu.Lock()
+			peers = append(peers, p)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	d := succession.Decide(self, peers, voters)
+	m.log.Info("leader's process is gone", "leader", dead, "stand", d.Stand, "nominee", d.Nominee, "why", d.Reason,
+		"term", self.Term, "index", self.Index, "survivors_answered", len(peers))
+	outcome := "deferred"
+	switch {
+	case d.Stand:
+		outcome = "stood"
+	case d.Nominee == "":
+		outcome = "no_quorum"
+	}
+	m.metrics.successions.WithLabelValues(outcome).Inc()
+	if !d.Stand {
+		return
+	}
+	// Another survivor may have won meanwhile: then this one follows it.
+	if _, id := m.raft.LeaderWithID(); id != dead || m.raft.State() != raft.Follower {
+		return
+	}
+	if err := w.stand(); err != nil {
+		m.log.Warn("could not stand for election", "err", err)
+	}
+}
+
+// position is this master's last log entry.
+func (w *successionWatch) position() (succession.Position, error) {
+	st := w.m.raft.Stats()
+	term, err1 := strconv.ParseUint(st["last_log_term"], 10, 64)
+	index, err2 := strconv.ParseUint(st["last_log_index"], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return succession.Position{}, err
+	}
+	return succession.Position{ID: w.m.cfg.NodeID, Term: term, Index: index}, nil
+}
+
+// askPosition asks the master at addr for its position, telling it that
+// the leader gone's process is gone.
+func (w *successionWatch) askPosition(addr, id, gone string) (succession.Position, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), positionTimeout)
+	defer cancel()
+	var a positionAnswer
+	u := transport.URL(w.m.client, addr, raftPositionPath+"?gone="+url.QueryEscape(gone))
+	if err := transport.GetJSON(ctx, w.m.client, u, &a); err != nil {
+		return succession.Position{}, err
+	}
+	if a.ID != id {
+		return succession.Position{}, errors.New("answered as " + strconv.Quote(a.ID))
+	}
+	return succession.Position{ID: a.ID, Term: a.Term, Index: a.Index}, nil
+}
+
+// stand makes this master's Raft a candidate now, through the request a
+// leader sends the target of a leadership transfer (TimeoutNow), sent to
+// itself. Its vote requests then carry the transfer's flag, which has the
+// other survivors vote although they still count the dead leader theirs.
+func (w *successionWatch) stand() error {
+	m := w.m
+	var resp raft.TimeoutNowResponse
+	id, addr := raft.ServerID(m.cfg.NodeID), raft.ServerAddress(m.rp.advertise)
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(addr)}}
+	return m.rp.transport.TimeoutNow(id, addr, req, &resp)
+}
+
+// raftPosition serves raftPositionPath to the other masters.
+func (m *Master) raftPosition(w http.ResponseWriter, r *http.Request) {
+	if gone := r.URL.Query().Get("gone"); gone != "" {
+		select {
+		case m.succession.kick <- gone:
+		default:
+		}
+	}
+	p, err := m.succession.position()
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, positionAnswer{ID: p.ID, Term: p.Term, Index: p.Index})
+}
