@@ -2,8 +2,8 @@ package macro
 
 import (
 	"bufio"
-	"os"
 	"math"
+	"os"
 	"regexp"
 	"time"
 
