@@ -41,6 +41,9 @@ type Env struct {
 	// Fleets are the sizes of the sim fleets the placement benchmark runs
 	// (default 100 and 1000).
 	Fleets []int
+	// Clients are the concurrency levels of the submission benchmark
+	// (default SubmissionLevels).
+	Clients []int
 	// Log receives progress lines.
 	Log func(format string, args ...any)
 	// TLS runs the clusters of the benchmarks that take it (failover,

@@ -13,6 +13,10 @@ import (
 // executor is running, so the jobs are accepted and wait for slots.
 const submitSpec = `{"name":"bench","vertices":[{"id":"v","parallelism":1,"command":["/bin/true"]}]}`
 
+// SubmissionLevels are the submission benchmark's concurrency levels: 3
+// is one client per master; 64 and 3 carry the etcd ratios' targets.
+var SubmissionLevels = []int{1, 3, 16, 64, 256}
+
 // Submission measures jobs accepted per second: conc clients, each in a
 // loop, PUT /v1/jobs/{unique id} (client i talks to master i mod 3, so two
 // thirds of the requests are forwarded by a follower to the leader). Each
@@ -20,8 +24,10 @@ const submitSpec = `{"name":"bench","vertices":[{"id":"v","parallelism":1,"comma
 // counts when its 201 arrived inside the window, and its latency is from
 // sending the PUT to that answer.
 func Submission(ctx context.Context, e *Env) error {
-	// 3 is one client per master; 64 and 3 carry the etcd ratios' targets.
-	levels := []int{1, 3, 16, 64, 256}
+	levels := e.Clients
+	if len(levels) == 0 {
+		levels = SubmissionLevels
+	}
 	warm, window := time.Second, 5*time.Second
 	if e.Quick {
 		warm, window = 500*time.Millisecond, 2*time.Second

@@ -66,6 +66,7 @@ func main() {
 	strict := flag.Bool("strict", false, "exit 1 when a benchmark could not produce its figures")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the load generator; sim fleets run in a child process) here")
 	fleets := flag.String("executors", "100,1000", "placement: sizes of the sim executor fleets (10,000 slots in each)")
+	levels := flag.String("clients", "1,3,16,64,256", "submission: the concurrency levels, each against a fresh cluster and then etcd")
 	tlsMode := flag.String("tls", "off", "failover and submission: off (plain clusters), on (secure clusters: TLS, gossip encryption, ACLs with a token on every request) or both (plain, then secure)")
 	flag.Parse()
 	var modes []bool
@@ -80,15 +81,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "jmbench: -tls %q: use off, on or both\n", *tlsMode)
 		os.Exit(2)
 	}
-	var sizes []int
-	for _, s := range strings.Split(*fleets, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			fmt.Fprintf(os.Stderr, "jmbench: -executors: bad size %q\n", s)
-			os.Exit(2)
-		}
-		sizes = append(sizes, n)
-	}
+	sizes, clients := positives("-executors", *fleets), positives("-clients", *levels)
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -105,7 +98,7 @@ func main() {
 	// the way out); a second one kills the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
-	err := run(ctx, *out, *only, *bin, *dir, *keep, *quick, sizes, modes)
+	err := run(ctx, *out, *only, *bin, *dir, *keep, *quick, sizes, clients, modes)
 	var failed *benchErrors
 	switch {
 	case errors.As(err, &failed) && !*strict:
@@ -117,6 +110,21 @@ func main() {
 	}
 }
 
+// positives parses a comma-separated list of positive integers, or exits
+// naming the flag.
+func positives(flagName, list string) []int {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "jmbench: %s: bad number %q\n", flagName, s)
+			os.Exit(2)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
 func names() string {
 	var n []string
 	for _, b := range benchmarks {
@@ -125,7 +133,7 @@ func names() string {
 	return strings.Join(n, ", ")
 }
 
-func run(ctx context.Context, out, only, bin, dir string, keep, quick bool, fleets []int, tlsModes []bool) error {
+func run(ctx context.Context, out, only, bin, dir string, keep, quick bool, fleets, clients []int, tlsModes []bool) error {
 	selected := map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -194,7 +202,7 @@ func run(ctx context.Context, out, only, bin, dir string, keep, quick bool, flee
 		if err != nil {
 			return err
 		}
-		env := &macro.Env{Bin: abs, Exe: exe, Dir: dir, Run: res, Quick: quick, Fleets: fleets, Log: logf}
+		env := &macro.Env{Bin: abs, Exe: exe, Dir: dir, Run: res, Quick: quick, Fleets: fleets, Clients: clients, Log: logf}
 		for _, m := range macros {
 			if ctx.Err() != nil {
 				break

@@ -39,6 +39,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"jobmaster/bench/cluster"
@@ -175,7 +176,12 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 	}
 	switch load {
 	case "submit":
+		cpu0 := processCPU()
 		err = submitLoad(ctx, addrs, conc, d, &done)
+		defer func(cpu time.Duration) {
+			fmt.Fprintf(os.Stderr, "submit: %.0f µs of CPU per operation (this process: masters and load)\n",
+				float64(cpu.Microseconds())/float64(max(done.Load(), 1)))
+		}(processCPU() - cpu0)
 	case "place":
 		t0 := time.Now()
 		err = placeLoad(ctx, cl, leader, conc, jobs, width, &done)
@@ -197,6 +203,15 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 	}
 	fmt.Fprintf(os.Stderr, "%s: %d operations in %s (%.0f/s)\n", load, done.Load(), d, float64(done.Load())/d.Seconds())
 	return err
+}
+
+// processCPU is the CPU time this process has used (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func submitLoad(ctx context.Context, addrs []string, conc int, d time.Duration, done *atomic.Int64) error {
