@@ -143,10 +143,13 @@ var Routes = map[Route]Need{
 
 	// Internal: executors push, and ask for their own drain when told to
 	// stop, with their certificate, not a token; masters ask each other
-	// for their Raft log position when their leader's process is gone.
+	// for their Raft log position when their leader's process is gone, and
+	// relay submissions to the leader (each carrying its own token, which
+	// the leader checks).
 	{"POST", "/v1/internal/executor-update"}: Node,
 	{"POST", "/v1/internal/executor-drain"}:  Node,
 	{"GET", "/v1/internal/raft-position"}:    Node,
+	{"POST", "/v1/internal/submit-batch"}:    Node,
 }
 
 // CatchAll is the pattern of the router's catch-all, which only answers

@@ -57,13 +57,19 @@ func Parse(data []byte) (*Spec, error) {
 			return nil, err
 		}
 	}
-	if err := s.Normalize(); err != nil {
-		return nil, err
-	}
-	if err := checkSizes(&s); err != nil {
+	if err := Check(&s); err != nil {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// Check applies to a spec built otherwise than by Parse (decoded from
+// another encoding) every check Parse applies, and normalizes it.
+func Check(s *Spec) error {
+	if err := s.Normalize(); err != nil {
+		return err
+	}
+	return checkSizes(s)
 }
 
 // decodeVertex decodes one vertex, and each of its inputs separately, so

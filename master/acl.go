@@ -200,8 +200,13 @@ func (m *Master) refuse(w http.ResponseWriter, r *http.Request, status int, msg 
 // that asked for it (never its secret): who submitted, cancelled,
 // restored, removed a master, or changed tokens.
 func (m *Master) audit(r *http.Request, action string, args ...any) {
+	m.auditAs(callerOf(r), action, args...)
+}
+
+// auditAs is audit for the caller c.
+func (m *Master) auditAs(c *caller, action string, args ...any) {
 	who := []any{"action", action}
-	switch c := callerOf(r); {
+	switch {
 	case !m.cfg.ACL:
 		who = append(who, "token", "anonymous (ACLs off)")
 	case c != nil:

@@ -25,8 +25,9 @@ func (m *Master) putJob(w http.ResponseWriter, r *http.Request) {
 }
 
 // createJob: POST /v1/jobs. The id is chosen here, on the master that took
-// the request, before it is forwarded: a forward that must be retried
-// cannot create the job twice.
+// the request, before it is relayed: a relay that must be retried cannot
+// create the job twice. (A master of an earlier version forwarded the
+// request with the id it chose in jobIDHeader.)
 func (m *Master) createJob(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get(jobIDHeader)
 	if id != "" {
@@ -36,48 +37,6 @@ func (m *Master) createJob(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m.submit(w, r, id, true)
-}
-
-func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, generated bool) {
-	body, ok := readBody(w, r)
-	if !ok {
-		return
-	}
-	spec, err := jobspec.Parse(body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if generated && id == "" {
-		id = newJobID(spec.Name)
-		r.Header.Set(jobIDHeader, id)
-	}
-	m.onLeader(w, r, body, func(w http.ResponseWriter, r *http.Request, _ []byte, s *session) error {
-		if err := m.checkQuota(id, spec); err != nil {
-			writeError(w, http.StatusTooManyRequests, err.Error())
-			return nil
-		}
-		if err := m.checkFits(s, id, spec); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return nil
-		}
-		res, err := m.prop.ProposeOne(r.Context(), &fsm.SubmitJob{Fenced: s.fenced(), ID: id, Spec: spec})
-		if err == nil && res.Created {
-			m.audit(r, "job submit", "job", id, "subtasks", subtasksOf(spec))
-		}
-		switch {
-		case errors.Is(err, fsm.ErrConflict):
-			writeError(w, http.StatusConflict, fmt.Sprintf("job %q already exists with a different spec", id))
-		case err != nil:
-			return err
-		case res.Created || generated:
-			w.Header().Set("Location", "/v1/jobs/"+id)
-			writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: id})
-		default:
-			writeJSON(w, http.StatusOK, api.SubmitResponse{ID: id})
-		}
-		return nil
-	})
 }
 
 // newJobID makes an id from the job's name (when it is a valid id) and 8

@@ -81,17 +81,36 @@ func (m *Master) leaderRead(h leaderHandler) http.HandlerFunc {
 	}
 }
 
+// onLeader serves a request with h on the leader: here when this master
+// leads, else forwarded over HTTP (forward).
 func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h leaderHandler) {
 	hops, _ := strconv.Atoi(r.Header.Get(hopsHeader))
+	m.leaderDo(w, r, func(w http.ResponseWriter, r *http.Request, s *session) error {
+		r, ok := m.confirmCaller(w, r)
+		if !ok {
+			return nil
+		}
+		return h(w, r, body, s)
+	}, func(addr string) bool {
+		return hops < maxHops && m.forward(w, r, body, addr, hops+1)
+	})
+}
+
+// leaderDo serves a request on the leader: with here when this master
+// leads with an established session, else with toLeader(the leader's HTTP
+// address), which answers the request and returns true, or returns false
+// having written nothing (no answer came: the leader may have died). Until
+// one of them answers, it waits for a leader: for the next change of the
+// session or of Raft's leader, at most 50 ms at a time, and RequestWait in
+// all, then answers 503 with Retry-After. here's error means the same as a
+// leaderHandler's.
+func (m *Master) leaderDo(w http.ResponseWriter, r *http.Request, here func(http.ResponseWriter, *http.Request, *session) error,
+	toLeader func(addr string) bool) {
 	deadline := m.cfg.Now().Add(m.cfg.RequestWait)
 	for {
 		s, changed := m.sessionWatch()
 		if s != nil {
-			var ok bool
-			if r, ok = m.confirmCaller(w, r); !ok {
-				return
-			}
-			err := h(w, r, body, s)
+			err := here(w, r, s)
 			if err == nil {
 				return
 			}
@@ -99,8 +118,8 @@ func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h
 				writeError(w, http.StatusInternalServerError, err.Error())
 				return
 			}
-		} else if addr := m.leaderHTTPAddr(); addr != "" && hops < maxHops {
-			if m.forward(w, r, body, addr, hops+1) {
+		} else if addr := m.leaderHTTPAddr(); addr != "" {
+			if toLeader(addr) {
 				return
 			}
 		}

@@ -44,8 +44,11 @@ func (m *Master) guard(mux *http.ServeMux) http.Handler {
 
 // bodyType is the media type of the body a route takes.
 func bodyType(method, pattern string) string {
-	if method == http.MethodPut && pattern == "/v1/operator/snapshot" {
+	switch {
+	case method == http.MethodPut && pattern == "/v1/operator/snapshot":
 		return transport.BinaryType
+	case method == http.MethodPost && pattern == relayPath:
+		return transport.BinaryType // msgpack (relay.go)
 	}
 	return transport.JSONType
 }

@@ -39,6 +39,9 @@ func (m *Master) routes() http.Handler {
 	mux.HandleFunc("/v1/internal/executor-update", m.methods(map[string]http.HandlerFunc{
 		http.MethodPost: m.requirePusher(m.leaderWrite(m.executorUpdate)),
 	}))
+	mux.HandleFunc(relayPath, m.methods(map[string]http.HandlerFunc{
+		http.MethodPost: m.requireServer(m.submitBatch),
+	}))
 	mux.HandleFunc(raftPositionPath, m.methods(map[string]http.HandlerFunc{
 		http.MethodGet: m.requireServer(m.raftPosition),
 	}))

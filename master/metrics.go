@@ -32,6 +32,8 @@ type masterMetrics struct {
 	heartbeatFailures *prometheus.CounterVec
 	sessions          prometheus.Counter
 	successions       *prometheus.CounterVec
+	relayBatches      *prometheus.CounterVec
+	relaySubmissions  prometheus.Counter
 }
 
 // Reconciliation actions, the values of the action label.
@@ -71,6 +73,9 @@ func newMasterMetrics(m *Master) *masterMetrics {
 		heartbeatFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "executor_heartbeat_failures_total",
 			Help: "Heartbeats that got no usable answer, by the status the leader gave the executor then."}, []string{"status"}),
 		sessions: counter("leader_sessions_total", "Leader sessions this master established (epochs it committed)."),
+		relayBatches: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "relay_batches_total",
+			Help: "Batches of submissions this master relayed to the leader, by outcome: answered, or failed (no answer: each submission waits for the next leader and goes again)."}, []string{"outcome"}),
+		relaySubmissions: counter("relayed_submissions_total", "Submissions this master relayed to the leader (in relay_batches_total)."),
 		successions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "successions_total",
 			Help: "Times this master found its leader's process gone (its Raft port refused a connection), by what it did: stood for election, deferred to a survivor whose log is ahead, or neither (no quorum answered)."}, []string{"decision"}),
 	}
@@ -80,6 +85,9 @@ func newMasterMetrics(m *Master) *masterMetrics {
 	for _, r := range []string{fsm.ReasonTaskFailed, fsm.ReasonTaskCanceled, fsm.ReasonMissing, fsm.ReasonDeployExpired, fsm.ReasonExecutorLost, fsm.ReasonPartitionLost, fsm.ReasonDrain} {
 		x.restarts.WithLabelValues(r)
 	}
+	for _, o := range []string{"answered", "failed"} {
+		x.relayBatches.WithLabelValues(o)
+	}
 	for _, d := range []string{"stood", "deferred", "no_quorum"} {
 		x.successions.WithLabelValues(d)
 	}
@@ -87,7 +95,7 @@ func newMasterMetrics(m *Master) *masterMetrics {
 		x.heartbeatFailures.WithLabelValues(string(s))
 	}
 	reg.MustRegister(x.reconcile, x.regionsPlaced, x.executionsPlaced, x.deploys, x.deployFailures, x.deployTasks,
-		x.restarts, x.executorsLost, x.heartbeatRTT, x.heartbeatFailures, x.sessions, x.successions, &stateCollector{m: m})
+		x.restarts, x.executorsLost, x.heartbeatRTT, x.heartbeatFailures, x.sessions, x.successions, x.relayBatches, x.relaySubmissions, &stateCollector{m: m})
 	return x
 }
 
@@ -129,4 +137,14 @@ func (x *masterMetrics) deploy(tasks int, failed bool) {
 	if failed {
 		x.deployFailures.Inc()
 	}
+}
+
+// relayed records a batch of n submissions relayed to the leader.
+func (x *masterMetrics) relayed(n int, failed bool) {
+	outcome := "answered"
+	if failed {
+		outcome = "failed"
+	}
+	x.relayBatches.WithLabelValues(outcome).Inc()
+	x.relaySubmissions.Add(float64(n))
 }

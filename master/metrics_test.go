@@ -67,7 +67,12 @@ func TestMetricsOnEveryMaster(t *testing.T) {
 	require.Equal(t, 0.0, value(fams, "jobmaster_reconcile_actions_total", "action", "unknown_cancelled"))
 	require.Equal(t, 1.0, value(fams, "jobmaster_http_requests_total", "route", "/v1/jobs/{id}", "method", "GET", "code", "200"))
 	require.Equal(t, 1.0, value(fams, "jobmaster_http_requests_total", "route", "/v1/jobs/{id}", "method", "GET", "code", "404"))
-	require.Equal(t, 1.0, value(fams, "jobmaster_http_requests_total", "route", "/v1/jobs/{id}", "method", "PUT", "code", "201"),
-		"the forwarded PUT, as the leader served it")
+	require.Equal(t, 1.0, value(fams, "jobmaster_http_requests_total", "route", "/v1/internal/submit-batch", "method", "POST", "code", "200"),
+		"the PUT, relayed to the leader in a batch")
+	f := c.follower()
+	require.Equal(t, 1.0, value(c.scrape(f), "jobmaster_http_requests_total", "route", "/v1/jobs/{id}", "method", "PUT", "code", "201"),
+		"the PUT, as the follower answered it")
+	require.Equal(t, 1.0, value(c.scrape(f), "jobmaster_relayed_submissions_total"))
+	require.Equal(t, 1.0, value(c.scrape(f), "jobmaster_relay_batches_total", "outcome", "answered"))
 	require.Equal(t, -1.0, value(fams, "jobmaster_http_requests_total", "route", "/v1/jobs/m-1"), "routes are patterns")
 }

@@ -72,6 +72,8 @@ type Master struct {
 	metrics *masterMetrics
 	// succession watches the leader for a crash (succession.go).
 	succession *successionWatch
+	// relay carries submissions to the leader in batches (relay.go).
+	relay *relay
 
 	mu      sync.Mutex
 	session *session // the established leader session, or nil
@@ -159,6 +161,7 @@ func New(cfg Config) (*Master, error) {
 	m.gossip = g
 	m.metrics = newMasterMetrics(m)
 	m.succession = newSuccessionWatch(m)
+	m.relay = newRelay(m)
 	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{TLS: tl, MaxConnsPerClient: cfg.MaxConnsPerClient,
 		Logger: m.log.With("component", "http")})
 	m.goFunc(m.monitorLeadership)

@@ -35,13 +35,16 @@ const (
 	enqueueTimeout  = 5 * time.Second
 	proposalBacklog = 8192
 	// maxEntriesInFlight bounds the entries handed to Raft and not yet
-	// applied: while they are, commands queue and the next entry carries
-	// them all. Each entry costs a log record, a replication message, an
-	// FSM dispatch and a future on every master, so fewer, fuller entries
-	// cost less per command; two keep one entry committing while the next
-	// is written. (`go run ./bench/cmd/jmprofile -load submit -clients 64`:
-	// unbounded, 408-469 µs of CPU per submission; two, 376-421.)
-	maxEntriesInFlight = 2
+	// applied: while one is, commands queue, and the next entry carries
+	// them all (group commit). Each entry costs a log record, a bolt commit
+	// (two fsyncs) on every master, a replication message, an FSM dispatch
+	// and a future, so fewer, fuller entries cost less per command; and a
+	// second entry in flight would wait for the first one's commit anyway
+	// (hashicorp/raft's leader writes its log before it replicates). `go
+	// run ./bench/cmd/jmbench -only submission -clients 3,64`, one, then
+	// two (the ratio to etcd's puts in the same run): 3 clients 0.83x and
+	// 0.65x, 64 clients 1.07x and 1.06x.
+	maxEntriesInFlight = 1
 )
 
 type proposal struct {
@@ -159,14 +162,14 @@ func (p *proposer) run() {
 		}
 		f := p.raft.Apply(entry, enqueueTimeout)
 		go func(b []*proposal) {
-			answer(f, b)
+			answerProposals(f, b)
 			<-inflight
 		}(append([]*proposal(nil), batch...))
 	}
 }
 
-// answer waits for an entry to commit and hands each caller its results.
-func answer(f raft.ApplyFuture, batch []*proposal) {
+// answerProposals waits for an entry to commit and hands each caller its results.
+func answerProposals(f raft.ApplyFuture, batch []*proposal) {
 	if err := f.Error(); err != nil {
 		for _, pr := range batch {
 			pr.reply <- proposalReply{err: err}

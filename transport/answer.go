@@ -21,14 +21,21 @@ const (
 // WriteJSON answers with status and v as JSON, followed by a newline. If v
 // cannot be encoded, the answer is a 500 with an error body instead.
 func (f Format) WriteJSON(w http.ResponseWriter, status int, v any) {
+	status, b := f.Body(status, v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// Body is the status and body WriteJSON answers with: v as JSON and a
+// newline, or a 500 with an error body if v cannot be encoded.
+func (f Format) Body(status int, v any) (int, []byte) {
 	b, err := f.marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		b, _ = f.marshal(errorBody{Error: "encode answer: " + err.Error()})
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	return status, append(b, '\n')
 }
 
 // WriteError answers with status and the error body {"error": msg}.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -51,6 +52,7 @@ certificates and the --gossip-keyring file.`,
 			cfg := o.Config
 			cfg.Logger = logger
 			cfg.RaftLogJSON = strings.EqualFold(o.LogFormat, "json")
+			startProfile(os.Getenv, func(format string, args ...any) { logger.Warn(fmt.Sprintf(format, args...)) })
 			m, err := master.New(cfg)
 			if err != nil {
 				return err

@@ -63,6 +63,7 @@ func main() {
 	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile here")
 	memProfile := flag.String("memprofile", "", "write an allocation profile here")
 	traceFile := flag.String("trace", "", "write an execution trace of the first 2 s of the load here")
+	raftMetrics = flag.Bool("raftmetrics", false, "submit: print the leader's Raft timings (medians, in ms) and counts after the load")
 	flag.Parse()
 
 	if err := run(*load, *clients, *executors, *slots, *jobs, *width, *duration, profiles{
@@ -70,6 +71,27 @@ func main() {
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "jmprofile:", err)
 		os.Exit(1)
+	}
+}
+
+var raftMetrics *bool
+
+// printRaftMetrics prints the medians and counts of Raft's timings that
+// leader serves on /v1/metrics (hashicorp/raft's own, through go-metrics):
+// where a commit's time goes.
+func printRaftMetrics(leader *master.Master) {
+	resp, err := http.Get("http://" + leader.HTTPAddr() + "/v1/metrics")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "raft metrics:", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "jobmaster_raft_") && !strings.Contains(line, "peer_id") &&
+			(strings.Contains(line, `quantile="0.5"`) || strings.Contains(line, "_count ")) {
+			fmt.Fprintln(os.Stderr, line)
+		}
 	}
 }
 
@@ -178,6 +200,9 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 	case "submit":
 		cpu0 := processCPU()
 		err = submitLoad(ctx, addrs, conc, d, &done)
+		if *raftMetrics {
+			printRaftMetrics(leader)
+		}
 		defer func(cpu time.Duration) {
 			fmt.Fprintf(os.Stderr, "submit: %.0f µs of CPU per operation (this process: masters and load)\n",
 				float64(cpu.Microseconds())/float64(max(done.Load(), 1)))

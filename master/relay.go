@@ -1,0 +1,273 @@
+package master
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"jobmaster/jobspec"
+	"jobmaster/transport"
+)
+
+// The relay carries the submissions a follower takes to the leader, many
+// in one request: while a batch is on its way, the submissions that arrive
+// wait, and the next batch takes them all (up to relayMaxItems and
+// relayMaxBytes). A lone submission goes at once, in a batch of one. The
+// leader decides a batch's submissions together (decideSubmissions: one
+// Raft entry) and answers each; the follower hands every client its own
+// answer, exactly what the leader would have written to it.
+//
+// The batch travels as msgpack (the spec as parsed here, never JSON
+// again) over the masters' kept-alive connections, under mutual TLS when
+// TLS is on; only a master's certificate may send one. A batch that gets
+// no answer is not answered here either: each of its submissions waits for
+// the next leader and is relayed again (a submission is idempotent: its
+// id was chosen before it left).
+
+// relayPath is the leader's endpoint for relayed batches.
+const relayPath = "/v1/internal/submit-batch"
+
+const (
+	// relayMaxItems and relayMaxBytes bound a batch: what the leader
+	// reads of one (relayMaxBodyBytes) must hold the largest.
+	relayMaxItems     = 512
+	relayMaxBytes     = 4 << 20
+	relayMaxBodyBytes = relayMaxBytes + 2<<20
+	// relayInFlight is how many batches may be on their way to the leader
+	// at once.
+	relayInFlight = 2
+)
+
+// relayHandle encodes batches: msgpack, and no initial allocation larger
+// than what the bytes at hand can fill.
+var relayHandle = func() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{}
+	h.RawToString = true
+	h.MaxInitLen = 1024
+	return h
+}()
+
+// relayBatch is a relayed request's body; relayAnswers the answer's, one
+// answer per submission, in order.
+type relayBatch struct {
+	Submissions []submission `codec:"subs"`
+}
+
+type relayAnswers struct {
+	Answers []answer `codec:"answers"`
+}
+
+// relay is a follower's side: the submissions waiting for the leader at
+// each address, and the batches in flight there.
+type relay struct {
+	m       *Master
+	mu      sync.Mutex
+	leaders map[string]*relayQueue
+}
+
+type relayQueue struct {
+	waiting  []*relayed
+	inFlight int
+}
+
+// relayed is one submission on its way: its answer arrives on done (with
+// err set when its batch got no answer).
+type relayed struct {
+	sub  submission
+	size int
+	ans  answer
+	err  error
+	done chan struct{}
+}
+
+func newRelay(m *Master) *relay {
+	return &relay{m: m, leaders: map[string]*relayQueue{}}
+}
+
+// submit relays sub to the leader at addr and returns the leader's answer,
+// or an error when its batch got none.
+func (rl *relay) submit(ctx context.Context, addr string, sub submission) (answer, error) {
+	it := &relayed{sub: sub, size: specSize(sub), done: make(chan struct{})}
+	rl.mu.Lock()
+	q := rl.leaders[addr]
+	if q == nil {
+		q = &relayQueue{}
+		rl.leaders[addr] = q
+	}
+	q.waiting = append(q.waiting, it)
+	if q.inFlight < relayInFlight {
+		q.inFlight++
+		go rl.send(addr, q)
+	}
+	rl.mu.Unlock()
+	select {
+	case <-it.done:
+		return it.ans, it.err
+	case <-ctx.Done():
+		return answer{}, ctx.Err()
+	}
+}
+
+// send sends batches to addr until none waits there.
+func (rl *relay) send(addr string, q *relayQueue) {
+	for {
+		rl.mu.Lock()
+		if len(q.waiting) == 0 {
+			q.inFlight--
+			if q.inFlight == 0 {
+				delete(rl.leaders, addr)
+			}
+			rl.mu.Unlock()
+			return
+		}
+		n, size := 0, 0
+		for n < len(q.waiting) && n < relayMaxItems && (n == 0 || size+q.waiting[n].size <= relayMaxBytes) {
+			size += q.waiting[n].size
+			n++
+		}
+		batch := q.waiting[:n:n]
+		q.waiting = q.waiting[n:]
+		rl.mu.Unlock()
+
+		answers, err := rl.post(addr, batch)
+		for i, it := range batch {
+			if err == nil {
+				it.ans = answers[i]
+			} else {
+				it.err = err
+			}
+			close(it.done)
+		}
+		rl.m.metrics.relayed(len(batch), err != nil)
+	}
+}
+
+// post sends one batch and returns its answers.
+func (rl *relay) post(addr string, batch []*relayed) ([]answer, error) {
+	m := rl.m
+	body := relayBatch{Submissions: make([]submission, len(batch))}
+	for i, it := range batch {
+		body.Submissions[i] = it.sub
+	}
+	var data []byte
+	if err := codec.NewEncoderBytes(&data, relayHandle).Encode(&body); err != nil {
+		return nil, fmt.Errorf("encode batch: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.RequestWait+5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, transport.URL(m.client, addr, relayPath), bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", transport.BinaryType)
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, transport.MaxResponseBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, &transport.StatusError{Code: resp.StatusCode, Message: transport.ErrorMessage(out)}
+	}
+	var ans relayAnswers
+	if err := codec.NewDecoderBytes(out, relayHandle).Decode(&ans); err != nil {
+		return nil, fmt.Errorf("decode answers: %w", err)
+	}
+	if len(ans.Answers) != len(batch) {
+		return nil, fmt.Errorf("%d answers to %d submissions", len(ans.Answers), len(batch))
+	}
+	return ans.Answers, nil
+}
+
+// specSize estimates what a submission adds to a batch: its command and
+// env strings, which are nearly all of it.
+func specSize(sub submission) int {
+	n := 64 + len(sub.ID) + len(sub.Secret)
+	if sub.Spec == nil {
+		return n
+	}
+	for _, v := range sub.Spec.Vertices {
+		n += 64 + len(v.ID)
+		for _, a := range v.Command {
+			n += len(a) + 4
+		}
+		for k, x := range v.Env {
+			n += len(k) + len(x) + 8
+		}
+		for _, in := range v.Inputs {
+			n += len(in.From) + 32
+		}
+	}
+	return n
+}
+
+// submitBatch serves relayPath on the leader: it decides every submission
+// of the batch and answers each. A master that does not lead answers 503,
+// and the follower relays them again once it knows the leader.
+func (m *Master) submitBatch(w http.ResponseWriter, r *http.Request) {
+	data, err := transport.ReadBody(w, r, relayMaxBodyBytes)
+	if err != nil {
+		jsonFormat.Reject(w, err)
+		return
+	}
+	var batch relayBatch
+	if err := codec.NewDecoderBytes(data, relayHandle).Decode(&batch); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed batch: "+err.Error())
+		return
+	}
+	if n := len(batch.Submissions); n == 0 || n > relayMaxItems {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("a batch holds 1 to %d submissions, not %d", relayMaxItems, n))
+		return
+	}
+	for i, sub := range batch.Submissions {
+		if err := checkRelayed(sub); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("submission %d: %v", i, err))
+			return
+		}
+	}
+	s := m.currentSession()
+	var answers []answer
+	if s != nil {
+		answers, err = m.decideSubmissions(r.Context(), s, batch.Submissions, nil)
+	}
+	switch {
+	case s == nil || retryable(err):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "not the leader")
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	var out []byte
+	if err := codec.NewEncoderBytes(&out, relayHandle).Encode(&relayAnswers{Answers: answers}); err != nil {
+		writeError(w, http.StatusInternalServerError, "encode answers: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", transport.BinaryType)
+	_, _ = w.Write(out)
+}
+
+// checkRelayed checks a relayed submission as the master that took it did,
+// for a batch from anyone who can reach this endpoint (without TLS, not
+// only masters): a job id, and a spec that passes every check of a parsed
+// one.
+func checkRelayed(sub submission) error {
+	if err := jobspec.CheckID(sub.ID); err != nil {
+		return fmt.Errorf("job id: %w", err)
+	}
+	if sub.Spec == nil {
+		return errors.New("no spec")
+	}
+	return jobspec.Check(sub.Spec)
+}

@@ -1,0 +1,184 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"jobmaster/acl"
+	"jobmaster/api"
+	"jobmaster/fsm"
+	"jobmaster/jobspec"
+)
+
+// A submission is one job to create, as the master that took the request
+// parsed it: validated there, it reaches the leader either in the same
+// process (this master leads) or in a relayed batch (relay.go), and the
+// leader decides it the same way (decideSubmissions).
+type submission struct {
+	ID string `codec:"id"`
+	// Generated: the id was chosen by the master that took a POST; the
+	// answer is then 201 even when the job exists (a retry of the same
+	// POST, relayed again).
+	Generated bool `codec:"gen"`
+	// Secret is the token's secret the request carried ("" without one);
+	// the leader checks it against its own state.
+	Secret string        `codec:"secret,omitempty"`
+	Spec   *jobspec.Spec `codec:"spec"`
+}
+
+// answer is what a request is answered: its status, the Location header
+// of a created job, and its JSON body.
+type answer struct {
+	Status   int    `codec:"status"`
+	Location string `codec:"loc,omitempty"`
+	Body     []byte `codec:"body"`
+}
+
+// write answers a request with a.
+func (a answer) write(w http.ResponseWriter) {
+	if a.Location != "" {
+		w.Header().Set("Location", a.Location)
+	}
+	if a.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="jobmaster"`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(a.Status)
+	_, _ = w.Write(a.Body)
+}
+
+func jsonAnswer(status int, v any) answer {
+	status, body := jsonFormat.Body(status, v)
+	return answer{Status: status, Body: body}
+}
+
+func errorAnswer(status int, msg string) answer {
+	return jsonAnswer(status, api.Error{Error: msg})
+}
+
+// submit serves a submission: on the leader, or relayed to it.
+func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, generated bool) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	spec, err := jobspec.Parse(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if generated && id == "" {
+		id = newJobID(spec.Name)
+	}
+	sub := submission{ID: id, Generated: generated, Secret: requestSecret(r), Spec: spec}
+	m.leaderDo(w, r, func(w http.ResponseWriter, r *http.Request, s *session) error {
+		a, err := m.decideSubmissions(r.Context(), s, []submission{sub}, callerOf(r))
+		if err != nil {
+			return err
+		}
+		a[0].write(w)
+		return nil
+	}, func(addr string) bool {
+		a, err := m.relay.submit(r.Context(), addr, sub)
+		if err != nil {
+			m.log.Debug("relay to leader failed", "leader", addr, "err", err)
+			return false
+		}
+		a.write(w)
+		return true
+	})
+}
+
+// decideSubmissions decides submissions on the leader, in session s: each
+// is checked (its token, when ACLs are on and the caller is not known
+// yet; the quotas; whether its regions can ever fit), and those that pass
+// are proposed together, in one entry. It returns an answer for each, in
+// order, or an error when none was decided: a retryable one (see
+// retryable) when leadership was lost meanwhile. known is the caller when
+// this master already checked the submissions' token (one submission, from
+// a request it took itself).
+func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submission, known *caller) ([]answer, error) {
+	answers := make([]answer, len(subs))
+	callers := make([]*caller, len(subs))
+	var cmds []fsm.Command
+	var at []int // the submission of each command
+	for i := range subs {
+		sub := &subs[i]
+		c, refusal := m.submitter(sub.Secret, known)
+		if refusal != nil {
+			answers[i] = *refusal
+			continue
+		}
+		callers[i] = c
+		if err := m.checkQuota(sub.ID, sub.Spec); err != nil {
+			answers[i] = errorAnswer(http.StatusTooManyRequests, err.Error())
+			continue
+		}
+		if err := m.checkFits(s, sub.ID, sub.Spec); err != nil {
+			answers[i] = errorAnswer(http.StatusBadRequest, err.Error())
+			continue
+		}
+		cmds = append(cmds, &fsm.SubmitJob{Fenced: s.fenced(), ID: sub.ID, Spec: sub.Spec})
+		at = append(at, i)
+	}
+	if len(cmds) == 0 {
+		return answers, nil
+	}
+	rs, _, err := m.prop.Propose(ctx, cmds...)
+	if err != nil {
+		return nil, err
+	}
+	for k, res := range rs {
+		i := at[k]
+		sub := &subs[i]
+		switch {
+		case errors.Is(res.Err, fsm.ErrStaleToken):
+			return nil, res.Err // a newer leader: every submission goes to it
+		case errors.Is(res.Err, fsm.ErrConflict):
+			answers[i] = errorAnswer(http.StatusConflict, fmt.Sprintf("job %q already exists with a different spec", sub.ID))
+		case res.Err != nil:
+			answers[i] = errorAnswer(http.StatusInternalServerError, res.Err.Error())
+		case res.Created || sub.Generated:
+			if res.Created {
+				m.auditAs(callers[i], "job submit", "job", sub.ID, "subtasks", subtasksOf(sub.Spec))
+			}
+			a := jsonAnswer(http.StatusCreated, api.SubmitResponse{ID: sub.ID})
+			a.Location = "/v1/jobs/" + sub.ID
+			answers[i] = a
+		default:
+			answers[i] = jsonAnswer(http.StatusOK, api.SubmitResponse{ID: sub.ID})
+		}
+	}
+	return answers, nil
+}
+
+// submitter is who submits with secret, on the leader: known when this
+// master checked the token already, else the token the leader's state
+// knows by that secret. With ACLs on, a secret it does not know is a 401
+// and one whose policy may not submit a 403 (refusal).
+func (m *Master) submitter(secret string, known *caller) (c *caller, refusal *answer) {
+	if !m.cfg.ACL {
+		return nil, nil
+	}
+	if known != nil && !known.unverified {
+		return known, nil
+	}
+	need := acl.Needs(http.MethodPut, "/v1/jobs/{id}")
+	var t fsm.ACLToken
+	ok := false
+	if secret != "" && len(secret) <= maxSecretBytes {
+		t, ok = m.lookupToken(secretHash(secret))
+	}
+	switch {
+	case !ok:
+		a := errorAnswer(http.StatusUnauthorized, "ACL token not found: it was deleted, or never created")
+		return nil, &a
+	case !t.Policy.Satisfies(need):
+		a := errorAnswer(http.StatusForbidden, fmt.Sprintf("permission denied: token %s (policy %s) may not submit a job: it needs %s",
+			tokenName(t), t.Policy, acl.Describe(need)))
+		return nil, &a
+	}
+	return &caller{token: t, need: need}, nil
+}
