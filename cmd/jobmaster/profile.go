@@ -2,9 +2,9 @@ package main
 
 import (
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
-	"runtime/pprof"
 	"time"
 )
 
