@@ -3,6 +3,7 @@ package macro
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -116,14 +117,25 @@ func etcdSubmissions(ctx context.Context, e *Env, conc int, warm, window time.Du
 	hc := transport.NewClient(transport.ClientOptions{MaxIdleConnsPerHost: conc + 8, IdleConnTimeout: time.Minute})
 	defer hc.CloseIdleConnections()
 	value := []byte(submitSpec)
+	var cpu map[string]float64
 	res := closedLoop(ctx, conc, warm, window, func(ctx context.Context, i, seq int) error {
 		return etcd.Put(ctx, hc, c.Nodes[i%len(c.Nodes)], fmt.Sprintf("sub-%d-%d-%d", conc, i, seq), value)
-	}, func(_, to time.Time) { _ = sleep(ctx, time.Until(to)) })
+	}, func(from, to time.Time) {
+		_ = sleep(ctx, time.Until(from))
+		names, pids := []string{"bench"}, []int{os.Getpid()}
+		for _, n := range c.Nodes {
+			names, pids = append(names, "etcd"), append(pids, n.Pid())
+		}
+		watch := watchCPU(names, pids)
+		_ = sleep(ctx, time.Until(to))
+		cpu = watch.stop()
+	})
 	rate, p50, p99 := res.figures(window)
 	jrate, _, jp99 := jm.figures(window)
 	e.Run.Add(results.Figure{Group: e.group("anchor"), Name: fmt.Sprintf("etcd puts, %d clients", conc), Value: rate, Unit: "puts/s",
-		Extra:   map[string]float64{"p50_ms": p50, "p99_ms": p99, "errors": float64(res.errs)},
-		Command: e.command("submission"), Note: "this run; PUT /v3/kv/put through etcd's JSON gateway, the job spec as value, same client and spread"})
+		Extra: map[string]float64{"p50_ms": p50, "p99_ms": p99, "errors": float64(res.errs),
+			"etcd_cpu_cores": cpu["etcd_cpu_cores"], "bench_cpu_cores": cpu["bench_cpu_cores"]},
+		Command: e.command("submission"), Note: "this run; PUT /v3/kv/put through etcd's JSON gateway, the job spec as value, same client and spread; etcd_cpu_cores is its three members'"})
 	ratio := e.Run.Add(results.Figure{Group: e.group("anchor"), Name: fmt.Sprintf("jobmaster jobs/s / etcd puts/s, %d clients", conc),
 		Value: jrate / rate, Unit: "x", Extra: map[string]float64{"jobmaster": jrate, "etcd": rate}, Command: e.command("submission")})
 	switch conc {
