@@ -172,3 +172,38 @@ func TestMalformedJSONIsPlacedByLineAndColumn(t *testing.T) {
 		require.Equal(t, c.want, err.Error(), "%q", c.spec)
 	}
 }
+
+// Whenever the one-pass parse accepts a spec, the parse that names errors
+// accepts it too, as the same spec; and it takes the common specs.
+func FuzzParseFastIsParseNaming(f *testing.F) {
+	for _, seed := range []string{
+		valid,
+		`{"vertices":[{"id":"a","parallelism":1,"command":["true"]}]}`,
+		`{"vertices":[{"id":"a","parallelism":2,"command":["x"],"env":{"A":"1"},"resources":{"cpu_millis":100,"memory_mb":64}},
+			{"id":"b","parallelism":2,"command":["y","z"],"inputs":[{"from":"a","mode":"blocking","distribution":"forward"}],"slot_sharing_group":"g"}],
+			"restart":{"strategy":"exponential-delay","initial_delay":"1s","max_delay":"5s","multiplier":2,"jitter":0},"failover":"full","name":"n"}`,
+		`{"vertices":[null]}`,
+		`{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":null}`,
+		`{"vertices":[{"id":"a","parallelism":1,"command":["x"],"env":null,"inputs":null,"resources":null}]}`,
+		`{"vertices":[{"id":"a","parallelism":1,"command":["x"]}]} {}`,
+		`{"vertices":[{"id":"a","parallelism":1,"command":["x"],"inputs":[null]}]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fast, ok := parseFast(data)
+		naming, err := parseNaming(data)
+		if !ok {
+			return
+		}
+		require.NoError(t, err, "the one-pass parse accepted %q", data)
+		require.Equal(t, naming, fast)
+	})
+}
+
+func TestParseFastTakesTheCommonSpecs(t *testing.T) {
+	for _, body := range []string{valid, `{"name":"bench","vertices":[{"id":"v","parallelism":1,"command":["/bin/true"]}]}`} {
+		_, ok := parseFast([]byte(body))
+		require.True(t, ok, body)
+	}
+}

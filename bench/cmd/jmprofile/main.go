@@ -199,7 +199,12 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 	switch load {
 	case "submit":
 		cpu0 := processCPU()
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
 		err = submitLoad(ctx, addrs, conc, d, &done)
+		runtime.ReadMemStats(&ms1)
+		defer fmt.Fprintf(os.Stderr, "submit: %.1f KB and %.0f allocations per operation (this process)\n",
+			float64(ms1.TotalAlloc-ms0.TotalAlloc)/1024/float64(max(done.Load(), 1)), float64(ms1.Mallocs-ms0.Mallocs)/float64(max(done.Load(), 1)))
 		if *raftMetrics {
 			printRaftMetrics(leader)
 		}
