@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"slices"
+
 	"jobmaster/wire"
 )
 
@@ -144,6 +146,16 @@ func (s *State) TakeEvents() []Event {
 	s.rec.events = nil
 	s.rec.start = 0
 	return out
+}
+
+// expectEvents makes room for n more events of the current command: a
+// command that changes thousands of executions (a wide region placed or
+// reported) grows the entry's events once rather than by doubling, which
+// copied every event of the entry each time.
+func (s *State) expectEvents(n int) {
+	if s.rec != nil {
+		s.rec.events = slices.Grow(s.rec.events, n)
+	}
 }
 
 // beginCommand marks the start of a command's events.

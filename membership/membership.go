@@ -80,8 +80,9 @@ type Config struct {
 	NodeID string
 	// BindAddr is host:port for gossip (TCP and UDP).
 	BindAddr string
-	// Join lists gossip addresses to join; the node keeps retrying them in the
-	// background, and rejoins them after a partition heals.
+	// Join lists gossip addresses to join; the node keeps retrying those
+	// that no alive member has, in the background, so it rejoins them
+	// after a partition heals.
 	Join []string
 	Meta Meta
 	// Logger receives memberlist's log at debug level, and a warning when
@@ -91,7 +92,7 @@ type Config struct {
 	// not alive members (default 2s).
 	ReconnectInterval time.Duration
 	// ReapAfter is how long a dead or departed member stays listed (default
-	// 30m); until then the node also tries to rejoin it.
+	// 30m); until then it may come back under its name.
 	ReapAfter time.Duration
 	// Now is the clock that dates status changes (Member.Since) and reaps
 	// members by; default time.Now. Memberlist's own timers do not follow it.
@@ -113,6 +114,10 @@ type Timings struct {
 	// UDPBufferSize is the largest gossip packet sent (every member reads
 	// up to 64 KiB): bigger packets carry more broadcasts each.
 	UDPBufferSize int
+	// GossipNodes is how many members each gossip round goes to (0:
+	// memberlist's 3); ReconnectInterval, when set, replaces the Config's.
+	GossipNodes       int
+	ReconnectInterval time.Duration
 }
 
 // Node is a running gossip member.
@@ -197,6 +202,12 @@ func Start(cfg Config) (*Node, error) {
 		mc.GossipInterval, mc.PushPullInterval = t.GossipInterval, t.PushPullInterval
 		mc.SuspicionMult, mc.RetransmitMult = t.SuspicionMult, t.RetransmitMult
 		mc.UDPBufferSize = t.UDPBufferSize
+		if t.GossipNodes > 0 {
+			mc.GossipNodes = t.GossipNodes
+		}
+		if t.ReconnectInterval > 0 {
+			n.cfg.ReconnectInterval = t.ReconnectInterval
+		}
 	}
 	if len(cfg.Keys) > 0 {
 		kr, err := memberlist.NewKeyring(cfg.Keys, cfg.Keys[0])
@@ -220,7 +231,8 @@ func Start(cfg Config) (*Node, error) {
 
 // rejoin keeps joining the configured addresses that are not alive members:
 // at start (the others may not be up yet) and after a partition, when
-// memberlist alone would leave both sides believing the other dead.
+// memberlist alone would leave both sides believing the other dead. It
+// also forgets members gone for longer than ReapAfter.
 func (n *Node) rejoin() {
 	defer close(n.done)
 	t := time.NewTicker(n.cfg.ReconnectInterval)
@@ -228,45 +240,20 @@ func (n *Node) rejoin() {
 	for {
 		// Our own table, not memberlist's nodes: those are rewritten under
 		// memberlist's lock, which Members() does not hold for its callers.
-		// Join addresses and dead members are retried (after a partition
-		// heals they answer) unless an alive member now has the address.
-		// Members gone for longer than ReapAfter are forgotten. Only those
-		// few addresses are looked up: with a thousand members, a table of
-		// every address per round was the node's largest cost.
-		retry := make(map[string]bool, len(n.cfg.Join)) // address -> alive
-		for _, a := range n.cfg.Join {
-			if a != n.cfg.BindAddr {
-				retry[a] = false
-			}
-		}
 		n.mu.Lock()
 		reaped := false
 		now := n.cfg.Now()
 		for id, m := range n.members {
-			switch {
-			case m.Status != StatusAlive && now.Sub(m.Since) > n.cfg.ReapAfter:
+			if m.Status != StatusAlive && now.Sub(m.Since) > n.cfg.ReapAfter {
 				delete(n.members, id)
 				reaped = true
-			case m.Status == StatusDead:
-				retry[m.GossipAddr] = false
 			}
 		}
-		for _, m := range n.members {
-			if _, ok := retry[m.GossipAddr]; ok && m.Status == StatusAlive {
-				retry[m.GossipAddr] = true
-			}
-		}
+		want := rejoinTargets(n.cfg.Join, n.cfg.BindAddr, n.members)
 		if reaped {
 			n.notifyLocked()
 		}
 		n.mu.Unlock()
-		var want []string
-		for a, alive := range retry {
-			if !alive {
-				want = append(want, a)
-			}
-		}
-		sort.Strings(want)
 		if len(want) > 0 {
 			if _, err := n.list.Join(want); err != nil {
 				if keyMismatch(err.Error()) {
@@ -282,6 +269,36 @@ func (n *Node) rejoin() {
 		case <-t.C:
 		}
 	}
+}
+
+// rejoinTargets is what a node joins again: the join addresses (but its
+// own, self) that no alive member has, in order. Only those: a partition
+// heals through them, since every node's join addresses are the masters,
+// and a push-pull with a master brings the whole table back. Rejoining
+// every dead member as well made each node push its whole table to each
+// of them every interval: with a thousand executors, a few flapping ones
+// got that from every other, which kept them too busy to answer the probes
+// that would have revived them.
+func rejoinTargets(join []string, self string, members map[string]*Member) []string {
+	alive := make(map[string]bool, len(join))
+	for _, a := range join {
+		if a != self {
+			alive[a] = false
+		}
+	}
+	for _, m := range members {
+		if _, ok := alive[m.GossipAddr]; ok && m.Status == StatusAlive {
+			alive[m.GossipAddr] = true
+		}
+	}
+	var want []string
+	for a, up := range alive {
+		if !up {
+			want = append(want, a)
+		}
+	}
+	sort.Strings(want)
+	return want
 }
 
 // Members lists every known member, including failed ones, by id.

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,4 +124,20 @@ func TestReapingFollowsTheClock(t *testing.T) {
 
 	elapsed.Store(int64(10*time.Minute + 61*time.Minute))
 	waitFor(t, "e1 reaped", func() bool { _, ok := m1.Get("e1"); return !ok })
+}
+
+func TestRejoinTargetsAreJoinAddressesWithoutAnAliveMember(t *testing.T) {
+	members := map[string]*Member{
+		"m1": {ID: "m1", GossipAddr: "10.0.0.1:7421", Status: StatusAlive},
+		"m2": {ID: "m2", GossipAddr: "10.0.0.2:7421", Status: StatusDead},
+		"e7": {ID: "e7", GossipAddr: "10.0.0.7:7441", Status: StatusDead},
+	}
+	join := []string{"10.0.0.3:7421", "10.0.0.2:7421", "10.0.0.1:7421", "10.0.0.9:7421"}
+	got := rejoinTargets(join, "10.0.0.9:7421", members)
+	// m1 is alive; m2 is dead and a join address; 10.0.0.3 was never seen;
+	// the node's own address and the dead executor e7 (no join address)
+	// are not joined.
+	if want := []string{"10.0.0.2:7421", "10.0.0.3:7421"}; !slices.Equal(got, want) {
+		t.Fatalf("rejoinTargets = %v, want %v", got, want)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,6 +172,7 @@ func RunHost(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	profileLater()
 	var count atomic.Int64
 	go func() {
 		for range time.Tick(time.Second) {
@@ -186,6 +188,37 @@ func RunHost(args []string) int {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	// The executors die with the process.
 	return 0
+}
+
+// profileLater writes a CPU profile of this host when FLEET_CPUPROFILE
+// names a file ("%p" replaced by the process id): of FLEET_CPUPROFILE_FOR
+// (default 20s), starting FLEET_CPUPROFILE_AFTER (default 0) after the
+// host started. It is how the fleet's own cost is profiled
+// (docs/BENCHMARKS.md, "Profiling").
+func profileLater() {
+	file := os.Getenv("FLEET_CPUPROFILE")
+	if file == "" {
+		return
+	}
+	after, _ := time.ParseDuration(os.Getenv("FLEET_CPUPROFILE_AFTER"))
+	d, err := time.ParseDuration(os.Getenv("FLEET_CPUPROFILE_FOR"))
+	if err != nil {
+		d = 20 * time.Second
+	}
+	time.AfterFunc(after, func() {
+		f, err := os.Create(strings.ReplaceAll(file, "%p", fmt.Sprint(os.Getpid())))
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fleet host: FLEET_CPUPROFILE:", err)
+			return
+		}
+		time.AfterFunc(d, func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	})
 }
 
 // WaitHeard waits until every executor at addrs (HTTP addresses) has

@@ -63,7 +63,7 @@ func main() {
 	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile here")
 	memProfile := flag.String("memprofile", "", "write an allocation profile here")
 	traceFile := flag.String("trace", "", "write an execution trace of the first 2 s of the load here")
-	raftMetrics = flag.Bool("raftmetrics", false, "submit: print the leader's Raft timings (medians, in ms) and counts after the load")
+	raftMetrics = flag.Bool("raftmetrics", false, "submit, place: print the leader's Raft timings (medians, in ms) and counts after the load")
 	flag.Parse()
 
 	if err := run(*load, *clients, *executors, *slots, *jobs, *width, *duration, profiles{
@@ -218,6 +218,9 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 		d = time.Since(t0)
 		if err == nil {
 			printDeploys(ms)
+			if *raftMetrics {
+				printRaftMetrics(leader)
+			}
 		}
 	case "heartbeat":
 		time.Sleep(d)
