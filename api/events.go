@@ -62,3 +62,9 @@ type EventsGone struct {
 // the applied index the answer was read at: an event stream resumed from
 // it continues the answer exactly.
 const IndexHeader = "X-Jobmaster-Index"
+
+// LeaderHeader names, on every answer of a master, the HTTP address
+// (host:port) of the leader as that master knows it, when it knows one: a
+// client that has the leader among its addresses sends its next request
+// there, and no master forwards it.
+const LeaderHeader = "X-Jobmaster-Leader"

@@ -174,9 +174,22 @@ func (c *Client) first() int {
 	return c.last
 }
 
-// answered records the master that gave the last usable answer.
-func (c *Client) answered(i int) {
+// answered records the master that gave the last usable answer, and the
+// leader that master named (its api.LeaderHeader, "" for none): the next
+// call starts at the leader when it is one of the client's addresses, else
+// at the master that answered. A client that follows the leader saves its
+// requests a forward.
+func (c *Client) answered(i int, leader string) {
+	next := i
+	if leader != "" && transport.HostPort(c.addrs[i]) != leader {
+		for k, a := range c.addrs {
+			if transport.HostPort(a) == leader {
+				next = k
+				break
+			}
+		}
+	}
 	c.mu.Lock()
-	c.last = i
+	c.last = next
 	c.mu.Unlock()
 }

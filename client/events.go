@@ -204,7 +204,7 @@ func (s *EventStream) connect() error {
 			i := (start + k) % n
 			err := s.open(ctx, s.c.addrs[i])
 			if err == nil {
-				s.c.answered(i)
+				s.c.answered(i, "") // any master serves a stream
 				return nil
 			}
 			if s.ctx.Err() != nil {

@@ -40,6 +40,7 @@ type response struct {
 	from   string // base URL of the master
 	role   string // the answer's transport.RoleHeader ("" from older masters)
 	index  string // the answer's api.IndexHeader
+	leader string // the answer's api.LeaderHeader
 }
 
 // failoverStatus reports whether an answer with this status means "this
@@ -79,7 +80,7 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 				continue
 			}
 			if err == nil && !failoverStatus(res.status) {
-				c.answered(i)
+				c.answered(i, res.leader)
 				if res.status >= 400 {
 					return nil, apiError(req, res)
 				}
@@ -197,7 +198,7 @@ func (c *Client) attempt(ctx context.Context, base string, req request) (*respon
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
 	return &response{status: hres.StatusCode, body: data, from: base, role: hres.Header.Get(transport.RoleHeader),
-		index: hres.Header.Get(api.IndexHeader)}, nil
+		index: hres.Header.Get(api.IndexHeader), leader: hres.Header.Get(api.LeaderHeader)}, nil
 }
 
 // apiError turns an error answer into an *APIError.

@@ -290,3 +290,40 @@ func TestRestoreOutcome(t *testing.T) {
 		assert.Equal(t, int64(1), s.hits.Load(), "a restore is not resent")
 	}
 }
+
+// A master names the leader in its answers: the next call goes there when
+// the leader is one of the client's addresses, and follows it when it
+// changes; a leader outside the list is ignored.
+func TestFollowsTheLeaderItIsTold(t *testing.T) {
+	var leader atomic.Value
+	named := func(w http.ResponseWriter, r *http.Request) {
+		if l, _ := leader.Load().(string); l != "" {
+			w.Header().Set(api.LeaderHeader, l)
+		}
+		okJobs(w, r)
+	}
+	a, b, c3 := newServer(t, named), newServer(t, named), newServer(t, named)
+	c := newTestClient(t, a.addr()+","+b.addr()+","+c3.addr())
+	host := func(s *server) string { return s.addr() }
+
+	leader.Store(host(b))
+	_, err := c.Jobs(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), a.hits.Load(), "the first call goes to the first address")
+	assert.Equal(t, 1, c.first(), "the next starts at the leader a named")
+	_, err = c.Jobs(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), b.hits.Load())
+
+	leader.Store(host(c3))
+	_, err = c.Jobs(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), b.hits.Load())
+	assert.Equal(t, 2, c.first(), "the leader changed: the client follows")
+
+	leader.Store("10.9.9.9:7401")
+	_, err = c.Jobs(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), c3.hits.Load())
+	assert.Equal(t, 2, c.first(), "a leader outside the list is not followed")
+}

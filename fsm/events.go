@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"slices"
-
 	"jobmaster/wire"
 )
 
@@ -148,14 +146,41 @@ func (s *State) TakeEvents() []Event {
 	return out
 }
 
-// expectEvents makes room for n more events of the current command: a
-// command that changes thousands of executions (a wide region placed or
-// reported) grows the entry's events once rather than by doubling, which
-// copied every event of the entry each time.
-func (s *State) expectEvents(n int) {
-	if s.rec != nil {
-		s.rec.events = slices.Grow(s.rec.events, n)
+// eventsHint is about how many events an entry's commands will record:
+// one per execution a placement or a report names (the commands that
+// change thousands at once), one for any other.
+func eventsHint(cmds []Command) int {
+	n := 0
+	for _, c := range cmds {
+		switch c := c.(type) {
+		case *PlaceRegion:
+			n += len(c.Slots)
+		case *ReportExecutions:
+			n += len(c.Updates)
+		default:
+			n++
+		}
 	}
+	return n
+}
+
+// expectEvents makes room for n more events before an entry is applied:
+// an entry whose commands change thousands of executions (a wide region
+// placed, the reports of its deployments) then fills its events without
+// copying them as they grow (append grows a large slice by a quarter at a
+// time, and an event is 248 bytes with pointers, copied under the
+// collector's write barrier).
+func (s *State) expectEvents(n int) {
+	if s.rec == nil {
+		return
+	}
+	ev := s.rec.events
+	if cap(ev)-len(ev) >= n {
+		return
+	}
+	grown := make([]Event, len(ev), max(2*cap(ev), len(ev)+n))
+	copy(grown, ev)
+	s.rec.events = grown
 }
 
 // beginCommand marks the start of a command's events.

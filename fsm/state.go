@@ -281,6 +281,7 @@ func (s *State) apply(index uint64, c Command) Result {
 // ApplyEntry decodes an entry and applies each of its commands.
 func (s *State) ApplyEntry(index uint64, data []byte) []Result {
 	cmds, err := Decode(data)
+	s.expectEvents(eventsHint(cmds))
 	out := make([]Result, 0, len(cmds)+1)
 	for _, c := range cmds {
 		out = append(out, s.Apply(index, c))

@@ -397,6 +397,15 @@ func (s *State) taskSpec(e *Execution) TaskSpec {
 // place-region result). The executions of one vertex share its outputs and
 // inputs (read them, do not change them).
 func (s *State) TaskSpecs(placed []Execution) []TaskSpec {
+	out := make([]TaskSpec, 0, len(placed))
+	s.EachTaskSpec(placed, func(_ int, ts *TaskSpec) { out = append(out, *ts) })
+	return out
+}
+
+// EachTaskSpec calls fn with the deployment of each placed execution (its
+// index in placed, and the deployment, valid during the call), in order;
+// an execution whose job is gone is skipped.
+func (s *State) EachTaskSpec(placed []Execution, fn func(i int, ts *TaskSpec)) {
 	type edges struct {
 		outputs []wire.Output
 		inputs  []wire.Input
@@ -406,7 +415,7 @@ func (s *State) TaskSpecs(placed []Execution) []TaskSpec {
 		vi  int
 	}
 	memo := make(map[vertex]edges)
-	out := make([]TaskSpec, 0, len(placed))
+	var ts TaskSpec
 	for i := range placed {
 		j := s.jobs[placed[i].Job]
 		if j == nil {
@@ -419,10 +428,10 @@ func (s *State) TaskSpecs(placed []Execution) []TaskSpec {
 			ed.outputs, ed.inputs = s.dataEdges(j, vi)
 			memo[vertex{j.ID, vi}] = ed
 		}
-		out = append(out, TaskSpec{Execution: placed[i], Parallelism: v.Parallelism, Command: v.Command, Env: v.Env,
-			Outputs: ed.outputs, Inputs: ed.inputs, Resources: wireResources(v)})
+		ts = TaskSpec{Execution: placed[i], Parallelism: v.Parallelism, Command: v.Command, Env: v.Env,
+			Outputs: ed.outputs, Inputs: ed.inputs, Resources: wireResources(v)}
+		fn(i, &ts)
 	}
-	return out
 }
 
 // wireResources is what v's tasks declared, as deployed.

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -203,19 +204,32 @@ func Failed(r Ready) Ready {
 // deploysOf groups placed executions into one deployment per executor, in
 // the order the executors first appear.
 func deploysOf(read Reader, placed []fsm.Execution) []Deploy {
-	var specs []fsm.TaskSpec
-	read(func(st *fsm.State) { specs = st.TaskSpecs(placed) })
+	// Each deployment's tasks are counted first and filled in place: a
+	// wide region's ten thousand tasks are hundreds of bytes each.
 	at := make(map[string]int)
 	var out []Deploy
-	for _, ts := range specs {
-		ex := ts.Execution.Executor
-		i, ok := at[ex]
+	var counts []int
+	which := make([]int, len(placed))
+	for i := range placed {
+		ex := placed[i].Executor
+		k, ok := at[ex]
 		if !ok {
-			i = len(out)
-			at[ex] = i
+			k = len(out)
+			at[ex] = k
 			out = append(out, Deploy{Executor: ex})
+			counts = append(counts, 0)
 		}
-		out[i].Tasks = append(out[i].Tasks, ts)
+		counts[k]++
+		which[i] = k
 	}
-	return out
+	for k := range out {
+		out[k].Tasks = make([]fsm.TaskSpec, 0, counts[k])
+	}
+	read(func(st *fsm.State) {
+		st.EachTaskSpec(placed, func(i int, ts *fsm.TaskSpec) {
+			k := which[i]
+			out[k].Tasks = append(out[k].Tasks, *ts)
+		})
+	})
+	return slices.DeleteFunc(out, func(d Deploy) bool { return len(d.Tasks) == 0 })
 }

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hashicorp/raft"
+
 	"jobmaster/api"
 	"jobmaster/jobspec"
 	"jobmaster/metrics"
@@ -70,7 +72,27 @@ func (m *Master) routes() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return m.metrics.http.Wrap(transport.Role(transport.RoleMaster, recoverPanics(m, canonicalPaths(m.guard(mux)))))
+	return m.metrics.http.Wrap(transport.Role(transport.RoleMaster, m.namesLeader(recoverPanics(m, canonicalPaths(m.guard(mux))))))
+}
+
+// namesLeader sets api.LeaderHeader on every answer of h to the leader's
+// HTTP address, when this master knows the leader.
+func (m *Master) namesLeader(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if addr := m.leaderAddrForClients(); addr != "" {
+			w.Header().Set(api.LeaderHeader, addr)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// leaderAddrForClients is the leader's HTTP address: this master's when it
+// leads, else the one the leader gossips.
+func (m *Master) leaderAddrForClients() string {
+	if m.raft.State() == raft.Leader {
+		return m.httpAddr
+	}
+	return m.leaderHTTPAddr()
 }
 
 // canonicalPaths answers a path with '.' or '..' segments or repeated

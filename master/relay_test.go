@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"jobmaster/api"
 	"jobmaster/fsm"
 	"jobmaster/jobspec"
 	"jobmaster/pki"
@@ -55,6 +56,8 @@ func TestRelayBatchesConcurrentSubmissions(t *testing.T) {
 	requireStatus(t, http.StatusCreated, r)
 	id := decode[struct{ ID string }](t, r).ID
 	assert.Equal(t, "/v1/jobs/"+id, r.header.Get("Location"))
+	assert.Equal(t, c.masters[l].HTTPAddr(), r.header.Get(api.LeaderHeader), "a follower's answer names the leader")
+	assert.Equal(t, c.masters[l].HTTPAddr(), do(t, http.MethodGet, c.url(l, "/v1/health"), nil).header.Get(api.LeaderHeader))
 	requireStatus(t, http.StatusOK, do(t, http.MethodGet, c.url(l, "/v1/jobs/"+id), nil))
 	// A region that can never fit is refused by the leader, through the
 	// relay, with the leader's words.

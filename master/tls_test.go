@@ -56,6 +56,25 @@ func (c *tlsCluster) bootstrap() {
 	r := doWith(c.t, hc, http.MethodPost, transport.URL(hc, c.masters[l].HTTPAddr(), "/v1/acl/bootstrap"),
 		[]byte(`{"secret_id": "`+c.token+`"}`))
 	require.Equal(c.t, http.StatusCreated, r.status, "%s", r.body)
+	// Every master knows the token before a test uses it: a follower
+	// refuses a token it does not know on a route it serves itself.
+	c.waitTokenEverywhere()
+}
+
+// waitTokenEverywhere waits until every master's state holds the
+// cluster's management token.
+func (c *tlsCluster) waitTokenEverywhere() {
+	c.t.Helper()
+	waitFor(c.t, "the management token on every master", func() bool {
+		for _, m := range c.masters {
+			if m != nil {
+				if _, ok := m.lookupToken(secretHash(c.token)); !ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
 
 // client is an HTTP client holding the certificate of role and id; an

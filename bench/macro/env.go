@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -114,6 +115,24 @@ func Clients(c *cluster.Cluster, conc int) ([]*client.Client, *http.Client, erro
 	var out []*client.Client
 	for _, a := range c.HTTPAddrs() {
 		cl, err := client.New(a, client.WithHTTPClient(hc), client.WithTimeout(30*time.Second))
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, cl)
+	}
+	return out, hc, nil
+}
+
+// FollowingClients returns one client of all the masters per master, each
+// listing the masters from a different one first: a client starts at the
+// first, and follows the leader its answers name.
+func FollowingClients(c *cluster.Cluster, conc int) ([]*client.Client, *http.Client, error) {
+	hc := c.NewHTTPClient(transport.ClientOptions{MaxIdleConnsPerHost: conc + 8, IdleConnTimeout: time.Minute})
+	addrs := c.HTTPAddrs()
+	var out []*client.Client
+	for i := range addrs {
+		rotated := append(slices.Clone(addrs[i:]), addrs[:i]...)
+		cl, err := client.New(strings.Join(rotated, ","), client.WithHTTPClient(hc), client.WithTimeout(30*time.Second))
 		if err != nil {
 			return nil, nil, err
 		}
