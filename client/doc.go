@@ -3,7 +3,9 @@
 //
 // A Client holds a list of master addresses. Any master answers any request
 // (followers forward to the leader), so a call goes to the master that last
-// answered and fails over to the next one when a master cannot be reached,
+// answered, or to the leader that master named (api.LeaderHeader) when it
+// is one of the client's addresses, and fails over to the next one when a
+// master cannot be reached,
 // hangs past the attempt timeout, or answers 503 (no leader yet), 502 or 504
 // (a failed forward). When every master has failed, the client pauses (100
 // ms, doubling up to 1 s) and tries the whole list again, until the call's
