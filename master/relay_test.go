@@ -39,14 +39,27 @@ func TestRelayBatchesConcurrentSubmissions(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// A batch that got no answer (the leader stepped down under it, as a
+	// loaded machine can make it do) is relayed again, and the submissions
+	// its leader did commit then find their job as given: 200, not 201.
+	// Without such a batch every job is new.
+	m := c.masters[f].metrics
+	failed := testutil.ToFloat64(m.relayBatches.WithLabelValues("failed"))
 	for i, s := range status {
+		if failed > 0 && s == http.StatusOK {
+			continue
+		}
 		require.Equal(t, http.StatusCreated, s, "job %d", i)
 	}
-	m := c.masters[f].metrics
-	assert.Equal(t, float64(n), testutil.ToFloat64(m.relaySubmissions))
-	batches := testutil.ToFloat64(m.relayBatches.WithLabelValues("answered"))
-	assert.Less(t, batches, float64(n), "submissions that waited together went together")
-	assert.Zero(t, testutil.ToFloat64(m.relayBatches.WithLabelValues("failed")))
+	answered := testutil.ToFloat64(m.relayBatches.WithLabelValues("answered"))
+	if failed == 0 {
+		assert.Equal(t, float64(n), testutil.ToFloat64(m.relaySubmissions), "every submission went through the relay")
+	}
+	assert.Less(t, answered, float64(n), "submissions that waited together went together")
+	l, f = c.leader(), c.follower()
+	for i := 0; i < n; i++ {
+		requireStatus(t, http.StatusOK, do(t, http.MethodGet, c.url(l, fmt.Sprintf("/v1/jobs/batch-%d", i)), nil))
+	}
 
 	// Again, relayed or not: the same spec is 200, another one 409, and a
 	// POST's id is chosen by the master that took it.
