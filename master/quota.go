@@ -14,7 +14,8 @@ import (
 // of them. The count is of what the state holds: running jobs and ended
 // ones not forgotten yet (--job-retention), and every attempt of their
 // subtasks. The check sees the state as applied, so submits in flight
-// together may pass a quota by as many as there are; and restarts of
+// together may pass a quota by as many as there are (a batch's count
+// each other: a batch is decided as one); and restarts of
 // admitted jobs are never refused, so executions may grow past theirs by
 // new attempts.
 
@@ -32,11 +33,15 @@ func quotaError(jobs, execs, subtasks, maxJobs, maxExecs int) error {
 }
 
 // checkQuota is quotaError for a submit of spec under id on this master's
-// state; a job that exists already is no new one (its submit is a retry,
-// or a conflict).
-func (m *Master) checkQuota(id string, spec *jobspec.Spec) error {
+// state, with what earlier submits of the same batch admitted (admitted,
+// which it adds this one to when it is new); a job that exists already is
+// no new one (its submit is a retry, or a conflict).
+func (m *Master) checkQuota(id string, spec *jobspec.Spec, admitted *quotaAdmitted) error {
 	if m.cfg.MaxJobs <= 0 && m.cfg.MaxExecutions <= 0 {
 		return nil
+	}
+	if admitted.ids[id] {
+		return nil // counted already: this one is a retry of it
 	}
 	var jobs, execs int
 	var exists bool
@@ -47,7 +52,24 @@ func (m *Master) checkQuota(id string, spec *jobspec.Spec) error {
 	if exists {
 		return nil
 	}
-	return quotaError(jobs, execs, subtasksOf(spec), m.cfg.MaxJobs, m.cfg.MaxExecutions)
+	n := subtasksOf(spec)
+	if err := quotaError(jobs+admitted.jobs, execs+admitted.execs, n, m.cfg.MaxJobs, m.cfg.MaxExecutions); err != nil {
+		return err
+	}
+	if admitted.ids == nil {
+		admitted.ids = map[string]bool{}
+	}
+	admitted.ids[id] = true
+	admitted.jobs++
+	admitted.execs += n
+	return nil
+}
+
+// quotaAdmitted is what the submits of one batch admitted so far: the
+// jobs they add, and those jobs' subtasks.
+type quotaAdmitted struct {
+	ids         map[string]bool
+	jobs, execs int
 }
 
 // checkFits refuses a new job with a region that can never fit the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,7 +44,19 @@ const (
 	// relayInFlight is how many batches may be on their way to the leader
 	// at once.
 	relayInFlight = 2
+	// relayMaxWaiting bounds the submissions waiting for a batch to one
+	// leader; one more is not relayed (its request waits for the queue to
+	// shrink, as it would for a leader).
+	relayMaxWaiting = 16 * relayMaxItems
 )
+
+// errRelayUnknown is a leader's answer to a batch when it does not serve
+// relayPath (an older version, during a rolling upgrade): the submission
+// is forwarded as the request it came in.
+var errRelayUnknown = errors.New("the leader does not take relayed batches")
+
+// errRelayFull: too many submissions wait for the leader already.
+var errRelayFull = errors.New("too many submissions wait for the leader")
 
 // relayHandle encodes batches: msgpack, and no initial allocation larger
 // than what the bytes at hand can fill.
@@ -78,8 +91,10 @@ type relayQueue struct {
 }
 
 // relayed is one submission on its way: its answer arrives on done (with
-// err set when its batch got no answer).
+// err set when its batch got no answer). One whose ctx ended before its
+// batch left is not sent: its request was answered already.
 type relayed struct {
+	ctx  context.Context
 	sub  submission
 	size int
 	ans  answer
@@ -92,14 +107,26 @@ func newRelay(m *Master) *relay {
 }
 
 // submit relays sub to the leader at addr and returns the leader's answer,
-// or an error when its batch got none.
+// or an error when its batch got none (errRelayUnknown: the leader takes
+// no batches). It waits at most RequestWait: a leader that accepts
+// connections but does not answer holds no request longer than an
+// election would.
 func (rl *relay) submit(ctx context.Context, addr string, sub submission) (answer, error) {
-	it := &relayed{sub: sub, size: specSize(sub), done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(ctx, rl.m.cfg.RequestWait)
+	defer cancel()
+	it := &relayed{ctx: ctx, sub: sub, size: specSize(sub), done: make(chan struct{})}
 	rl.mu.Lock()
 	q := rl.leaders[addr]
 	if q == nil {
 		q = &relayQueue{}
 		rl.leaders[addr] = q
+	}
+	if len(q.waiting) >= relayMaxWaiting {
+		q.waiting = slices.DeleteFunc(q.waiting, func(it *relayed) bool { return it.ctx.Err() != nil })
+	}
+	if len(q.waiting) >= relayMaxWaiting { // a sender is on its way: the queue stays
+		rl.mu.Unlock()
+		return answer{}, errRelayFull
 	}
 	q.waiting = append(q.waiting, it)
 	if q.inFlight < relayInFlight {
@@ -112,6 +139,8 @@ func (rl *relay) submit(ctx context.Context, addr string, sub submission) (answe
 		return it.ans, it.err
 	case <-ctx.Done():
 		return answer{}, ctx.Err()
+	case <-rl.m.stop:
+		return answer{}, errShutdown
 	}
 }
 
@@ -127,14 +156,24 @@ func (rl *relay) send(addr string, q *relayQueue) {
 			rl.mu.Unlock()
 			return
 		}
-		n, size := 0, 0
-		for n < len(q.waiting) && n < relayMaxItems && (n == 0 || size+q.waiting[n].size <= relayMaxBytes) {
-			size += q.waiting[n].size
-			n++
+		var batch []*relayed
+		size, taken := 0, 0
+		for _, it := range q.waiting {
+			if len(batch) == relayMaxItems || (len(batch) > 0 && size+it.size > relayMaxBytes) {
+				break
+			}
+			taken++
+			if it.ctx.Err() != nil {
+				continue // answered already: not sent
+			}
+			size += it.size
+			batch = append(batch, it)
 		}
-		batch := q.waiting[:n:n]
-		q.waiting = q.waiting[n:]
+		q.waiting = q.waiting[taken:]
 		rl.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
 
 		answers, err := rl.post(addr, batch)
 		for i, it := range batch {
@@ -176,8 +215,22 @@ func (rl *relay) post(addr string, batch []*relayed) ([]answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType:
+		return nil, errRelayUnknown
+	case http.StatusServiceUnavailable: // not the leader (any more): relayed again
 		return nil, &transport.StatusError{Code: resp.StatusCode, Message: transport.ErrorMessage(out)}
+	default:
+		// Refused whole: no submission in it is retried, each is answered
+		// with the leader's reason.
+		a := errorAnswer(http.StatusBadGateway, fmt.Sprintf("the leader refused the relayed submission: %d %s",
+			resp.StatusCode, transport.ErrorMessage(out)))
+		answers := make([]answer, len(batch))
+		for i := range answers {
+			answers[i] = a
+		}
+		return answers, nil
 	}
 	var ans relayAnswers
 	if err := codec.NewDecoderBytes(out, relayHandle).Decode(&ans); err != nil {
@@ -229,16 +282,28 @@ func (m *Master) submitBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("a batch holds 1 to %d submissions, not %d", relayMaxItems, n))
 		return
 	}
+	// A submission that fails the checks is refused alone; the others are
+	// decided.
+	answers := make([]answer, len(batch.Submissions))
+	var valid []submission
+	var at []int
 	for i, sub := range batch.Submissions {
 		if err := checkRelayed(sub); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("submission %d: %v", i, err))
-			return
+			answers[i] = errorAnswer(http.StatusBadRequest, err.Error())
+			continue
 		}
+		valid = append(valid, sub)
+		at = append(at, i)
 	}
 	s := m.currentSession()
-	var answers []answer
-	if s != nil {
-		answers, err = m.decideSubmissions(r.Context(), s, batch.Submissions, nil)
+	if s != nil && len(valid) > 0 {
+		var decided []answer
+		decided, err = m.decideSubmissions(r.Context(), s, valid, nil)
+		for k, i := range at {
+			if err == nil {
+				answers[i] = decided[k]
+			}
+		}
 	}
 	switch {
 	case s == nil || retryable(err):

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -106,16 +109,25 @@ func TestSubmitBatchRefusesBadBatches(t *testing.T) {
 		{"not msgpack", transport.BinaryType, []byte("{]"), http.StatusBadRequest, "malformed batch"},
 		{"JSON", transport.JSONType, encode(relayBatch{Submissions: []submission{good}}), http.StatusUnsupportedMediaType, ""},
 		{"empty", transport.BinaryType, encode(relayBatch{}), http.StatusBadRequest, "1 to 512 submissions"},
-		{"a bad id", transport.BinaryType, encode(relayBatch{Submissions: []submission{{ID: "a/b", Spec: good.Spec}}}), http.StatusBadRequest, "submission 0: job id"},
-		{"no spec", transport.BinaryType, encode(relayBatch{Submissions: []submission{good, {ID: "x"}}}), http.StatusBadRequest, "submission 1: no spec"},
-		{"a bad spec", transport.BinaryType, encode(relayBatch{Submissions: []submission{zero}}), http.StatusBadRequest, "parallelism"},
 	} {
 		r := post(l, x.body, x.contentType)
 		assert.Equal(t, x.want, r.status, "%s: %s", x.name, r.body)
 		assert.Contains(t, string(r.body), x.says, x.name)
 	}
+	// A submission that fails the checks is refused alone, with the
+	// reason; the others in its batch are decided.
+	r := post(l, encode(relayBatch{Submissions: []submission{{ID: "a/b", Spec: good.Spec}, {ID: "x"}, zero, {ID: "ok2", Spec: good.Spec}}}), transport.BinaryType)
+	requireStatus(t, http.StatusOK, r)
+	var mixed relayAnswers
+	require.NoError(t, codec.NewDecoderBytes(r.body, relayHandle).Decode(&mixed))
+	require.Len(t, mixed.Answers, 4)
+	for i, says := range []string{"job id", "no spec", "parallelism"} {
+		assert.Equal(t, http.StatusBadRequest, mixed.Answers[i].Status, "%d", i)
+		assert.Contains(t, string(mixed.Answers[i].Body), says)
+	}
+	assert.Equal(t, http.StatusCreated, mixed.Answers[3].Status, "%s", mixed.Answers[3].Body)
 	// A follower is no leader: the batch goes again once the leader is known.
-	r := post(f, encode(relayBatch{Submissions: []submission{good}}), transport.BinaryType)
+	r = post(f, encode(relayBatch{Submissions: []submission{good}}), transport.BinaryType)
 	assert.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
 	// The leader answers each submission.
 	r = post(l, encode(relayBatch{Submissions: []submission{good, good}}), transport.BinaryType)
@@ -248,4 +260,74 @@ func genRelaySpec(t *rapid.T) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// What a follower makes of the leader's answer to a batch: 503 and a
+// lost connection are no answer (the submissions are relayed again); a
+// leader without the endpoint (an older version) has each forwarded as it
+// came; any other refusal answers every submission with the reason.
+func TestRelayReadsTheLeadersAnswer(t *testing.T) {
+	var status int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, status, "because")
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	rl := newRelay(&Master{client: srv.Client(), cfg: Config{RequestWait: time.Second}})
+	batch := []*relayed{{sub: submission{ID: "a"}}, {sub: submission{ID: "b"}}}
+	for _, x := range []struct {
+		status int
+		retry  bool
+		err    error
+	}{
+		{http.StatusServiceUnavailable, true, nil},
+		{http.StatusNotFound, true, errRelayUnknown},
+		{http.StatusMethodNotAllowed, true, errRelayUnknown},
+		{http.StatusUnsupportedMediaType, true, errRelayUnknown},
+		{http.StatusBadRequest, false, nil},
+		{http.StatusForbidden, false, nil},
+		{http.StatusInternalServerError, false, nil},
+	} {
+		status = x.status
+		answers, err := rl.post(addr, batch)
+		if x.retry {
+			require.Error(t, err, "%d", x.status)
+			if x.err != nil {
+				require.ErrorIs(t, err, x.err)
+			}
+			continue
+		}
+		require.NoError(t, err, "%d", x.status)
+		require.Len(t, answers, 2)
+		for _, a := range answers {
+			assert.Equal(t, http.StatusBadGateway, a.Status)
+			assert.Contains(t, string(a.Body), fmt.Sprintf("refused the relayed submission: %d because", x.status))
+		}
+	}
+	srv.Close()
+	_, err := rl.post(addr, batch)
+	require.Error(t, err, "no leader there")
+}
+
+// A batch's submissions count against the quotas together: a batch of
+// four new jobs under --max-jobs 3 admits three.
+func TestRelayedBatchCountsQuotasTogether(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.MaxJobs = 3 })
+	l := c.leader()
+	spec := mustSpec(t, simpleJob)
+	var subs []submission
+	for _, id := range []string{"q1", "q2", "q2", "q3", "q4"} { // q2 twice: a retry is no new job
+		subs = append(subs, submission{ID: id, Spec: spec})
+	}
+	var data []byte
+	require.NoError(t, codec.NewEncoderBytes(&data, relayHandle).Encode(&relayBatch{Submissions: subs}))
+	r := do(t, http.MethodPost, c.url(l, relayPath), data, "Content-Type", transport.BinaryType)
+	requireStatus(t, http.StatusOK, r)
+	var ans relayAnswers
+	require.NoError(t, codec.NewDecoderBytes(r.body, relayHandle).Decode(&ans))
+	var got []int
+	for _, a := range ans.Answers {
+		got = append(got, a.Status)
+	}
+	assert.Equal(t, []int{http.StatusCreated, http.StatusCreated, http.StatusOK, http.StatusCreated, http.StatusTooManyRequests}, got)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"jobmaster/acl"
 	"jobmaster/api"
@@ -82,7 +83,15 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 		return nil
 	}, func(addr string) bool {
 		a, err := m.relay.submit(r.Context(), addr, sub)
-		if err != nil {
+		switch {
+		case errors.Is(err, errRelayUnknown):
+			// A leader of an older version: the request as it came.
+			if generated {
+				r.Header.Set(jobIDHeader, id)
+			}
+			hops, _ := strconv.Atoi(r.Header.Get(hopsHeader))
+			return hops < maxHops && m.forward(w, r, body, addr, hops+1)
+		case err != nil:
 			m.log.Debug("relay to leader failed", "leader", addr, "err", err)
 			return false
 		}
@@ -104,6 +113,7 @@ func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submi
 	callers := make([]*caller, len(subs))
 	var cmds []fsm.Command
 	var at []int // the submission of each command
+	var admitted quotaAdmitted
 	for i := range subs {
 		sub := &subs[i]
 		c, refusal := m.submitter(sub.Secret, known)
@@ -112,12 +122,12 @@ func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submi
 			continue
 		}
 		callers[i] = c
-		if err := m.checkQuota(sub.ID, sub.Spec); err != nil {
-			answers[i] = errorAnswer(http.StatusTooManyRequests, err.Error())
-			continue
-		}
 		if err := m.checkFits(s, sub.ID, sub.Spec); err != nil {
 			answers[i] = errorAnswer(http.StatusBadRequest, err.Error())
+			continue
+		}
+		if err := m.checkQuota(sub.ID, sub.Spec, &admitted); err != nil {
+			answers[i] = errorAnswer(http.StatusTooManyRequests, err.Error())
 			continue
 		}
 		cmds = append(cmds, &fsm.SubmitJob{Fenced: s.fenced(), ID: sub.ID, Spec: sub.Spec})
