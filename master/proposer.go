@@ -51,6 +51,9 @@ type proposal struct {
 	data  []byte
 	n     int // commands in data
 	reply chan proposalReply
+	// taken: run took it from the queue, and so answers it. Written by
+	// run only, read by Propose once run has ended.
+	taken bool
 }
 
 type proposalReply struct {
@@ -85,6 +88,18 @@ func (p *proposer) Propose(ctx context.Context, cmds ...fsm.Command) ([]fsm.Resu
 		return nil, 0, ctx.Err()
 	case <-p.stop:
 		return nil, 0, errShutdown
+	}
+	select {
+	case r := <-pr.reply:
+		return r.results, r.index, r.err
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	case <-p.done:
+		// Queued as run stopped, after it drained the queue: nothing
+		// will take it. One run took is answered (its entry's outcome).
+		if !pr.taken {
+			return nil, 0, errShutdown
+		}
 	}
 	select {
 	case r := <-pr.reply:
@@ -130,6 +145,7 @@ func (p *proposer) run() {
 		batch = batch[:0]
 		select {
 		case pr := <-p.queue:
+			pr.taken = true
 			batch = append(batch, pr)
 		case <-p.stop:
 			p.drain()
@@ -149,6 +165,7 @@ func (p *proposer) run() {
 		for size < maxBatchBytes && n < maxBatchCmds {
 			select {
 			case pr := <-p.queue:
+				pr.taken = true
 				batch = append(batch, pr)
 				size += len(pr.data)
 				n += pr.n
@@ -192,6 +209,7 @@ func (p *proposer) drain() {
 	for {
 		select {
 		case pr := <-p.queue:
+			pr.taken = true
 			pr.reply <- proposalReply{err: errShutdown}
 		default:
 			return

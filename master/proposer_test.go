@@ -1,0 +1,30 @@
+package master
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A proposal made after the proposer stopped is answered errShutdown,
+// never left waiting: the queue has room, so without the check half of
+// them would sit in it with nothing to take them.
+func TestProposeAfterCloseIsRefused(t *testing.T) {
+	p := newProposer(nil) // run takes nothing from the queue before it stops, so Raft is never used
+	p.close()
+	for i := 0; i < 100; i++ {
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := p.Propose(context.Background())
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, errShutdown)
+		case <-time.After(2 * time.Second):
+			t.Fatalf("proposal %d after close is still waiting", i)
+		}
+	}
+}
