@@ -37,6 +37,9 @@ type positionAnswer struct {
 	// Term and Index are those of the master's last log entry.
 	Term  uint64 `json:"term"`
 	Index uint64 `json:"index"`
+	// Reaches: asked with ?gone=ID while ID led it, the master connected
+	// to ID's Raft port just now.
+	Reaches bool `json:"reaches,omitempty"`
 }
 
 const (
@@ -129,12 +132,30 @@ func (w *successionWatch) run() {
 // listens there, so the process that did is gone. Any other outcome
 // (accepted, timed out, unreachable) is no evidence.
 func processGone(addr string) bool {
+	refused, _ := probe(addr)
+	return refused
+}
+
+// probe connects to addr: refused, or accepted, or neither (timed out,
+// unreachable).
+func probe(addr string) (refused, accepted bool) {
 	c, err := net.DialTimeout("tcp", addr, probeTimeout)
 	if err == nil {
 		c.Close()
+		return false, true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED), false
+}
+
+// reaches reports whether this master's leader is gone (by id) and a
+// connection to its Raft port is accepted now.
+func (w *successionWatch) reaches(gone string) bool {
+	addr, id := w.m.raft.LeaderWithID()
+	if string(id) != gone || addr == "" {
 		return false
 	}
-	return errors.Is(err, syscall.ECONNREFUSED)
+	_, accepted := probe(string(addr))
+	return accepted
 }
 
 // succeed gathers the survivors' positions and stands if this master's
@@ -200,13 +221,24 @@ func (w *successionWatch) succeed(dead raft.ServerID) {
 	}
 }
 
-// position is this master's last log entry.
+// position is this master's last entry, as Raft's vote compares it: the
+// later of its log's last and its last snapshot's (a follower that just
+// installed a snapshot may have no log after it).
 func (w *successionWatch) position() (succession.Position, error) {
 	st := w.m.raft.Stats()
-	term, err1 := strconv.ParseUint(st["last_log_term"], 10, 64)
-	index, err2 := strconv.ParseUint(st["last_log_index"], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
+	var n [4]uint64
+	var errs []error
+	for i, k := range []string{"last_log_term", "last_log_index", "last_snapshot_term", "last_snapshot_index"} {
+		var err error
+		n[i], err = strconv.ParseUint(st[k], 10, 64)
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return succession.Position{}, err
+	}
+	term, index := n[0], n[1]
+	if n[3] > index {
+		term, index = n[2], n[3]
 	}
 	return succession.Position{ID: w.m.cfg.NodeID, Term: term, Index: index}, nil
 }
@@ -224,7 +256,7 @@ func (w *successionWatch) askPosition(addr, id, gone string) (succession.Positio
 	if a.ID != id {
 		return succession.Position{}, errors.New("answered as " + strconv.Quote(a.ID))
 	}
-	return succession.Position{ID: a.ID, Term: a.Term, Index: a.Index}, nil
+	return succession.Position{ID: a.ID, Term: a.Term, Index: a.Index, Reaches: a.Reaches}, nil
 }
 
 // stand makes this master's Raft a candidate now, through the request a
@@ -241,16 +273,18 @@ func (w *successionWatch) stand() error {
 
 // raftPosition serves raftPositionPath to the other masters.
 func (m *Master) raftPosition(w http.ResponseWriter, r *http.Request) {
+	var reaches bool
 	if gone := r.URL.Query().Get("gone"); gone != "" {
 		select {
 		case m.succession.kick <- gone:
 		default:
 		}
+		reaches = m.succession.reaches(gone)
 	}
 	p, err := m.succession.position()
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, positionAnswer{ID: p.ID, Term: p.Term, Index: p.Index})
+	writeJSON(w, http.StatusOK, positionAnswer{ID: p.ID, Term: p.Term, Index: p.Index, Reaches: reaches})
 }

@@ -15,19 +15,23 @@
 // (a paused leader, a cut network, a dead host) still takes Raft's normal
 // way.
 //
-// On a refusal every survivor asks the others for their log position, and
-// the one whose log is the most up to date (the greatest last term, then
-// the greatest last index; the smallest id among equals) stands: its Raft
-// becomes a candidate as a leadership transfer makes one (the TimeoutNow
-// request), so the other survivors vote for it although they have not yet
-// timed out on the old leader. Every survivor computes the same nominee
-// from the same positions, so one stands and no vote splits. Raft's
-// safety does not rest on any of this: the vote still requires a log at
-// least as up to date as the voter's and one vote per term, and a wrong
-// guess (a nominee whose log is behind, a position that moved) costs one
-// failed election, after which Raft's timeouts take over as before.
+// On a refusal every survivor asks the others for their log position and
+// whether they too are refused, and the one whose log is the most up to
+// date (the greatest last term, then the greatest last index; the smallest
+// id among equals) stands: its Raft becomes a candidate as a leadership
+// transfer makes one (the TimeoutNow request), so the other survivors vote
+// for it although they have not yet timed out on the old leader. No one
+// stands while another survivor's own connection to the leader is
+// accepted: a refusal on one path alone (a firewall rejecting one
+// master's connections) is not the process gone. Every survivor computes
+// the same nominee from the same positions, so when every survivor
+// answers, one stands and no vote splits. Raft's safety does not rest on
+// any of this: the vote still requires a log at least as up to date as
+// the voter's and one vote per term, and a wrong guess (a nominee whose
+// log is behind, a position that moved) costs one failed election, after
+// which Raft's timeouts take over as before.
 //
-// Nothing here does I/O or reads a clock; package master feeds it (watch.go).
+// Nothing here does I/O or reads a clock; package master feeds it (master/succession.go).
 //
 // # Vocabulary
 //
@@ -82,11 +86,18 @@ func (t Timing) ShouldProbe(f Follower) bool {
 	return f.LastProbe.IsZero() || f.Now.Sub(f.LastProbe) >= t.ProbeEvery
 }
 
-// Position is a master's last log entry.
+// Position is a master's last log entry, and what its own probe of the
+// leader found.
 type Position struct {
 	ID    string
 	Term  uint64 // of the last entry
 	Index uint64 // of the last entry
+	// Reaches: this survivor's own connection to the leader's Raft port
+	// was accepted just now. One survivor's refusal may be its own path's
+	// (a firewall that rejects its connections alone, while the leader's
+	// heartbeats still reach it); while another survivor reaches the
+	// leader, no one stands.
+	Reaches bool
 }
 
 // ahead reports whether a's log wins over b's: a later last term, then a
@@ -121,6 +132,11 @@ type Decision struct {
 func Decide(self Position, peers []Position, voters int) Decision {
 	if 1+len(peers) < voters/2+1 {
 		return Decision{Reason: "too few survivors answered to win an election"}
+	}
+	for _, p := range peers {
+		if p.Reaches {
+			return Decision{Reason: "survivor " + p.ID + " still reaches the leader's process: the refusal was this master's path's alone"}
+		}
 	}
 	best := self
 	for _, p := range peers {

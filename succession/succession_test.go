@@ -58,6 +58,8 @@ func TestDecide(t *testing.T) {
 		{"no peer answered: no quorum of 3", p("m2", 3, 100), nil, 3, false, ""},
 		{"five voters, three survivors answered", p("m1", 2, 10), []Position{p("m4", 2, 10), p("m5", 2, 9)}, 5, true, "m1"},
 		{"five voters, two survivors answered", p("m1", 2, 10), []Position{p("m4", 2, 10)}, 5, false, ""},
+		{"a survivor still reaches the leader", p("m2", 3, 100), []Position{{ID: "m3", Term: 3, Index: 100, Reaches: true}}, 3, false, ""},
+		{"one of two reaches it", p("m1", 2, 10), []Position{p("m4", 2, 10), {ID: "m5", Term: 2, Index: 9, Reaches: true}}, 5, false, ""},
 	} {
 		d := Decide(tc.self, tc.peers, tc.voters)
 		if d.Stand != tc.stand || d.Nominee != tc.nominee || d.Reason == "" {
