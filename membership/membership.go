@@ -14,6 +14,7 @@
 package membership
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -238,6 +239,9 @@ func (n *Node) rejoin() {
 	t := time.NewTicker(n.cfg.ReconnectInterval)
 	defer t.Stop()
 	for {
+		// Members are known by IP address: a join address given by name
+		// is compared as what it names now.
+		join := resolveJoin(n.cfg.Join)
 		// Our own table, not memberlist's nodes: those are rewritten under
 		// memberlist's lock, which Members() does not hold for its callers.
 		n.mu.Lock()
@@ -249,7 +253,7 @@ func (n *Node) rejoin() {
 				reaped = true
 			}
 		}
-		want := rejoinTargets(n.cfg.Join, n.cfg.BindAddr, n.members)
+		want := rejoinTargets(join, n.cfg.BindAddr, n.members)
 		if reaped {
 			n.notifyLocked()
 		}
@@ -269,6 +273,31 @@ func (n *Node) rejoin() {
 		case <-t.C:
 		}
 	}
+}
+
+// resolveJoin is join with each host name replaced by the addresses it
+// resolves to (each with the name's port); an address that is an IP
+// already, or a name that does not resolve now, stays as it is.
+func resolveJoin(join []string) []string {
+	out := make([]string, 0, len(join))
+	for _, a := range join {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || net.ParseIP(host) != nil {
+			out = append(out, a)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ips, err := net.DefaultResolver.LookupHost(ctx, host)
+		cancel()
+		if err != nil || len(ips) == 0 {
+			out = append(out, a)
+			continue
+		}
+		for _, ip := range ips {
+			out = append(out, net.JoinHostPort(ip, port))
+		}
+	}
+	return out
 }
 
 // rejoinTargets is what a node joins again: the join addresses (but its

@@ -141,3 +141,21 @@ func TestRejoinTargetsAreJoinAddressesWithoutAnAliveMember(t *testing.T) {
 		t.Fatalf("rejoinTargets = %v, want %v", got, want)
 	}
 }
+
+// A join address given by name is compared as the addresses it names:
+// localhost's member alive, it is not joined again.
+func TestResolveJoinNamesAddresses(t *testing.T) {
+	got := resolveJoin([]string{"localhost:7421", "10.0.0.1:7421", "no-port", "nosuchhost.invalid:7421"})
+	if !slices.Contains(got, "127.0.0.1:7421") {
+		t.Fatalf("resolveJoin = %v: localhost not resolved", got)
+	}
+	for _, kept := range []string{"10.0.0.1:7421", "no-port", "nosuchhost.invalid:7421"} {
+		if !slices.Contains(got, kept) {
+			t.Fatalf("resolveJoin = %v: %s not kept", got, kept)
+		}
+	}
+	members := map[string]*Member{"m1": {ID: "m1", GossipAddr: "127.0.0.1:7421", Status: StatusAlive}}
+	if want := rejoinTargets(resolveJoin([]string{"localhost:7421"}), "", members); slices.Contains(want, "127.0.0.1:7421") {
+		t.Fatalf("rejoinTargets = %v: an alive member joined again", want)
+	}
+}
