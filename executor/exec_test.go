@@ -198,7 +198,17 @@ func TestExecLeaseExpiryStopsProcesses(t *testing.T) {
 	tk := task("lease", 0, 0, "sh", "-c", "echo $$; exec sleep 300")
 	l.heartbeat() // a deploy after the lease ran out would be refused
 	l.deploy(tk)
-	pid := l.firstLinePID(tk.ExecutionID)
+	// The lease is kept until the task runs (starting it can take longer
+	// than the lease on a loaded machine); then the leader falls silent.
+	var pid int
+	waitFor(t, tk.ExecutionID+" to print its pid", func() bool {
+		var ok bool
+		if pid, ok = l.printedPID(tk.ExecutionID); ok {
+			return true
+		}
+		l.heartbeat()
+		return false
+	})
 	pgid := pgidOf(t, pid)
 	st := l.waitState(tk.ExecutionID, wire.StateCanceled)
 	require.Equal(t, "lease expiring: no heartbeat from a leader for 800ms (lease 1.5s)", st.Message)

@@ -72,13 +72,20 @@ func pgidOf(t testing.TB, pid int) int {
 func (l *leader) firstLinePID(id string) int {
 	var pid int
 	waitFor(l.t, id+" to print its pid", func() bool {
-		line, _, ok := strings.Cut(l.logs(id, "stdout"), "\n")
-		if !ok {
-			return false
-		}
-		var err error
-		pid, err = strconv.Atoi(strings.TrimSpace(line))
-		return err == nil
+		var ok bool
+		pid, ok = l.printedPID(id)
+		return ok
 	})
 	return pid
+}
+
+// printedPID is the pid the task's stdout starts with, if it has printed
+// it yet.
+func (l *leader) printedPID(id string) (int, bool) {
+	line, _, ok := strings.Cut(l.logs(id, "stdout"), "\n")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	return pid, err == nil
 }
