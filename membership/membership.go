@@ -22,6 +22,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -275,43 +276,48 @@ func (n *Node) rejoin() {
 	}
 }
 
-// resolveJoin is join with each host name replaced by the addresses it
-// resolves to (each with the name's port); an address that is an IP
-// already, or a name that does not resolve now, stays as it is.
-func resolveJoin(join []string) []string {
-	out := make([]string, 0, len(join))
+// joinAddr is a join address as configured, and the addresses it names
+// now: itself when it is an IP address, what it resolves to when it is a
+// host name (or itself when that fails).
+type joinAddr struct {
+	addr  string
+	names []string
+}
+
+// resolveJoin resolves each join address: members are known by IP
+// address, so a host name is compared as the addresses it names.
+func resolveJoin(join []string) []joinAddr {
+	out := make([]joinAddr, 0, len(join))
 	for _, a := range join {
-		host, port, err := net.SplitHostPort(a)
-		if err != nil || net.ParseIP(host) != nil {
-			out = append(out, a)
-			continue
+		ja := joinAddr{addr: a, names: []string{a}}
+		if host, port, err := net.SplitHostPort(a); err == nil && net.ParseIP(host) == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ips, err := net.DefaultResolver.LookupHost(ctx, host)
+			cancel()
+			if err == nil && len(ips) > 0 {
+				ja.names = ja.names[:0]
+				for _, ip := range ips {
+					ja.names = append(ja.names, net.JoinHostPort(ip, port))
+				}
+			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		ips, err := net.DefaultResolver.LookupHost(ctx, host)
-		cancel()
-		if err != nil || len(ips) == 0 {
-			out = append(out, a)
-			continue
-		}
-		for _, ip := range ips {
-			out = append(out, net.JoinHostPort(ip, port))
-		}
+		out = append(out, ja)
 	}
 	return out
 }
 
 // rejoinTargets is what a node joins again: the join addresses (but its
-// own, self) that no alive member has, in order. Only those: a partition
-// heals through them, since every node's join addresses are the masters,
-// and a push-pull with a master brings the whole table back. Rejoining
-// every dead member as well made each node push its whole table to each
-// of them every interval: with a thousand executors, a few flapping ones
-// got that from every other, which kept them too busy to answer the probes
-// that would have revived them.
-func rejoinTargets(join []string, self string, members map[string]*Member) []string {
-	alive := make(map[string]bool, len(join))
-	for _, a := range join {
-		if a != self {
+// own, self) of which no address they name is an alive member's, in order.
+// Only those: a partition heals through them, since every node's join
+// addresses are the masters, and a push-pull with a master brings the
+// whole table back. Rejoining every dead member as well made each node
+// push its whole table to each of them every interval: with a thousand
+// executors, a few flapping ones got that from every other, which kept
+// them too busy to answer the probes that would have revived them.
+func rejoinTargets(join []joinAddr, self string, members map[string]*Member) []string {
+	alive := make(map[string]bool) // of the addresses join names
+	for _, ja := range join {
+		for _, a := range ja.names {
 			alive[a] = false
 		}
 	}
@@ -321,13 +327,14 @@ func rejoinTargets(join []string, self string, members map[string]*Member) []str
 		}
 	}
 	var want []string
-	for a, up := range alive {
-		if !up {
-			want = append(want, a)
+	for _, ja := range join {
+		if ja.addr == self || slices.Contains(ja.names, self) || slices.ContainsFunc(ja.names, func(a string) bool { return alive[a] }) {
+			continue
 		}
+		want = append(want, ja.addr)
 	}
 	sort.Strings(want)
-	return want
+	return slices.Compact(want)
 }
 
 // Members lists every known member, including failed ones, by id.

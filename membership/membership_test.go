@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -132,7 +133,7 @@ func TestRejoinTargetsAreJoinAddressesWithoutAnAliveMember(t *testing.T) {
 		"m2": {ID: "m2", GossipAddr: "10.0.0.2:7421", Status: StatusDead},
 		"e7": {ID: "e7", GossipAddr: "10.0.0.7:7441", Status: StatusDead},
 	}
-	join := []string{"10.0.0.3:7421", "10.0.0.2:7421", "10.0.0.1:7421", "10.0.0.9:7421"}
+	join := resolveJoin([]string{"10.0.0.3:7421", "10.0.0.2:7421", "10.0.0.1:7421", "10.0.0.9:7421"})
 	got := rejoinTargets(join, "10.0.0.9:7421", members)
 	// m1 is alive; m2 is dead and a join address; 10.0.0.3 was never seen;
 	// the node's own address and the dead executor e7 (no join address)
@@ -142,20 +143,19 @@ func TestRejoinTargetsAreJoinAddressesWithoutAnAliveMember(t *testing.T) {
 	}
 }
 
-// A join address given by name is compared as the addresses it names:
-// localhost's member alive, it is not joined again.
-func TestResolveJoinNamesAddresses(t *testing.T) {
+// A join address given by name is compared as the addresses it names: it
+// is not joined again while any of them is an alive member's (a name may
+// name ::1 as well as 127.0.0.1), and is joined by its name otherwise.
+func TestRejoinTargetsCompareNamesByWhatTheyName(t *testing.T) {
 	got := resolveJoin([]string{"localhost:7421", "10.0.0.1:7421", "no-port", "nosuchhost.invalid:7421"})
-	if !slices.Contains(got, "127.0.0.1:7421") {
-		t.Fatalf("resolveJoin = %v: localhost not resolved", got)
+	require.Len(t, got, 4)
+	assert.Contains(t, got[0].names, "127.0.0.1:7421", "localhost resolved")
+	for _, ja := range got[1:] {
+		assert.Equal(t, []string{ja.addr}, ja.names, "%s kept as it is", ja.addr)
 	}
-	for _, kept := range []string{"10.0.0.1:7421", "no-port", "nosuchhost.invalid:7421"} {
-		if !slices.Contains(got, kept) {
-			t.Fatalf("resolveJoin = %v: %s not kept", got, kept)
-		}
-	}
-	members := map[string]*Member{"m1": {ID: "m1", GossipAddr: "127.0.0.1:7421", Status: StatusAlive}}
-	if want := rejoinTargets(resolveJoin([]string{"localhost:7421"}), "", members); slices.Contains(want, "127.0.0.1:7421") {
-		t.Fatalf("rejoinTargets = %v: an alive member joined again", want)
-	}
+	named := []joinAddr{{addr: "master-1:7421", names: []string{"127.0.0.1:7421", "[::1]:7421"}}}
+	alive := map[string]*Member{"m1": {ID: "m1", GossipAddr: "127.0.0.1:7421", Status: StatusAlive}}
+	assert.Empty(t, rejoinTargets(named, "", alive), "one of its addresses is alive")
+	alive["m1"].Status = StatusDead
+	assert.Equal(t, []string{"master-1:7421"}, rejoinTargets(named, "", alive), "joined again by its name")
 }

@@ -73,10 +73,11 @@ func submitLevel(ctx context.Context, e *Env, conc int, follow bool, warm, windo
 	if err != nil {
 		return err
 	}
-	clients, tr, err := Clients(c, conc)
+	newClients := Clients
 	if follow {
-		clients, tr, err = FollowingClients(c, conc)
+		newClients = FollowingClients
 	}
+	clients, tr, err := newClients(c, conc)
 	if err != nil {
 		return err
 	}
