@@ -88,9 +88,10 @@ type logLimits struct {
 // shimArgs is the shim's command line after ShimCommand. With a working
 // directory dir, the shim writes the task's logs there, rotating them at
 // the limits; cgroups are the task's, which the shim removes if its
-// executor died.
-func shimArgs(grace time.Duration, leaseFile, dir string, logs logLimits, cgroups, command []string) []string {
-	args := []string{"--grace", grace.String(), "--lease-file", leaseFile}
+// executor died. executorPID is the executor's pid: a shim whose parent it
+// no longer is when it starts runs nothing.
+func shimArgs(grace time.Duration, executorPID int, leaseFile, dir string, logs logLimits, cgroups, command []string) []string {
+	args := []string{"--grace", grace.String(), "--executor-pid", strconv.Itoa(executorPID), "--lease-file", leaseFile}
 	for _, d := range cgroups {
 		args = append(args, "--cgroup", d)
 	}
@@ -227,7 +228,7 @@ func (r *execRuntime) start(t wire.Task) error {
 	if len(cgroupDirs) > 0 {
 		command = execInCommand(r.shim, cgroupDirs, t.Command)
 	}
-	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, filepath.Join(r.dataDir, leaseFileName), dir, r.logs, cgroupDirs, command)...)
+	args := append(append([]string(nil), r.shim[1:]...), shimArgs(r.grace, os.Getpid(), filepath.Join(r.dataDir, leaseFileName), dir, r.logs, cgroupDirs, command)...)
 	cmd := exec.Command(r.shim[0], args...)
 	cmd.Dir = dir
 	cmd.Env = env

@@ -28,8 +28,9 @@ const executorDeathSignal = syscall.SIGUSR2
 // the exec runtime starts for every task. args are the arguments after
 // "shim":
 //
-//	[--grace DURATION] [--lease-file PATH] [--cgroup DIR...] [--stdout PATH
-//	--stderr PATH [--log-max-size BYTES] [--log-max-files N]] -- COMMAND [ARG...]
+//	[--grace DURATION] [--executor-pid PID] [--lease-file PATH] [--cgroup DIR...]
+//	[--stdout PATH --stderr PATH [--log-max-size BYTES] [--log-max-files N]]
+//	-- COMMAND [ARG...]
 //	--exec-in CGROUP [--exec-in CGROUP...] -- COMMAND [ARG...]
 //
 // With --exec-in, the process only joins the cgroups (directories of a
@@ -39,8 +40,14 @@ const executorDeathSignal = syscall.SIGUSR2
 // cannot join them or execute COMMAND, 127 if COMMAND is not found.
 //
 // The shim makes sure it leads its own process group (the executor starts
-// it that way already), runs COMMAND in that group with the shim's working
-// directory, environment and standard files, and:
+// it that way already). With --executor-pid (the executor always passes
+// its own), it first checks that the executor is still its parent: one
+// that died while the shim was starting (before the shim could hear its
+// parent-death signal, which the Go runtime drops until it is asked for)
+// would otherwise go unnoticed, and the task run on with nobody to stop
+// it while the executor's next life has it placed again. Such a shim runs
+// nothing and exits 125. Otherwise it runs COMMAND in that group with the
+// shim's working directory, environment and standard files, and:
 //   - on SIGTERM or SIGINT forwards the signal once to the whole group and
 //     SIGKILLs the group (itself included) if COMMAND has not exited after
 //     the grace period (default 3s);
@@ -64,6 +71,7 @@ const executorDeathSignal = syscall.SIGUSR2
 func RunShim(args []string) int {
 	flags := flag.NewFlagSet("shim", flag.ContinueOnError)
 	grace := flags.Duration("grace", DefaultCancelGrace, "time between SIGTERM and SIGKILL")
+	executorPID := flags.Int("executor-pid", 0, "the pid of the executor that starts the shim (0: whichever process is its parent)")
 	leaseFile := flags.String("lease-file", "", "the executor's lease file")
 	var logs shimLogs
 	flags.StringVar(&logs.stdout, "stdout", "", "the log of the command's standard output")
@@ -86,18 +94,22 @@ func RunShim(args []string) int {
 		return execInCgroups(execIn, flags.Args())
 	}
 	if flags.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "jobmaster shim: usage: shim [--grace DURATION] [--lease-file PATH] [--stdout PATH --stderr PATH [--log-max-size BYTES] [--log-max-files N]] -- COMMAND [ARG...]")
+		fmt.Fprintln(os.Stderr, "jobmaster shim: usage: shim [--grace DURATION] [--executor-pid PID] [--lease-file PATH] [--stdout PATH --stderr PATH [--log-max-size BYTES] [--log-max-files N]] -- COMMAND [ARG...]")
 		return 2
 	}
 	if *grace < 0 {
 		fmt.Fprintln(os.Stderr, "jobmaster shim: --grace must not be negative")
 		return 2
 	}
+	if *executorPID < 0 {
+		fmt.Fprintln(os.Stderr, "jobmaster shim: --executor-pid must not be negative")
+		return 2
+	}
 	if (logs.stdout == "") != (logs.stderr == "") || logs.maxSize < 0 || logs.maxFiles < 1 {
 		fmt.Fprintln(os.Stderr, "jobmaster shim: --stdout and --stderr go together, --log-max-size must not be negative and --log-max-files must be at least 1")
 		return 2
 	}
-	return runShim(*grace, shimPollInterval, *leaseFile, logs, cgroups, flags.Args())
+	return runShim(*grace, shimPollInterval, *executorPID, *leaseFile, logs, cgroups, flags.Args())
 }
 
 // execInCgroups joins cgroups dirs and executes command in place; it
@@ -134,8 +146,23 @@ type shimLogs struct {
 // after the command exited (a child it left may hold the pipe open).
 const logDrain = time.Second
 
-func runShim(grace, poll time.Duration, leaseFile string, logs shimLogs, cgroups, command []string) int {
+// exitExecutorGone is the shim's exit code when its executor died before
+// the shim started the command.
+const exitExecutorGone = 125
+
+func runShim(grace, poll time.Duration, executorPID int, leaseFile string, logs shimLogs, cgroups, command []string) int {
+	// Listen for the parent-death signal before looking at the parent: an
+	// executor that dies after this is heard, one that died before it is
+	// no longer the parent (the kernel reparents before it signals).
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, executorDeathSignal)
+	defer signal.Stop(sigs)
 	parent := os.Getppid()
+	if executorPID != 0 && parent != executorPID {
+		fmt.Fprintf(os.Stderr, "jobmaster shim: the executor (pid %d) died before the task started: not starting it\n", executorPID)
+		removeOrphanCgroups(cgroups)
+		return exitExecutorGone
+	}
 	pgid := os.Getpid()
 	if syscall.Getpgrp() != pgid {
 		// Never signal a group the shim does not lead (a caller's shell).
@@ -144,9 +171,6 @@ func runShim(grace, poll time.Duration, leaseFile string, logs shimLogs, cgroups
 			return 126
 		}
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, executorDeathSignal)
-	defer signal.Stop(sigs)
 
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr

@@ -94,10 +94,37 @@ func TestShimKillsAfterGrace(t *testing.T) {
 }
 
 func TestShimArgs(t *testing.T) {
-	require.Equal(t, []string{"--grace", "1.5s", "--lease-file", "/d/lease", "--", "sh", "-c", "x"}, shimArgs(1500*time.Millisecond, "/d/lease", "", logLimits{}, nil, []string{"sh", "-c", "x"}))
-	require.Equal(t, []string{"--grace", "1.5s", "--lease-file", "/d/lease", "--stdout", "/d/x/stdout.log", "--stderr", "/d/x/stderr.log",
+	require.Equal(t, []string{"--grace", "1.5s", "--executor-pid", "42", "--lease-file", "/d/lease", "--", "sh", "-c", "x"}, shimArgs(1500*time.Millisecond, 42, "/d/lease", "", logLimits{}, nil, []string{"sh", "-c", "x"}))
+	require.Equal(t, []string{"--grace", "1.5s", "--executor-pid", "42", "--lease-file", "/d/lease", "--stdout", "/d/x/stdout.log", "--stderr", "/d/x/stderr.log",
 		"--log-max-size", "100", "--log-max-files", "3", "--", "sh"},
-		shimArgs(1500*time.Millisecond, "/d/lease", "/d/x", logLimits{maxSize: 100, maxFiles: 3}, nil, []string{"sh"}))
+		shimArgs(1500*time.Millisecond, 42, "/d/lease", "/d/x", logLimits{maxSize: 100, maxFiles: 3}, nil, []string{"sh"}))
+}
+
+// TestShimStartsNothingOnceItsExecutorIsGone: a shim whose parent is not
+// the executor that started it (the executor died while the shim was
+// starting, and it was reparented) runs nothing, where it used to run the
+// task with nobody left to stop it. Its own parent stands in for the
+// executor that is still there.
+func TestShimStartsNothingOnceItsExecutorIsGone(t *testing.T) {
+	t.Parallel()
+	other := exec.Command("sleep", "300") // alive, and not the shim's parent
+	require.NoError(t, other.Start())
+	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
+
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	code, _, stderr := runShimCmd(t, "--executor-pid", strconv.Itoa(other.Process.Pid), "--", "touch", ran)
+	require.Equal(t, exitExecutorGone, code, stderr)
+	require.Contains(t, stderr, "died before the task started")
+	require.NoFileExists(t, ran, "the task ran with its executor gone")
+
+	code, _, stderr = runShimCmd(t, "--executor-pid", strconv.Itoa(os.Getpid()), "--", "touch", ran)
+	require.Equal(t, 0, code, stderr)
+	require.FileExists(t, ran, "the task runs while its executor is its parent")
+
+	code, _, stderr = runShimCmd(t, "--executor-pid", "-1", "--", "true")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--executor-pid must not be negative")
 }
 
 // TestShimStopsTaskWhenParentDies exercises the getppid poll alone: the
