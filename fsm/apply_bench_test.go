@@ -216,3 +216,49 @@ func BenchmarkPlaceWide(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/width, "us/exec")
 }
+
+// BenchmarkRunWide is what every master applies to bring a job of 10,000
+// subtasks on 100 executors to RUNNING: the placement of its region, then
+// the executors' deploy answers (100 reports of 100 executions RUNNING, in
+// 10 entries of 10), through FSM.ApplyBatch with the event buffer kept as
+// a master keeps it. Each op is one more job on the same FSM (on
+// executors of its own), so the buffer is full after the fourth. us/exec is per execution.
+//
+//	go test -run '^$' -bench BenchmarkRunWide -benchmem ./fsm/
+func BenchmarkRunWide(b *testing.B) {
+	const width, perExecutor = 10_000, 100
+	spec := parseSpec(b, fmt.Sprintf(`{"vertices":[{"id":"v","parallelism":%d,"command":["sim"]}]}`, width))
+	f, tok := newBenchFSM(b)
+	fenced := Fenced{Token: tok, Time: 1}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		id := fmt.Sprintf("wide-%04d", i)
+		// Each job on executors of its own: the earlier ones keep theirs.
+		executor := func(k int) string { return fmt.Sprintf("sim%04d-%04d", i, k/perExecutor) }
+		slots := make([]SlotAssign, width)
+		for k := range slots {
+			slots[k] = SlotAssign{Group: "default", Index: k, Executor: executor(k), Slot: k % perExecutor}
+		}
+		applyTimed(b, f, benchEntries([][]byte{encodeFrame(b, &SubmitJob{Fenced: fenced, ID: id, Spec: spec})}, 1, nextIndex(f)))
+		place := benchEntries([][]byte{encodeFrame(b, &PlaceRegion{Fenced: fenced, Job: id, Region: 0, Slots: slots})}, 1, nextIndex(f))
+		var reports [][]byte
+		for ex := 0; ex < width/perExecutor; ex++ {
+			ups := make([]ReportUpdate, perExecutor)
+			for k := range ups {
+				ups[k] = ReportUpdate{ID: ExecutionID(id, "v", ex*perExecutor+k, 0), State: wire.StateRunning}
+			}
+			reports = append(reports, encodeFrame(b, &ReportExecutions{Fenced: fenced, Executor: executor(ex * perExecutor), Updates: ups}))
+		}
+		b.StartTimer()
+		applyTimed(b, f, place)
+		applyTimed(b, f, benchEntries(reports, 10, nextIndex(f)))
+		b.StopTimer()
+		f.Read(func(s *State) {
+			if v, _ := s.Job(id); v.Status != JobRunning {
+				b.Fatalf("job is %s", v.Status)
+			}
+		})
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/width, "us/exec")
+}

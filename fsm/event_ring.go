@@ -26,9 +26,9 @@ func AllOf(index uint64) Cursor { return Cursor{Index: index, Offset: math.MaxIn
 // Whole reports whether the cursor covers its whole entry.
 func (c Cursor) Whole() bool { return c.Offset == math.MaxInt }
 
-// after reports whether event e comes after the cursor.
-func (c Cursor) after(e *Event) bool {
-	return e.Index > c.Index || e.Index == c.Index && e.Offset > c.Offset
+// after reports whether event r comes after the cursor.
+func (c Cursor) after(r *record) bool {
+	return r.index > c.Index || r.index == c.Index && int(r.offset) > c.Offset
 }
 
 // ErrEventsGone means the events after a cursor are no longer all held:
@@ -54,9 +54,9 @@ type eventRing struct {
 	// from is the first index whose entries' events are all held (an
 	// entry may have none).
 	from    uint64
-	entries [][]Event // oldest first; each non-empty, one entry's events
-	head    int       // index in entries of the oldest
-	count   int       // events held
+	entries [][]record // oldest first; each non-empty, one entry's events
+	head    int        // index in entries of the oldest
+	count   int        // events held
 }
 
 func newEventRing(max int, from uint64) *eventRing {
@@ -68,7 +68,7 @@ func newEventRing(max int, from uint64) *eventRing {
 
 // add keeps the events of one entry (in index order), dropping the oldest
 // entries to stay within the bound; the newest entry stays whole.
-func (r *eventRing) add(evs []Event) {
+func (r *eventRing) add(evs []record) {
 	if len(evs) == 0 {
 		return
 	}
@@ -79,10 +79,10 @@ func (r *eventRing) add(evs []Event) {
 		r.entries[r.head] = nil
 		r.head++
 		r.count -= len(old)
-		r.from = old[0].Index + 1
+		r.from = old[0].index + 1
 	}
 	if r.head > 0 && r.head*2 >= len(r.entries) {
-		r.entries = append([][]Event(nil), r.entries[r.head:]...)
+		r.entries = append([][]record(nil), r.entries[r.head:]...)
 		r.head = 0
 	}
 }
@@ -99,7 +99,7 @@ func (r *eventRing) read(c Cursor, keep func(*Event) bool, limit int) ([]Event, 
 	lo, hi := 0, len(live)
 	for lo < hi {
 		mid := (lo + hi) / 2
-		if live[mid][0].Index < c.Index {
+		if live[mid][0].index < c.Index {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -108,11 +108,14 @@ func (r *eventRing) read(c Cursor, keep func(*Event) bool, limit int) ([]Event, 
 	var out []Event
 	for _, evs := range live[lo:] {
 		for i := range evs {
-			e := &evs[i]
-			if !c.after(e) || keep != nil && !keep(e) {
+			if !c.after(&evs[i]) {
 				continue
 			}
-			out = append(out, *e)
+			e := evs[i].event()
+			if keep != nil && !keep(&e) {
+				continue
+			}
+			out = append(out, e)
 			if len(out) >= limit {
 				return out, nil
 			}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"jobmaster/wire"
 )
@@ -65,7 +67,7 @@ func TestEventsOfAFailureAndItsRestart(t *testing.T) {
 		&ReportExecutions{Fenced: h.fenced(), Executor: "e1", Updates: []ReportUpdate{{ID: "j/v/1/0", State: wire.StateFailed, Message: "command not found: x"}}},
 	))
 	require.Len(t, rs, 2)
-	require.Len(t, rs[0].Events, 1, "each result carries its own command's events")
+	require.Len(t, rs[0].Events(), 1, "each result carries its own command's events")
 	require.Equal(t, []string{
 		"4.0 execution-state job=j exec=j/v/0/0 executor=e1 state=RUNNING prev=DEPLOYING",
 		"4.1 execution-state job=j exec=j/v/1/0 executor=e1 state=FAILED prev=DEPLOYING msg=command not found: x",
@@ -73,7 +75,7 @@ func TestEventsOfAFailureAndItsRestart(t *testing.T) {
 		"4.3 execution-state job=j exec=j/v/0/0 executor=e1 state=CANCELING prev=RUNNING",
 		"4.4 job-status job=j state=RESTARTING prev=RUNNING msg=j/v/1/0 FAILED: command not found: x",
 	}, h.takeLines())
-	require.Equal(t, "j/v/1/0", rs[1].Events[0].Execution)
+	require.Equal(t, "j/v/1/0", rs[1].Events()[0].Execution)
 
 	h.report("e1", ReportUpdate{ID: "j/v/0/0", State: wire.StateCanceled, Message: "canceled by the leader"})
 	h.takeLines()
@@ -154,7 +156,7 @@ func TestAStateWithoutARecorderRecordsNothing(t *testing.T) {
 	h := newHarness(t)
 	h.submit("j", `{"vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`)
 	r := h.apply(&CancelJob{Fenced: h.fenced(), ID: "j"})
-	require.Empty(t, r.Events)
+	require.Empty(t, r.Events())
 	require.Empty(t, h.s.TakeEvents())
 }
 
@@ -291,3 +293,45 @@ func TestACursorAheadOfTheStateWaits(t *testing.T) {
 type readCloser struct{ *bytes.Buffer }
 
 func (readCloser) Close() error { return nil }
+
+// An execution-state event points at its execution, which later commands
+// change: what a reader gets from the buffer long after an entry applied
+// must be what it got right after, field for field.
+func TestPropertyEventsReadLaterReadAsTheyWere(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		f := New()
+		var token uint64
+		now := int64(1_000_000)
+		var seen []Event
+		for i, n := uint64(1), rapid.IntRange(1, 200).Draw(t, "entries"); i <= uint64(n); i++ {
+			var c Command
+			f.Read(func(s *State) { c = genCommand(t, s, &token, &now) })
+			out := f.ApplyBatch([]*raft.Log{{Index: i, Type: raft.LogCommand, Data: MustEncode(c)}})
+			for _, r := range out[0].([]Result) {
+				if r.Epoch != 0 {
+					token = r.Epoch
+				}
+			}
+			read, err := f.Events(AllOf(i-1), nil, 1<<20)
+			require.NoError(t, err)
+			require.Equal(t, out[0].([]Result)[0].Events(), nilIfEmpty(read.Events), "the result's events are the buffer's")
+			seen = append(seen, read.Events...)
+		}
+		read, err := f.Events(AllOf(0), nil, 1<<20)
+		require.NoError(t, err)
+		require.Equal(t, nilIfEmpty(seen), nilIfEmpty(read.Events))
+	})
+}
+
+func nilIfEmpty(evs []Event) []Event {
+	if len(evs) == 0 {
+		return nil
+	}
+	return evs
+}
+
+// A record stays small: the buffer holds DefaultEventBuffer of them on
+// every master.
+func TestARecordIsSmall(t *testing.T) {
+	require.LessOrEqual(t, unsafe.Sizeof(record{}), uintptr(56))
+}

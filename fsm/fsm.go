@@ -59,7 +59,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
 			out[i] = f.state.ApplyEntry(l.Index, l.Data)
-			f.events.add(f.state.TakeEvents())
+			f.events.add(f.state.takeRecords())
 		} else {
 			f.state.SetIndex(l.Index)
 		}

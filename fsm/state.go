@@ -25,9 +25,9 @@ type Result struct {
 	Err error
 	// Epoch is set by establish-leadership: the new fencing token.
 	Epoch uint64
-	// Events are the changes the command made, when the state records
-	// them (RecordEvents).
-	Events []Event
+	// events are the changes the command made, when the state records
+	// them (RecordEvents): Events.
+	events []record
 	// Status is set by cancel-job: the job's status once it applied; and
 	// Unchanged when the job was already ending or had ended, which the
 	// cancel left as it was.
@@ -41,6 +41,37 @@ type Result struct {
 	// Terminal lists, for report-executions, the ids whose terminal state is
 	// recorded (now or before), so the executor may forget them.
 	Terminal []string
+}
+
+// Events are the changes the command made, when the state records them
+// (RecordEvents).
+func (r Result) Events() []Event { return events(r.events) }
+
+// EventsBut returns the events of the command that are not of topic t: a
+// reader that wants the few job or executor events of a command that
+// changed thousands of executions skips those without making them.
+func (r Result) EventsBut(t Topic) []Event {
+	var out []Event
+	for i := range r.events {
+		x := &r.events[i]
+		topic := TopicExecution
+		if x.other != nil {
+			topic = x.other.Topic
+		}
+		if topic != t {
+			out = append(out, x.event())
+		}
+	}
+	return out
+}
+
+// String writes the result with its events as they read (a record's
+// execution is a pointer, which two replicas' results do not share).
+func (r Result) String() string {
+	type plain Result
+	p := plain(r)
+	p.events = nil
+	return fmt.Sprintf("%+v events %+v", p, r.Events())
 }
 
 // slotKey identifies a logical slot: subtask Index of a slot sharing group of
@@ -229,7 +260,7 @@ func (s *State) Apply(index uint64, c Command) Result {
 		now = f.when()
 	}
 	if evs := s.endCommand(index, now); len(evs) > 0 {
-		res.Events = evs[:len(evs):len(evs)]
+		res.events = evs[:len(evs):len(evs)]
 	}
 	return res
 }

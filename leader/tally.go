@@ -64,7 +64,7 @@ func (t *Tally) committed(cmds []fsm.Command, results []fsm.Result, pending Tall
 		if errors.Is(res.Err, fsm.ErrStaleToken) {
 			stale = true
 		}
-		for _, ev := range res.Events {
+		for _, ev := range res.EventsBut(fsm.TopicExecution) {
 			if ev.Type == fsm.EventJobRestart {
 				t.Add(Tally{Restarts: map[string]int{ev.Reason: 1}})
 			}
