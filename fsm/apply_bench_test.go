@@ -262,3 +262,28 @@ func BenchmarkRunWide(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/width, "us/exec")
 }
+
+// BenchmarkExpected is the leader's read of an executor's expected set at
+// each of its full reports: 500 live executions there.
+//
+//	go test -run '^$' -bench BenchmarkExpected -benchmem ./fsm/
+func BenchmarkExpected(b *testing.B) {
+	const width = 500
+	spec := parseSpec(b, fmt.Sprintf(`{"vertices":[{"id":"v","parallelism":%d,"command":["sim"]}]}`, width))
+	s := NewState()
+	s.ApplyEntry(1, MustEncode(&EstablishLeadership{Node: "m1"}))
+	f := Fenced{Token: s.Epoch(), Time: 1}
+	slots := make([]SlotAssign, width)
+	for k := range slots {
+		slots[k] = SlotAssign{Group: "default", Index: k, Executor: "sim0000", Slot: k}
+	}
+	s.ApplyEntry(2, MustEncode(&SubmitJob{Fenced: f, ID: "wide", Spec: spec}))
+	s.ApplyEntry(3, MustEncode(&PlaceRegion{Fenced: f, Job: "wide", Region: 0, Slots: slots}))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if got := s.Expected("sim0000"); len(got) != width || got[0].ID > got[1].ID {
+			b.Fatalf("expected set of %d", len(got))
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sort"
+	"strings"
 
 	"jobmaster/jobspec"
 	"jobmaster/wire"
@@ -135,11 +136,18 @@ func (s *State) NumExecutions() int    { return len(s.execs) }
 // expected-deployment set for it), in id order.
 func (s *State) Expected(executor string) []Execution {
 	m := s.byExecutor[executor]
-	out := make([]Execution, 0, len(m))
+	// Sorted as pointers, then copied: an execution is 190 bytes with
+	// pointers, which a sort of the copies would move under the write
+	// barrier, at every full report of every executor.
+	ptrs := make([]*Execution, 0, len(m))
 	for e := range m {
-		out = append(out, *e)
+		ptrs = append(ptrs, e)
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	slices.SortFunc(ptrs, func(a, b *Execution) int { return strings.Compare(a.ID, b.ID) })
+	out := make([]Execution, len(ptrs))
+	for i, e := range ptrs {
+		out[i] = *e
+	}
 	return out
 }
 
