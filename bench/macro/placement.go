@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -181,7 +181,7 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 	}{{"1 job x 10000", 1, 10_000}, {"1000 jobs x 10", 1000, 10}}
 	for si, sh := range shapes {
 		ids := jobIDs(fmt.Sprintf("place-%d-%d", n, si), sh.jobs)
-		pr, err := placeShape(ctx, poll, clients, ids, sh.width, simDuration, l, fl.Pids())
+		pr, err := placeShape(ctx, c, poll, clients, ids, sh.width, simDuration, l, fl.Pids())
 		if err != nil {
 			// The fleet cannot keep up: what was measured stays (the idle
 			// heartbeat load came first), the rest of this fleet is
@@ -198,7 +198,8 @@ func placementFleet(ctx context.Context, e *Env, n, slots int) error {
 			"placed_per_s": total / pr.placed.Seconds(),
 			"submit_s":     pr.submitted.Seconds(),
 		}
-		maps.Copy(extra, keep(pr.cpu, "leader_cpu", "bench_cpu", "fleet_cpu"))
+		maps.Copy(extra, keep(pr.cpu, "leader_cpu", "follower", "bench_cpu", "fleet_cpu"))
+		extra["cpu_us_per_subtask"] = cpuSeconds(pr.cpu, pr.window) / total * 1e6
 		e.Run.Add(results.Figure{Group: "placement", Name: fmt.Sprintf("%d sim executors, %s", n, sh.name),
 			Value: total / pr.running.Seconds(), Unit: "subtasks/s", Extra: extra, Command: Command("placement"),
 			Note: "PUT to the last subtask recorded RUNNING in the replicated state (leader's clock)"}).AtLeast(50_000, ">= 50000 subtasks/s")
@@ -246,7 +247,7 @@ func fleetDiverged(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Le
 // cancel request to the job CANCELED in a follower's state.
 func cancelWide(ctx context.Context, e *Env, c *cluster.Cluster, poll *cluster.Node, clients []*client.Client, l cluster.Leader, n int, fleetPids []int) error {
 	ids := []string{fmt.Sprintf("cancel-%d", n)}
-	if _, err := placeShape(ctx, poll, clients, ids, 10_000, time.Hour, l, fleetPids); err != nil {
+	if _, err := placeShape(ctx, c, poll, clients, ids, 10_000, time.Hour, l, fleetPids); err != nil {
 		return fmt.Errorf("cancel benchmark: %w", err)
 	}
 	watch := masterWatch(c, l, fleetPids)
@@ -281,7 +282,7 @@ func idleLoad(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Leader,
 func busyLoad(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Leader, poll *cluster.Node, clients []*client.Client, n int, window time.Duration, fleetPids []int) error {
 	ids := []string{fmt.Sprintf("place-%d-hb", n)}
 	run := window + 10*time.Second
-	if _, err := placeShape(ctx, poll, clients, ids, 10_000, run, l, fleetPids); err != nil {
+	if _, err := placeShape(ctx, c, poll, clients, ids, 10_000, run, l, fleetPids); err != nil {
 		return fmt.Errorf("heartbeat load with %d executors: %w", n, err)
 	}
 	if err := sleep(ctx, 2*time.Second); err != nil {
@@ -328,15 +329,18 @@ func addHeartbeatFigure(e *Env, n int, what string, cpu map[string]float64, wind
 
 type placeResult struct {
 	submitted, placed, running, observed time.Duration
-	cpu                                  map[string]float64
+	// window is how long the CPU was watched: from the first PUT to
+	// the poll that saw every subtask started.
+	window time.Duration
+	cpu    map[string]float64
 }
 
 // placeShape submits the jobs (64 at a time) with sim subtasks that run for
 // d, and waits until every subtask has started.
-func placeShape(ctx context.Context, poll *cluster.Node, clients []*client.Client, ids []string, width int, d time.Duration, l cluster.Leader, fleetPids []int) (placeResult, error) {
+func placeShape(ctx context.Context, c *cluster.Cluster, poll *cluster.Node, clients []*client.Client, ids []string, width int, d time.Duration, l cluster.Leader, fleetPids []int) (placeResult, error) {
 	spec := []byte(fmt.Sprintf(`{"name":"place","vertices":[{"id":"v","parallelism":%d,"command":["sim"],"env":{"SIM_DURATION":%q}}]}`, width, d.String()))
 	var res placeResult
-	watch := watchCPU(append([]string{"leader", "bench"}, fleetNames(fleetPids)...), append([]int{l.Node.Pid(), os.Getpid()}, fleetPids...))
+	watch := masterWatch(c, l, fleetPids)
 	t0 := time.Now()
 	if err := forEach(ctx, ids, 64, func(i int, id string) error {
 		_, err := clients[i%len(clients)].SubmitJob(ctx, id, spec)
@@ -364,6 +368,7 @@ func placeShape(ctx context.Context, poll *cluster.Node, clients []*client.Clien
 		return res, fmt.Errorf("%w (placed %d, running %d of %d)", err, last.placed, last.running, len(ids)*width)
 	}
 	res.cpu = watch.stop()
+	res.window = time.Since(t0)
 	res.placed = time.UnixMilli(last.lastDeploy).Sub(t0)
 	res.running = time.UnixMilli(last.lastStart).Sub(t0)
 	if last.unstarted > 0 || res.running <= 0 {
@@ -446,4 +451,16 @@ func forEach(ctx context.Context, ids []string, conc int, f func(i int, id strin
 		first = ctx.Err()
 	}
 	return first
+}
+
+// cpuSeconds is the CPU that every process in a cpuWatch reading used
+// over window: the masters, the fleet and the load generator.
+func cpuSeconds(cpu map[string]float64, window time.Duration) float64 {
+	cores := 0.0
+	for k, v := range cpu {
+		if strings.HasSuffix(k, "_cpu_cores") && !strings.HasSuffix(k, "_children_cpu_cores") {
+			cores += v
+		}
+	}
+	return cores * window.Seconds()
 }
