@@ -287,3 +287,56 @@ func BenchmarkExpected(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEventsRead reads 1,000 events from the oldest held in a full
+// buffer (65,536 events of wide jobs placed and answered), as a reader of
+// the event stream that resumes from an old cursor does, under the FSM's
+// read lock: unfiltered, by topic, and by a job that has none of them.
+//
+//	go test -run '^$' -bench BenchmarkEventsRead -benchmem ./fsm/
+func BenchmarkEventsRead(b *testing.B) {
+	const width, perExecutor = 10_000, 100
+	spec := parseSpec(b, fmt.Sprintf(`{"vertices":[{"id":"v","parallelism":%d,"command":["sim"]}]}`, width))
+	f, tok := newBenchFSM(b)
+	fenced := Fenced{Token: tok, Time: 1}
+	for i := 0; i < 4; i++ {
+		id := fmt.Sprintf("wide-%d", i)
+		slots := make([]SlotAssign, width)
+		for k := range slots {
+			slots[k] = SlotAssign{Group: "default", Index: k, Executor: fmt.Sprintf("sim%d-%04d", i, k/perExecutor), Slot: k % perExecutor}
+		}
+		ups := make([]ReportUpdate, width)
+		for k := range ups {
+			ups[k] = ReportUpdate{ID: ExecutionID(id, "v", k, 0), State: wire.StateRunning}
+		}
+		applyTimed(b, f, benchEntries([][]byte{
+			encodeFrame(b, &SubmitJob{Fenced: fenced, ID: id, Spec: spec}),
+			encodeFrame(b, &PlaceRegion{Fenced: fenced, Job: id, Region: 0, Slots: slots}),
+		}, 1, nextIndex(f)))
+		for ex := 0; ex < width/perExecutor; ex++ {
+			applyTimed(b, f, benchEntries([][]byte{encodeFrame(b, &ReportExecutions{Fenced: fenced,
+				Executor: fmt.Sprintf("sim%d-%04d", i, ex), Updates: ups[ex*perExecutor : (ex+1)*perExecutor]})}, 1, nextIndex(f)))
+		}
+	}
+	oldest, held := f.OldestEvents()
+	if held != DefaultEventBuffer && held < DefaultEventBuffer-width {
+		b.Fatalf("%d events held", held)
+	}
+	for _, c := range []struct {
+		name   string
+		filter *EventFilter
+	}{
+		{"all", nil},
+		{"topic=job", &EventFilter{Topics: map[Topic]bool{TopicJob: true}}},
+		{"job=none", &EventFilter{Job: "none"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := f.Events(AllOf(oldest), c.filter, 1000); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -87,9 +87,41 @@ func (r *eventRing) add(evs []record) {
 	}
 }
 
-// read returns up to limit events after c that keep accepts (nil: all),
-// in order.
-func (r *eventRing) read(c Cursor, keep func(*Event) bool, limit int) ([]Event, error) {
+// EventFilter says which events a reader wants: those of Topics (nil:
+// every topic) and of Job ("": every job and none). The buffer checks it on
+// what it keeps, and makes only the events it passes.
+type EventFilter struct {
+	Topics map[Topic]bool
+	Job    string
+}
+
+// recordFilter is an EventFilter as a read checks it, once per record.
+type recordFilter struct {
+	f *EventFilter
+	// execs: the filter's topics include the execution events, most of
+	// what the buffer holds (looked up once per read, not per record).
+	execs bool
+}
+
+func compileFilter(f *EventFilter) recordFilter {
+	return recordFilter{f: f, execs: f == nil || f.Topics == nil || f.Topics[TopicExecution]}
+}
+
+// passes reports whether the filter keeps record r.
+func (rf recordFilter) passes(r *record) bool {
+	f := rf.f
+	if f == nil {
+		return true
+	}
+	if r.other == nil {
+		return rf.execs && (f.Job == "" || r.exec.Job == f.Job)
+	}
+	return (f.Topics == nil || f.Topics[r.other.Topic]) && (f.Job == "" || r.other.Job == f.Job)
+}
+
+// read returns up to limit events after c that the filter passes (nil:
+// all), in order.
+func (r *eventRing) read(c Cursor, filter *EventFilter, limit int) ([]Event, error) {
 	oldest := r.from - 1
 	if c.Index < oldest || c.Index == oldest && !c.Whole() && c.Index > 0 {
 		return nil, &EventsGoneError{Oldest: oldest}
@@ -105,17 +137,14 @@ func (r *eventRing) read(c Cursor, keep func(*Event) bool, limit int) ([]Event, 
 			hi = mid
 		}
 	}
+	keep := compileFilter(filter)
 	var out []Event
 	for _, evs := range live[lo:] {
 		for i := range evs {
-			if !c.after(&evs[i]) {
+			if !c.after(&evs[i]) || !keep.passes(&evs[i]) {
 				continue
 			}
-			e := evs[i].event()
-			if keep != nil && !keep(&e) {
-				continue
-			}
-			out = append(out, e)
+			out = append(out, evs[i].event())
 			if len(out) >= limit {
 				return out, nil
 			}

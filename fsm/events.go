@@ -126,7 +126,7 @@ type recorder struct {
 // field a record reads is written after the record is made, so the events
 // of a Result may be read outside the FSM's lock. Any other event is kept
 // whole. A full record is 56 bytes with three pointers, where an Event is
-// 248 with eleven; the buffer holds 65,536 of them on every master, and
+// 232 with eleven; the buffer holds 65,536 of them on every master, and
 // the collector scans them all at every cycle.
 type record struct {
 	exec  *Execution // execution-state
@@ -156,7 +156,13 @@ func stateCode(st wire.State) (uint8, bool) {
 	return 0, false
 }
 
-// event is the event r records.
+// event is the event r records. Of the execution it reads only the
+// identity and, unless the record is of SCHEDULED, the executor: fields
+// that no later command writes. Reading its State or Message here would
+// race with the applies that follow (Result.Events is read outside the
+// lock). A record keeps its execution alive after its job is forgotten,
+// and with it the array a snapshot restore allocated it in, until newer
+// events push the record out of the buffer.
 func (r *record) event() Event {
 	if r.other != nil {
 		ev := *r.other

@@ -190,11 +190,11 @@ func logOf(t *testing.T) []*raft.Log {
 	return logs
 }
 
-func readAll(t *testing.T, f *FSM, c Cursor, keep func(*Event) bool) []string {
+func readAll(t *testing.T, f *FSM, c Cursor, filter *EventFilter) []string {
 	t.Helper()
 	var out []string
 	for {
-		r, err := f.Events(c, keep, 4)
+		r, err := f.Events(c, filter, 4)
 		require.NoError(t, err)
 		for _, e := range r.Events {
 			out = append(out, eventLine(e))
@@ -233,7 +233,17 @@ func TestEveryReplicaDerivesTheSameEvents(t *testing.T) {
 			execs = append(execs, l)
 		}
 	}
-	require.Equal(t, execs, readAll(t, a, AllOf(0), func(e *Event) bool { return e.Topic == TopicExecution }))
+	require.Equal(t, execs, readAll(t, a, AllOf(0), &EventFilter{Topics: map[Topic]bool{TopicExecution: true}}))
+	// So does a job's, of execution events and others alike.
+	var ofJob []string
+	for _, l := range all {
+		if strings.Contains(l, " job=j2 ") || strings.HasSuffix(l, " job=j2") {
+			ofJob = append(ofJob, l)
+		}
+	}
+	require.NotEmpty(t, ofJob)
+	require.Less(t, len(ofJob), len(all))
+	require.Equal(t, ofJob, readAll(t, a, AllOf(0), &EventFilter{Job: "j2"}))
 }
 
 func TestTheEventBufferIsBoundedAndSaysWhatIsGone(t *testing.T) {
@@ -334,4 +344,73 @@ func nilIfEmpty(evs []Event) []Event {
 // every master.
 func TestARecordIsSmall(t *testing.T) {
 	require.LessOrEqual(t, unsafe.Sizeof(record{}), uintptr(56))
+}
+
+// A Result travels from Raft's FSM goroutine to the leader's, which reads
+// its events while later entries apply. The events of a restart's new
+// attempts (SCHEDULED) are read here while the next placement sets their
+// executor: a record of SCHEDULED must not read it (go test -race).
+func TestResultEventsReadWhileLaterEntriesApply(t *testing.T) {
+	const width, executors = 200, 5
+	spec := parseSpec(t, fmt.Sprintf(`{"vertices":[{"id":"v","parallelism":%d,"command":["x"]}],"restart":{"strategy":"fixed-delay","attempts":1000,"delay":"0s"}}`, width))
+	f := New()
+	var idx uint64
+	apply := func(c Command) Result {
+		idx++
+		r := f.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: MustEncode(c)}})[0].([]Result)[0]
+		require.NoError(t, r.Err)
+		return r
+	}
+	tok := apply(&EstablishLeadership{Node: "m1"}).Epoch
+	now := int64(1000)
+	fenced := func() Fenced { now++; return Fenced{Token: tok, Time: now} }
+	apply(&SubmitJob{Fenced: fenced(), ID: "j", Spec: spec})
+
+	results := make(chan Result, 64)
+	bad := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for r := range results {
+			for _, e := range r.Events() {
+				if e.State == string(wire.StateScheduled) && e.Executor != "" {
+					select {
+					case bad <- fmt.Sprintf("%s is SCHEDULED on %s", e.Execution, e.Executor):
+					default:
+					}
+				}
+			}
+		}
+	}()
+	for round := 0; round < 20; round++ {
+		executor := func(k int) string { return fmt.Sprintf("e%d-%d", round, k%executors) }
+		slots := make([]SlotAssign, width)
+		for k := range slots {
+			slots[k] = SlotAssign{Group: "default", Index: k, Executor: executor(k), Slot: k / executors}
+		}
+		results <- apply(&PlaceRegion{Fenced: fenced(), Job: "j", Region: 0, Slots: slots})
+		// Subtask 0 fails: the region's others are cancelled, then it
+		// restarts with new attempts, SCHEDULED.
+		results <- apply(&ReportExecutions{Fenced: fenced(), Executor: executor(0),
+			Updates: []ReportUpdate{{ID: ExecutionID("j", "v", 0, round), State: wire.StateFailed}}})
+		for ex := 0; ex < executors; ex++ {
+			var ups []ReportUpdate
+			for k := ex; k < width; k += executors {
+				if k != 0 {
+					ups = append(ups, ReportUpdate{ID: ExecutionID("j", "v", k, round), State: wire.StateCanceled})
+				}
+			}
+			results <- apply(&ReportExecutions{Fenced: fenced(), Executor: executor(ex), Updates: ups})
+		}
+		r := apply(&RestartRegions{Fenced: fenced(), Job: "j"})
+		require.NotEmpty(t, r.Events(), "the restart made new attempts")
+		results <- r
+	}
+	close(results)
+	<-done
+	select {
+	case msg := <-bad:
+		t.Fatal(msg)
+	default:
+	}
 }

@@ -87,13 +87,13 @@ func (f *FSM) Read(fn func(*State)) {
 	fn(f.state)
 }
 
-// Events returns up to limit events after cursor c that keep accepts (nil:
-// every one), and where the reader is after them. An *EventsGoneError says
-// that the events after c are no longer held.
-func (f *FSM) Events(c Cursor, keep func(*Event) bool, limit int) (EventsRead, error) {
+// Events returns up to limit events after cursor c that the filter passes
+// (nil: every one), and where the reader is after them. An
+// *EventsGoneError says that the events after c are no longer held.
+func (f *FSM) Events(c Cursor, filter *EventFilter, limit int) (EventsRead, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	evs, err := f.events.read(c, keep, limit)
+	evs, err := f.events.read(c, filter, limit)
 	if err != nil {
 		return EventsRead{}, err
 	}

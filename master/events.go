@@ -84,14 +84,12 @@ func parseEventsQuery(r *http.Request) (eventsQuery, error) {
 	return out, nil
 }
 
-// keep is the query's filter (nil: every event).
-func (q eventsQuery) keep() func(*fsm.Event) bool {
+// filter is the query's filter (nil: every event).
+func (q eventsQuery) filter() *fsm.EventFilter {
 	if q.topics == nil && q.job == "" {
 		return nil
 	}
-	return func(e *fsm.Event) bool {
-		return (q.topics == nil || q.topics[e.Topic]) && (q.job == "" || e.Job == q.job)
-	}
+	return &fsm.EventFilter{Topics: q.topics, Job: q.job}
 }
 
 // events: GET /v1/events. This master's own events, never forwarded: every
@@ -105,14 +103,14 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	keep := q.keep()
+	filter := q.filter()
 	cur := q.from
 	if q.now {
 		m.fsm.Read(func(st *fsm.State) { cur = fsm.AllOf(st.Index()) })
 	}
 	// Check before answering 200 that the events after cur are held.
 	changed := m.fsm.Changed()
-	read, err := m.fsm.Events(cur, keep, eventsBatch)
+	read, err := m.fsm.Events(cur, filter, eventsBatch)
 	if gone, ok := errors.AsType[*fsm.EventsGoneError](err); ok {
 		jsonFormat.WriteJSON(w, http.StatusGone, api.EventsGone{OldestIndex: gone.Oldest,
 			Error: fmt.Sprintf("master %s no longer holds the events after index %d (it holds those after index %d): read the state again and resume from its %s", m.cfg.NodeID, cur.Index, gone.Oldest, api.IndexHeader)})
@@ -164,7 +162,7 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		changed = m.fsm.Changed()
-		read, err = m.fsm.Events(cur, keep, eventsBatch)
+		read, err = m.fsm.Events(cur, filter, eventsBatch)
 		if gone, ok := errors.AsType[*fsm.EventsGoneError](err); ok {
 			o := gone.Oldest
 			s.line(api.EventGone, "", &api.Event{Index: cur.Index, Type: api.EventGone, OldestIndex: &o,
