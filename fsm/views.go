@@ -136,7 +136,7 @@ func (s *State) NumExecutions() int    { return len(s.execs) }
 // expected-deployment set for it), in id order.
 func (s *State) Expected(executor string) []Execution {
 	m := s.byExecutor[executor]
-	// Sorted as pointers, then copied: an execution is 190 bytes with
+	// Sorted as pointers, then copied: an execution is 184 bytes with
 	// pointers, which a sort of the copies would move under the write
 	// barrier, at every full report of every executor.
 	ptrs := make([]*Execution, 0, len(m))
