@@ -217,41 +217,49 @@ func BenchmarkPlaceWide(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/width, "us/exec")
 }
 
+// wideJob returns the entries' commands that bring job id, one vertex of
+// wideWidth subtasks, to RUNNING on 100 executors (executor(k) is subtask
+// k's): its submission, the placement of its region, and the executors'
+// deploy answers, one report of 100 RUNNING executions each.
+func wideJob(b *testing.B, fenced Fenced, id string, executor func(k int) string) (submit, place []byte, reports [][]byte) {
+	spec := parseSpec(b, fmt.Sprintf(`{"vertices":[{"id":"v","parallelism":%d,"command":["sim"]}]}`, wideWidth))
+	slots := make([]SlotAssign, wideWidth)
+	for k := range slots {
+		slots[k] = SlotAssign{Group: "default", Index: k, Executor: executor(k), Slot: k % widePerExecutor}
+	}
+	for ex := 0; ex < wideWidth/widePerExecutor; ex++ {
+		ups := make([]ReportUpdate, widePerExecutor)
+		for k := range ups {
+			ups[k] = ReportUpdate{ID: ExecutionID(id, "v", ex*widePerExecutor+k, 0), State: wire.StateRunning}
+		}
+		reports = append(reports, encodeFrame(b, &ReportExecutions{Fenced: fenced, Executor: executor(ex * widePerExecutor), Updates: ups}))
+	}
+	return encodeFrame(b, &SubmitJob{Fenced: fenced, ID: id, Spec: spec}),
+		encodeFrame(b, &PlaceRegion{Fenced: fenced, Job: id, Region: 0, Slots: slots}), reports
+}
+
+const wideWidth, widePerExecutor = 10_000, 100
+
 // BenchmarkRunWide is what every master applies to bring a job of 10,000
 // subtasks on 100 executors to RUNNING: the placement of its region, then
 // the executors' deploy answers (100 reports of 100 executions RUNNING, in
 // 10 entries of 10), through FSM.ApplyBatch with the event buffer kept as
 // a master keeps it. Each op is one more job on the same FSM (on
-// executors of its own), so the buffer is full after the fourth. us/exec is per execution.
+// executors of its own), so the buffer is full after the fourth. us/exec
+// is per execution.
 //
 //	go test -run '^$' -bench BenchmarkRunWide -benchmem ./fsm/
 func BenchmarkRunWide(b *testing.B) {
-	const width, perExecutor = 10_000, 100
-	spec := parseSpec(b, fmt.Sprintf(`{"vertices":[{"id":"v","parallelism":%d,"command":["sim"]}]}`, width))
 	f, tok := newBenchFSM(b)
 	fenced := Fenced{Token: tok, Time: 1}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		id := fmt.Sprintf("wide-%04d", i)
-		// Each job on executors of its own: the earlier ones keep theirs.
-		executor := func(k int) string { return fmt.Sprintf("sim%04d-%04d", i, k/perExecutor) }
-		slots := make([]SlotAssign, width)
-		for k := range slots {
-			slots[k] = SlotAssign{Group: "default", Index: k, Executor: executor(k), Slot: k % perExecutor}
-		}
-		applyTimed(b, f, benchEntries([][]byte{encodeFrame(b, &SubmitJob{Fenced: fenced, ID: id, Spec: spec})}, 1, nextIndex(f)))
-		place := benchEntries([][]byte{encodeFrame(b, &PlaceRegion{Fenced: fenced, Job: id, Region: 0, Slots: slots})}, 1, nextIndex(f))
-		var reports [][]byte
-		for ex := 0; ex < width/perExecutor; ex++ {
-			ups := make([]ReportUpdate, perExecutor)
-			for k := range ups {
-				ups[k] = ReportUpdate{ID: ExecutionID(id, "v", ex*perExecutor+k, 0), State: wire.StateRunning}
-			}
-			reports = append(reports, encodeFrame(b, &ReportExecutions{Fenced: fenced, Executor: executor(ex * perExecutor), Updates: ups}))
-		}
+		submit, place, reports := wideJob(b, fenced, id, func(k int) string { return fmt.Sprintf("sim%04d-%04d", i, k/widePerExecutor) })
+		applyTimed(b, f, benchEntries([][]byte{submit}, 1, nextIndex(f)))
 		b.StartTimer()
-		applyTimed(b, f, place)
+		applyTimed(b, f, benchEntries([][]byte{place}, 1, nextIndex(f)))
 		applyTimed(b, f, benchEntries(reports, 10, nextIndex(f)))
 		b.StopTimer()
 		f.Read(func(s *State) {
@@ -260,7 +268,7 @@ func BenchmarkRunWide(b *testing.B) {
 			}
 		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/width, "us/exec")
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/wideWidth, "us/exec")
 }
 
 // BenchmarkExpected is the leader's read of an executor's expected set at
@@ -295,31 +303,15 @@ func BenchmarkExpected(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkEventsRead -benchmem ./fsm/
 func BenchmarkEventsRead(b *testing.B) {
-	const width, perExecutor = 10_000, 100
-	spec := parseSpec(b, fmt.Sprintf(`{"vertices":[{"id":"v","parallelism":%d,"command":["sim"]}]}`, width))
 	f, tok := newBenchFSM(b)
 	fenced := Fenced{Token: tok, Time: 1}
 	for i := 0; i < 4; i++ {
-		id := fmt.Sprintf("wide-%d", i)
-		slots := make([]SlotAssign, width)
-		for k := range slots {
-			slots[k] = SlotAssign{Group: "default", Index: k, Executor: fmt.Sprintf("sim%d-%04d", i, k/perExecutor), Slot: k % perExecutor}
-		}
-		ups := make([]ReportUpdate, width)
-		for k := range ups {
-			ups[k] = ReportUpdate{ID: ExecutionID(id, "v", k, 0), State: wire.StateRunning}
-		}
-		applyTimed(b, f, benchEntries([][]byte{
-			encodeFrame(b, &SubmitJob{Fenced: fenced, ID: id, Spec: spec}),
-			encodeFrame(b, &PlaceRegion{Fenced: fenced, Job: id, Region: 0, Slots: slots}),
-		}, 1, nextIndex(f)))
-		for ex := 0; ex < width/perExecutor; ex++ {
-			applyTimed(b, f, benchEntries([][]byte{encodeFrame(b, &ReportExecutions{Fenced: fenced,
-				Executor: fmt.Sprintf("sim%d-%04d", i, ex), Updates: ups[ex*perExecutor : (ex+1)*perExecutor]})}, 1, nextIndex(f)))
-		}
+		submit, place, reports := wideJob(b, fenced, fmt.Sprintf("wide-%d", i), func(k int) string { return fmt.Sprintf("sim%d-%04d", i, k/widePerExecutor) })
+		applyTimed(b, f, benchEntries([][]byte{submit, place}, 1, nextIndex(f)))
+		applyTimed(b, f, benchEntries(reports, 1, nextIndex(f)))
 	}
 	oldest, held := f.OldestEvents()
-	if held != DefaultEventBuffer && held < DefaultEventBuffer-width {
+	if held != DefaultEventBuffer && held < DefaultEventBuffer-wideWidth {
 		b.Fatalf("%d events held", held)
 	}
 	for _, c := range []struct {

@@ -88,8 +88,9 @@ func (r *eventRing) add(evs []record) {
 }
 
 // EventFilter says which events a reader wants: those of Topics (nil:
-// every topic) and of Job ("": every job and none). The buffer checks it on
-// what it keeps, and makes only the events it passes.
+// every topic) and of Job ("": every job and none); the zero filter (or
+// nil) passes every event. The buffer checks it on what it keeps, and
+// makes only the events it passes.
 type EventFilter struct {
 	Topics map[Topic]bool
 	Job    string
@@ -113,10 +114,13 @@ func (rf recordFilter) passes(r *record) bool {
 	if f == nil {
 		return true
 	}
-	if r.other == nil {
-		return rf.execs && (f.Job == "" || r.exec.Job == f.Job)
+	if f.Job != "" && r.job() != f.Job {
+		return false
 	}
-	return (f.Topics == nil || f.Topics[r.other.Topic]) && (f.Job == "" || r.other.Job == f.Job)
+	if r.other == nil {
+		return rf.execs
+	}
+	return f.Topics == nil || f.Topics[r.other.Topic]
 }
 
 // read returns up to limit events after c that the filter passes (nil:

@@ -179,6 +179,21 @@ func (r *record) event() Event {
 	return ev
 }
 
+// topic and job are those of the event r records, read without making it.
+func (r *record) topic() Topic {
+	if r.other != nil {
+		return r.other.Topic
+	}
+	return TopicExecution
+}
+
+func (r *record) job() string {
+	if r.other != nil {
+		return r.other.Job
+	}
+	return r.exec.Job
+}
+
 // events returns the events rs record.
 func events(rs []record) []Event {
 	if len(rs) == 0 {

@@ -53,12 +53,7 @@ func (r Result) Events() []Event { return events(r.events) }
 func (r Result) EventsBut(t Topic) []Event {
 	var out []Event
 	for i := range r.events {
-		x := &r.events[i]
-		topic := TopicExecution
-		if x.other != nil {
-			topic = x.other.Topic
-		}
-		if topic != t {
+		if x := &r.events[i]; x.topic() != t {
 			out = append(out, x.event())
 		}
 	}

@@ -23,10 +23,10 @@ const eventsBatch = 512
 
 // eventsQuery is what a GET /v1/events asks for.
 type eventsQuery struct {
-	from   fsm.Cursor
-	now    bool // no index: from the present
-	topics map[fsm.Topic]bool
-	job    string
+	from fsm.Cursor
+	now  bool // no index: from the present
+	// filter is the topics and job asked for; the buffer checks it.
+	filter fsm.EventFilter
 	sse    bool
 }
 
@@ -71,25 +71,17 @@ func parseEventsQuery(r *http.Request) (eventsQuery, error) {
 			if !slices.Contains(fsm.Topics, fsm.Topic(t)) {
 				return out, fmt.Errorf("topic %q: want job, execution, executor or leader", t)
 			}
-			if out.topics == nil {
-				out.topics = make(map[fsm.Topic]bool)
+			if out.filter.Topics == nil {
+				out.filter.Topics = make(map[fsm.Topic]bool)
 			}
-			out.topics[fsm.Topic(t)] = true
+			out.filter.Topics[fsm.Topic(t)] = true
 		}
 	}
 	if len(q["job"]) > 1 {
 		return out, errors.New("job may be given once")
 	}
-	out.job = q.Get("job")
+	out.filter.Job = q.Get("job")
 	return out, nil
-}
-
-// filter is the query's filter (nil: every event).
-func (q eventsQuery) filter() *fsm.EventFilter {
-	if q.topics == nil && q.job == "" {
-		return nil
-	}
-	return &fsm.EventFilter{Topics: q.topics, Job: q.job}
 }
 
 // events: GET /v1/events. This master's own events, never forwarded: every
@@ -103,14 +95,13 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	filter := q.filter()
 	cur := q.from
 	if q.now {
 		m.fsm.Read(func(st *fsm.State) { cur = fsm.AllOf(st.Index()) })
 	}
 	// Check before answering 200 that the events after cur are held.
 	changed := m.fsm.Changed()
-	read, err := m.fsm.Events(cur, filter, eventsBatch)
+	read, err := m.fsm.Events(cur, &q.filter, eventsBatch)
 	if gone, ok := errors.AsType[*fsm.EventsGoneError](err); ok {
 		jsonFormat.WriteJSON(w, http.StatusGone, api.EventsGone{OldestIndex: gone.Oldest,
 			Error: fmt.Sprintf("master %s no longer holds the events after index %d (it holds those after index %d): read the state again and resume from its %s", m.cfg.NodeID, cur.Index, gone.Oldest, api.IndexHeader)})
@@ -162,7 +153,7 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		changed = m.fsm.Changed()
-		read, err = m.fsm.Events(cur, filter, eventsBatch)
+		read, err = m.fsm.Events(cur, &q.filter, eventsBatch)
 		if gone, ok := errors.AsType[*fsm.EventsGoneError](err); ok {
 			o := gone.Oldest
 			s.line(api.EventGone, "", &api.Event{Index: cur.Index, Type: api.EventGone, OldestIndex: &o,
