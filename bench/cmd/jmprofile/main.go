@@ -14,9 +14,10 @@
 //   - submit: -clients goroutines PUT one-subtask jobs, spread over the
 //     masters, for -duration.
 //   - place: -executors sim executors (in process, joined through gossip),
-//     then -jobs jobs of -width sim subtasks; the profiles cover one round,
-//     from the first submission until every subtask is RUNNING (-duration
-//     is ignored).
+//     then -jobs jobs of -width sim subtasks; the profiles cover -rounds
+//     rounds, each from its first submission until every subtask is
+//     RUNNING (-duration is ignored; the subtasks keep their slots, so
+//     -executors x -slots must hold them all).
 //   - heartbeat: -executors sim executors idle for -duration (the leader's
 //     heartbeat and reconcile path).
 //   - cancel: as place (outside the profiles), then cancels the jobs; the
@@ -47,6 +48,7 @@ import (
 	"jobmaster/client"
 	"jobmaster/fsm"
 	"jobmaster/master"
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -57,6 +59,7 @@ func main() {
 	slots := flag.Int("slots", 100, "place, cancel, heartbeat: slots per executor")
 	jobs := flag.Int("jobs", 1, "place, cancel: jobs per round")
 	width := flag.Int("width", 10000, "place, cancel: subtasks per job")
+	rounds := flag.Int("rounds", 1, "place: rounds of -jobs jobs, one after the other")
 	duration := flag.Duration("duration", 10*time.Second, "how long to profile")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here")
 	blockProfile := flag.String("blockprofile", "", "write a blocking profile here")
@@ -66,7 +69,7 @@ func main() {
 	raftMetrics = flag.Bool("raftmetrics", false, "submit, place: print the leader's Raft timings (medians, in ms) and counts after the load")
 	flag.Parse()
 
-	if err := run(*load, *clients, *executors, *slots, *jobs, *width, *duration, profiles{
+	if err := run(*load, *clients, *executors, *slots, *jobs, *width, *rounds, *duration, profiles{
 		cpu: *cpuProfile, block: *blockProfile, mutex: *mutexProfile, mem: *memProfile, trace: *traceFile,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "jmprofile:", err)
@@ -138,7 +141,7 @@ func startMasters(dir string) ([]*master.Master, []string, error) {
 	return ms, join, fmt.Errorf("no leader")
 }
 
-func run(load string, conc, executors, slots, jobs, width int, d time.Duration, p profiles) error {
+func run(load string, conc, executors, slots, jobs, width, rounds int, d time.Duration, p profiles) error {
 	dir, err := os.MkdirTemp("", "jmprofile-")
 	if err != nil {
 		return err
@@ -161,15 +164,22 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 			leader = m
 		}
 	}
-	cl, err := client.New(strings.Join(addrs, ","))
+	// Pooled as the benchmarks' clients are: the client package's default
+	// of two idle connections a master would dial for most requests here.
+	hc := transport.NewClient(transport.ClientOptions{MaxIdleConnsPerHost: conc + 8, IdleConnTimeout: time.Minute})
+	defer hc.CloseIdleConnections()
+	cl, err := client.New(strings.Join(addrs, ","), client.WithHTTPClient(hc))
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 
 	var fl *fleet.Fleet
-	if (load == "place" || load == "cancel") && jobs*width > executors*slots {
-		return fmt.Errorf("-jobs %d x -width %d subtasks need more than -executors %d x -slots %d slots: they would never all run", jobs, width, executors, slots)
+	if load != "place" {
+		rounds = 1
+	}
+	if (load == "place" || load == "cancel") && rounds*jobs*width > executors*slots {
+		return fmt.Errorf("-rounds %d x -jobs %d x -width %d subtasks need more than -executors %d x -slots %d slots: they would never all run", rounds, jobs, width, executors, slots)
 	}
 	if load == "place" || load == "heartbeat" || load == "cancel" {
 		fl, err = fleet.Start(ctx, executors, slots, "sim", filepath.Join(dir, "fleet"), gossip, 100)
@@ -187,7 +197,7 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 	var done atomic.Int64
 	if load == "cancel" {
 		// The jobs run first, outside the profiles.
-		if err := placeLoad(ctx, cl, leader, conc, jobs, width, &done); err != nil {
+		if err := placeLoad(ctx, cl, leader, "pl-", conc, jobs, width, &done); err != nil {
 			return err
 		}
 		done.Store(0)
@@ -214,7 +224,9 @@ func run(load string, conc, executors, slots, jobs, width int, d time.Duration, 
 		}(processCPU() - cpu0)
 	case "place":
 		t0 := time.Now()
-		err = placeLoad(ctx, cl, leader, conc, jobs, width, &done)
+		for r := 0; r < rounds && err == nil; r++ {
+			err = placeLoad(ctx, cl, leader, fmt.Sprintf("pl%d-", r), conc, jobs, width, &done)
+		}
 		d = time.Since(t0)
 		if err == nil {
 			printDeploys(ms)
@@ -274,11 +286,11 @@ func submitLoad(ctx context.Context, addrs []string, conc int, d time.Duration, 
 	return nil
 }
 
-func placeLoad(ctx context.Context, cl *client.Client, leader *master.Master, conc, jobs, width int, done *atomic.Int64) error {
+func placeLoad(ctx context.Context, cl *client.Client, leader *master.Master, prefix string, conc, jobs, width int, done *atomic.Int64) error {
 	spec := []byte(fmt.Sprintf(`{"name":"place","vertices":[{"id":"v","parallelism":%d,"command":["sim"],"env":{"SIM_DURATION":"1h"}}]}`, width))
 	ids := make([]string, jobs)
 	for j := range ids {
-		ids[j] = fmt.Sprintf("pl-%d", j)
+		ids[j] = fmt.Sprintf("%s%d", prefix, j)
 	}
 	// Submitted conc at a time, as the placement benchmark does.
 	next := make(chan string)
