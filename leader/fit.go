@@ -21,6 +21,9 @@ import (
 // first heartbeat answers) nothing is refused: the job waits, as one
 // without resources does for slots.
 func (c *Core) Unfit(spec *jobspec.Spec) error {
+	if !declaresResources(spec) {
+		return nil // most jobs: no list of the fleet to build and sort
+	}
 	c.mu.Lock()
 	var fleet []placement.Executor
 	for _, x := range c.execs {
@@ -44,6 +47,16 @@ func (c *Core) Unfit(spec *jobspec.Spec) error {
 		return unfitError(spec, rg, rr, fleet)
 	}
 	return nil
+}
+
+// declaresResources reports whether a vertex of spec declares resources.
+func declaresResources(spec *jobspec.Spec) bool {
+	for i := range spec.Vertices {
+		if !spec.Vertices[i].Of().IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // regionNeeds is region rg of spec as the scheduler would see it at its
