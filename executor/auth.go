@@ -86,7 +86,7 @@ func (e *Executor) guard(h http.Handler) http.Handler {
 			jsonFormat.Reject(w, err)
 			return
 		}
-		if err := transport.CheckContentType(r, transport.JSONType); err != nil {
+		if err := transport.CheckContentType(r, bodyType(r)); err != nil {
 			jsonFormat.Reject(w, err)
 			return
 		}
@@ -99,6 +99,15 @@ func (e *Executor) guard(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// bodyType is the media type of the body a request may carry: JSON, or
+// for a deploy also binary (wire.BinaryType; serveDeploy tells them apart).
+func bodyType(r *http.Request) string {
+	if r.URL.Path == wire.PathDeploy && isBinary(r) {
+		return wire.BinaryType
+	}
+	return transport.JSONType
 }
 
 // requireRole is the check of guard for one handler: with TLS on, a request

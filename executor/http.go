@@ -2,6 +2,7 @@ package executor
 
 import (
 	"fmt"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -48,9 +49,16 @@ func only(method string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// serveDeploy takes a deploy as JSON or in binary (wire.BinaryType), and
+// answers a 200 in the format it was asked in.
 func (e *Executor) serveDeploy(w http.ResponseWriter, r *http.Request) {
 	var req wire.DeployRequest
-	if !decodeLeaderRequest(w, r, &req, &req.Leader) {
+	bin := isBinary(r)
+	if bin {
+		if !decodeBinaryDeploy(w, r, &req) {
+			return
+		}
+	} else if !decodeLeaderRequest(w, r, &req, &req.Leader) {
 		return
 	}
 	tasks, err := req.Tasks()
@@ -63,7 +71,33 @@ func (e *Executor) serveDeploy(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rerr.code, rerr.body)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.DeployResponse{Executions: execs})
+	resp := wire.DeployResponse{Executions: execs}
+	if bin {
+		w.Header().Set("Content-Type", wire.BinaryType)
+		_, _ = w.Write(wire.AppendDeployResponse(nil, &resp))
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// isBinary reports whether a request's body is in binary (wire.BinaryType).
+func isBinary(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && strings.EqualFold(mt, wire.BinaryType)
+}
+
+// decodeBinaryDeploy is decodeLeaderRequest for a deploy in binary.
+func decodeBinaryDeploy(w http.ResponseWriter, r *http.Request, req *wire.DeployRequest) bool {
+	data, err := transport.ReadBody(w, r, transport.MaxRequestBytes)
+	if err != nil {
+		jsonFormat.Reject(w, err)
+		return false
+	}
+	if *req, err = wire.DecodeDeploy(data); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return false
+	}
+	return checkLeader(w, &req.Leader)
 }
 
 func (e *Executor) serveCancel(w http.ResponseWriter, r *http.Request) {
@@ -105,6 +139,12 @@ func decodeLeaderRequest(w http.ResponseWriter, r *http.Request, v any, l *wire.
 		jsonFormat.Reject(w, err)
 		return false
 	}
+	return checkLeader(w, l)
+}
+
+// checkLeader checks a leader request's protocol version and cluster id;
+// on failure it has answered with a 400.
+func checkLeader(w http.ResponseWriter, l *wire.Leader) bool {
 	if l.Version != wire.Version {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("unsupported protocol version %d: this executor speaks version %d", l.Version, wire.Version))
 		return false

@@ -644,3 +644,51 @@ func TestALateDeployAfterTheLeaseRanOutStartsNothing(t *testing.T) {
 	l.heartbeat()
 	require.Equal(t, wire.StateRunning, l.deploy(late).Executions[0].State)
 }
+
+// A deploy in binary runs its tasks as the same deploy in JSON does, and
+// is answered in binary; a malformed or oversized one gets the 4xx a JSON
+// one would, as JSON, and deploys nothing.
+func TestDeployInBinary(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 1)
+	req := wire.NewDeployRequest(l.hdr(), []wire.Task{simTask("bin", 0, time.Hour, 0), simTask("bin", 1, time.Hour, 0)})
+	code, ct, b := l.doType(http.MethodPost, wire.PathDeploy, wire.BinaryType, wire.AppendDeploy(nil, &req))
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.Equal(t, wire.BinaryType, ct)
+	resp, err := wire.DecodeDeployResponse(b)
+	require.NoError(t, err)
+	require.Len(t, resp.Executions, 2)
+	for _, x := range resp.Executions {
+		require.Equal(t, "bin", x.JobID)
+		require.Contains(t, []wire.State{wire.StateDeploying, wire.StateRunning}, x.State, "%+v", x)
+	}
+	require.Equal(t, resp.Executions, l.deploy(simTask("bin", 0, time.Hour, 0), simTask("bin", 1, time.Hour, 0)).Executions,
+		"the same deploy again as JSON: the same executions, already held")
+
+	stale := wire.NewDeployRequest(wire.Leader{Version: 2, Token: 1, Node: "m1"}, []wire.Task{simTask("old", 0, time.Hour, 0)})
+	cut := wire.AppendDeploy(nil, &req)
+	tests := []struct {
+		name string
+		body []byte
+		code int
+		want string
+	}{
+		{"cut short", cut[:len(cut)-3], 400, "malformed binary body"},
+		{"a JSON body labelled binary", []byte(`{"version":3}`), 400, "malformed binary body"},
+		{"old version", wire.AppendDeploy(nil, &stale), 400, "version 2: this executor speaks version 3"},
+		{"over 1 MiB", make([]byte, 2<<20), 413, "larger than 1048576"},
+	}
+	for _, tc := range tests {
+		code, ct, b := l.doType(http.MethodPost, wire.PathDeploy, wire.BinaryType, tc.body)
+		require.Equal(t, tc.code, code, "%s: %s", tc.name, b)
+		require.Contains(t, ct, "application/json", tc.name)
+		var ee wire.Error
+		require.NoError(t, json.Unmarshal(b, &ee), "%s: error body is JSON: %s", tc.name, b)
+		require.Contains(t, ee.Error, tc.want, tc.name)
+	}
+	// Only a deploy takes binary.
+	code, _, b = l.doType(http.MethodPost, wire.PathHeartbeat, wire.BinaryType, []byte{0xD1})
+	require.Equal(t, http.StatusUnsupportedMediaType, code, "%s", b)
+	require.Len(t, l.heartbeat().Executions, 2, "nothing else was deployed")
+}

@@ -170,20 +170,28 @@ func (l *leader) hdr() wire.Leader {
 	return wire.Leader{Version: wire.Version, Cluster: l.cluster, Token: l.token, Node: "m" + strconv.FormatUint(l.token, 10), Addr: l.push}
 }
 
-// do sends a request with a raw body and returns the status and body.
+// do sends a request with a raw JSON body and returns the status and body.
 func (l *leader) do(method, path string, body []byte) (int, []byte) {
+	l.t.Helper()
+	code, _, b := l.doType(method, path, "application/json", body)
+	return code, b
+}
+
+// doType sends a request with a raw body of the given type and returns
+// the status, the answer's type and its body.
+func (l *leader) doType(method, path, contentType string, body []byte) (int, string, []byte) {
 	l.t.Helper()
 	req, err := http.NewRequest(method, l.base+path, bytes.NewReader(body))
 	require.NoError(l.t, err)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := httpClient.Do(req)
 	require.NoError(l.t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(l.t, err)
-	return resp.StatusCode, b
+	return resp.StatusCode, resp.Header.Get("Content-Type"), b
 }
 
 func (l *leader) post(path string, v any) (int, []byte) {

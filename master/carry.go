@@ -146,17 +146,46 @@ func (t *tracker) sendDeploy(d leader.Deploy) []deployAnswer {
 			wt[i].Inputs = in
 		}
 	}
-	// Split below what an executor reads of a request: thousands of tasks
-	// with large commands, envs or inputs go as several deploys, each
-	// acknowledged by its own answer.
+	return t.postDeploys(d, addr, wt)
+}
+
+// postDeploys sends tasks to an executor in binary, or as JSON to one that
+// refused binary earlier in the session: split below what an executor
+// reads of a request (thousands of tasks with large commands, envs or
+// inputs go as several deploys, each acknowledged by its own answer).
+func (t *tracker) postDeploys(d leader.Deploy, addr string, wt []wire.Task) []deployAnswer {
+	bin := !t.jsonOnly(d.Executor)
+	var reqs []wire.DeployRequest
+	if bin {
+		reqs = wire.SplitDeployBinary(t.leader(), wt, 0)
+	} else {
+		reqs = wire.SplitDeploy(t.leader(), wt, 0)
+	}
 	var answers []deployAnswer
-	for _, req := range wire.SplitDeploy(t.leader(), wt, 0) {
-		var resp wire.DeployResponse
+	for i, req := range reqs {
 		n := 0
 		for _, g := range req.Groups {
 			n += len(g.Subtasks) / 3
 		}
-		err := postJSON(t.s.ctx, t.m.client, addr, wire.PathDeploy, req, &resp, t.m.cfg.DeployRPCTimeout)
+		var resp wire.DeployResponse
+		var err error
+		if bin {
+			resp, err = postDeploy(t.s.ctx, t.m.client, addr, &req, t.m.cfg.DeployRPCTimeout)
+		} else {
+			err = postJSON(t.s.ctx, t.m.client, addr, wire.PathDeploy, req, &resp, t.m.cfg.DeployRPCTimeout)
+		}
+		if errors.Is(err, errNoBinary) {
+			// An executor that predates the format: it acted on nothing,
+			// and these and the rest go again as JSON.
+			t.m.log.Info("executor takes no binary deploy; sending it JSON", "executor", d.Executor)
+			t.setJSONOnly(d.Executor)
+			var rest []wire.Task
+			for _, r := range reqs[i:] {
+				ts, _ := r.Tasks() // made by the split: whole triples
+				rest = append(rest, ts...)
+			}
+			return append(answers, t.postDeploys(d, addr, rest)...)
+		}
 		t.m.metrics.deploy(n, err != nil)
 		if err != nil {
 			t.m.log.Warn("deploy failed; the reconciler retries it", "executor", d.Executor, "tasks", n, "of", len(d.Tasks), "redeploy", d.Redeploy, "err", err)
@@ -165,6 +194,23 @@ func (t *tracker) sendDeploy(d leader.Deploy) []deployAnswer {
 		answers = append(answers, deployAnswer{executions: resp.Executions, at: t.m.cfg.Now()})
 	}
 	return answers
+}
+
+// jsonOnly reports whether the executor refused a deploy in binary during
+// this session.
+func (t *tracker) jsonOnly(executor string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.noBinary[executor]
+}
+
+func (t *tracker) setJSONOnly(executor string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.noBinary == nil {
+		t.noBinary = make(map[string]bool)
+	}
+	t.noBinary[executor] = true
 }
 
 // addressInputs fills in the HTTP address of each source's executor, from

@@ -46,6 +46,9 @@ type tracker struct {
 	// claims holds, per executor, the slot count beyond wire.MaxSlots its
 	// gossip metadata last claimed, so that each claim is logged once.
 	claims map[string]int
+	// noBinary holds the executors that refused a deploy in binary (an
+	// older version): they get JSON for the rest of the session.
+	noBinary map[string]bool
 }
 
 // newTracker builds the session's core and fills its table from gossip and

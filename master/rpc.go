@@ -1,6 +1,7 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,10 +9,15 @@ import (
 	"time"
 
 	"jobmaster/transport"
+	"jobmaster/wire"
 )
 
 // errFencedOff: an executor has seen a newer leader than this one.
 var errFencedOff = errors.New("fenced off by a newer leader")
+
+// errNoBinary: an executor refused a deploy in binary (415), as one that
+// predates the format does; it acted on nothing.
+var errNoBinary = errors.New("the executor takes no binary deploy")
 
 // postJSON sends a JSON request to an executor or master and decodes the
 // JSON answer into out (when non-nil). A 409 (the executor's StaleToken
@@ -20,10 +26,46 @@ var errFencedOff = errors.New("fenced off by a newer leader")
 func postJSON(ctx context.Context, c *http.Client, addr, path string, in, out any, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := transport.PostJSON(ctx, c, transport.URL(c, addr, path), in, out)
+	return rpcError(addr, path, transport.PostJSON(ctx, c, transport.URL(c, addr, path), in, out))
+}
+
+// postDeploy sends a deploy to an executor in binary (wire.AppendDeploy)
+// and decodes its answer, with postJSON's errors, and errNoBinary for a
+// 415.
+func postDeploy(ctx context.Context, c *http.Client, addr string, req *wire.DeployRequest, timeout time.Duration) (wire.DeployResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, transport.URL(c, addr, wire.PathDeploy), bytes.NewReader(wire.AppendDeploy(nil, req)))
+	if err != nil {
+		return wire.DeployResponse{}, err
+	}
+	hr.Header.Set("Content-Type", wire.BinaryType)
+	resp, err := c.Do(hr)
+	if err != nil {
+		return wire.DeployResponse{}, err
+	}
+	data, err := transport.ReadResponse(resp, transport.MaxResponseBytes)
+	var se *transport.StatusError
+	if errors.As(err, &se) && se.Code == http.StatusUnsupportedMediaType {
+		return wire.DeployResponse{}, fmt.Errorf("%w: %s", errNoBinary, se.Message)
+	}
+	if err != nil {
+		return wire.DeployResponse{}, rpcError(addr, wire.PathDeploy, err)
+	}
+	out, err := wire.DecodeDeployResponse(data)
+	if err != nil {
+		return out, fmt.Errorf("malformed answer: %w", err)
+	}
+	return out, nil
+}
+
+// rpcError is an error of a request to addr's path as the callers of
+// postJSON see it: errFencedOff for a 409, the path named for another
+// status outside 2xx, else as it is (nil, or no answer).
+func rpcError(addr, path string, err error) error {
 	var se *transport.StatusError
 	if !errors.As(err, &se) {
-		return err // nil, or no answer
+		return err
 	}
 	if se.Code == http.StatusConflict {
 		return fmt.Errorf("%w: %s", errFencedOff, se.Message)

@@ -4,14 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"jobmaster/fsm"
+	"jobmaster/leader"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -59,4 +64,80 @@ func TestPostJSONErrors(t *testing.T) {
 	var none *transport.StatusError
 	assert.False(t, errors.As(err, &none), "no answer is no status: %v", err)
 	assert.NotErrorIs(t, err, errFencedOff)
+}
+
+// A leader deploys in binary; an executor that predates the format refuses
+// it (415) and acts on nothing, and gets that deploy, and every later one
+// in the session, as JSON. Nothing is lost on the way: every task is
+// answered once.
+func TestDeployFallsBackToJSONForAnOlderExecutor(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]string{} // per executor, the content types of its deploys
+	executor := func(name string, takesBinary bool) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ct := r.Header.Get("Content-Type")
+			mu.Lock()
+			got[name] = append(got[name], ct)
+			mu.Unlock()
+			data, err := io.ReadAll(r.Body)
+			require.NoError(t, err)
+			var req wire.DeployRequest
+			switch {
+			case ct == wire.BinaryType && !takesBinary:
+				transport.Compact.WriteError(w, http.StatusUnsupportedMediaType, "POST /v1/internal/deploy takes a body of type application/json")
+				return
+			case ct == wire.BinaryType:
+				req, err = wire.DecodeDeploy(data)
+			default:
+				err = json.Unmarshal(data, &req)
+			}
+			require.NoError(t, err)
+			tasks, err := req.Tasks()
+			require.NoError(t, err)
+			var resp wire.DeployResponse
+			for _, x := range tasks {
+				resp.Executions = append(resp.Executions, wire.ExecutionStatus{ExecutionID: x.ExecutionID, JobID: x.JobID,
+					Vertex: x.Vertex, Subtask: x.Subtask, Slot: x.Slot, State: wire.StateRunning})
+			}
+			if ct == wire.BinaryType {
+				w.Header().Set("Content-Type", wire.BinaryType)
+				_, _ = w.Write(wire.AppendDeployResponse(nil, &resp))
+				return
+			}
+			transport.Compact.WriteJSON(w, http.StatusOK, resp)
+		}))
+	}
+	older, newer := executor("older", false), executor("newer", true)
+	defer older.Close()
+	defer newer.Close()
+
+	m := &Master{cfg: Config{NodeID: "m1", DeployRPCTimeout: time.Minute, Now: time.Now},
+		log: slog.New(slog.DiscardHandler), client: transport.NewClient(transport.ClientOptions{})}
+	defer m.client.CloseIdleConnections()
+	m.metrics = newMasterMetrics(m)
+	tr := &tracker{s: &session{m: m, token: 4, ctx: context.Background()}, m: m}
+	deploy := func(name, addr string, n int) []deployAnswer {
+		var wt []wire.Task
+		for i := range n {
+			wt = append(wt, wire.Task{ExecutionID: wire.ExecutionID("j", "v", i, 0), JobID: "j", Vertex: "v", Subtask: i,
+				Parallelism: n, Slot: i, Command: []string{"true"}})
+		}
+		return tr.postDeploys(leader.Deploy{Executor: name, Tasks: make([]fsm.TaskSpec, n)}, transport.HostPort(addr), wt)
+	}
+	for round := range 2 {
+		for _, x := range []struct {
+			name string
+			srv  *httptest.Server
+		}{{"older", older}, {"newer", newer}} {
+			answers := deploy(x.name, x.srv.URL, 3)
+			require.Len(t, answers, 1, "%s, round %d", x.name, round)
+			require.Len(t, answers[0].executions, 3)
+			require.Equal(t, "j/v/2/0", answers[0].executions[2].ExecutionID)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{wire.BinaryType, "application/json", "application/json"}, got["older"],
+		"refused binary once, then JSON for the session")
+	assert.Equal(t, []string{wire.BinaryType, wire.BinaryType}, got["newer"])
 }

@@ -24,26 +24,12 @@ func NewJSONRequest(ctx context.Context, method, url string, in any) (*http.Requ
 	return req, nil
 }
 
-// DecodeResponse reads resp's body (at most limit bytes) and closes it. A
-// status outside 2xx is a *StatusError with the peer's message (taken from
-// the first limit bytes of a longer body). Otherwise a body longer than
-// limit is an error wrapping ErrTooLarge, and the body, unless blank, is
-// decoded into out (when out is not nil).
+// DecodeResponse reads resp's body (ReadResponse) and decodes it, unless
+// blank, into out (when out is not nil).
 func DecodeResponse(resp *http.Response, limit int64, out any) error {
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	data, err := ReadResponse(resp, limit)
 	if err != nil {
 		return err
-	}
-	tooLarge := int64(len(data)) > limit
-	if tooLarge {
-		data = data[:limit]
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return &StatusError{Code: resp.StatusCode, Message: ErrorMessage(data)}
-	}
-	if tooLarge {
-		return fmt.Errorf("%w of %d bytes", ErrTooLarge, limit)
 	}
 	if out == nil || len(bytes.TrimSpace(data)) == 0 {
 		return nil
@@ -52,6 +38,29 @@ func DecodeResponse(resp *http.Response, limit int64, out any) error {
 		return fmt.Errorf("malformed answer: %w", err)
 	}
 	return nil
+}
+
+// ReadResponse reads resp's body (at most limit bytes) and closes it. A
+// status outside 2xx is a *StatusError with the peer's message (taken from
+// the first limit bytes of a longer body). Otherwise a body longer than
+// limit is an error wrapping ErrTooLarge.
+func ReadResponse(resp *http.Response, limit int64) ([]byte, error) {
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	tooLarge := int64(len(data)) > limit
+	if tooLarge {
+		data = data[:limit]
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, &StatusError{Code: resp.StatusCode, Message: ErrorMessage(data)}
+	}
+	if tooLarge {
+		return nil, fmt.Errorf("%w of %d bytes", ErrTooLarge, limit)
+	}
+	return data, nil
 }
 
 // PostJSON posts in as JSON to url through c and decodes the answer, of at

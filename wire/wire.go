@@ -1,8 +1,10 @@
 // Package wire is the protocol between masters and executors: the requests a
 // leader sends to executors (deploy, cancel, heartbeat), the report an
 // executor answers with or pushes, and the paths they travel on. Bodies are
-// JSON. Every request carries Version; a peer rejects a version it does not
-// speak with 400 and an error naming both versions.
+// JSON, but for a deploy and its answer, which a leader sends in binary
+// (binary.go) to an executor that takes it. Every request carries Version;
+// a peer rejects a version it does not speak with 400 and an error naming
+// both versions.
 //
 // Fencing: every leader request carries the leader's cluster id and fencing
 // token. An executor answers a token older than the newest it has seen from
