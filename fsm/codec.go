@@ -83,6 +83,10 @@ func Decode(data []byte) ([]Command, error) {
 		}
 		body := data[1+k : 1+k+int(n)]
 		data = data[1+k+int(n):]
+		if c, ok := decodeFast(t, body); ok {
+			out = append(out, c)
+			continue
+		}
 		c := newCommand(t)
 		if c == nil {
 			return out, fmt.Errorf("%w: unknown command type %d", ErrCorruptEntry, t)
