@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sort"
@@ -57,19 +58,9 @@ func StartScripted(id string, slots int, join []string) (*Scripted, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Scripted{
-		ID: id, slots: slots, ln: ln,
-		held:    make(map[string]wire.ExecutionStatus),
-		deploys: make(map[string]time.Time),
-		cancels: make(map[string]time.Time),
-		changed: make(chan struct{}),
-		client:  transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second}),
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc(wire.PathHeartbeat, s.serveHeartbeat)
-	mux.HandleFunc(wire.PathDeploy, s.serveDeploy)
-	mux.HandleFunc(wire.PathCancel, s.serveCancel)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s := newScripted(id, slots)
+	s.ln = ln
+	s.srv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	g, err := membership.Start(membership.Config{
 		NodeID:   id,
@@ -83,6 +74,26 @@ func StartScripted(id string, slots int, join []string) (*Scripted, error) {
 	}
 	s.gossip = g
 	return s, nil
+}
+
+func newScripted(id string, slots int) *Scripted {
+	return &Scripted{
+		ID: id, slots: slots,
+		held:    make(map[string]wire.ExecutionStatus),
+		deploys: make(map[string]time.Time),
+		cancels: make(map[string]time.Time),
+		changed: make(chan struct{}),
+		client:  transport.NewClient(transport.ClientOptions{Timeout: 5 * time.Second}),
+	}
+}
+
+// handler serves the executor's side of the wire protocol.
+func (s *Scripted) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(wire.PathHeartbeat, s.serveHeartbeat)
+	mux.HandleFunc(wire.PathDeploy, s.serveDeploy)
+	mux.HandleFunc(wire.PathCancel, s.serveCancel)
+	return mux
 }
 
 // Close stops serving and leaves gossip without a word.
@@ -181,9 +192,21 @@ func (s *Scripted) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// serveDeploy takes a deploy as JSON or in binary, as an executor does,
+// and answers in kind.
 func (s *Scripted) serveDeploy(w http.ResponseWriter, r *http.Request) {
 	var req wire.DeployRequest
-	if !decode(w, r, &req) {
+	binary := r.Header.Get("Content-Type") == wire.BinaryType
+	if binary {
+		data, err := io.ReadAll(io.LimitReader(r.Body, transport.MaxRequestBytes))
+		if err == nil {
+			req, err = wire.DecodeDeploy(data)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+	} else if !decode(w, r, &req) {
 		return
 	}
 	tasks, err := req.Tasks()
@@ -210,6 +233,11 @@ func (s *Scripted) serveDeploy(w http.ResponseWriter, r *http.Request) {
 	}
 	s.notifyLocked()
 	s.mu.Unlock()
+	if binary {
+		w.Header().Set("Content-Type", wire.BinaryType)
+		_, _ = w.Write(wire.AppendDeployResponse(nil, &resp))
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
 }
