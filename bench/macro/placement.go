@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,9 +21,9 @@ import (
 
 // Placement measures subtasks placed and running per second with sim
 // executors hosted in child processes (a fleet of n executors with
-// 10,000/n slots each, 10,000 slots in all, executorsPerProc to a
-// process), each fleet given one job of 10,000 subtasks (one pipelined
-// region: all or nothing) and then 1,000 jobs of 10.
+// fleetSlots(n) slots each, executorsPerProc to a process), each fleet
+// given one job of 10,000 subtasks (one pipelined region: all or nothing)
+// and then 1,000 jobs of 10.
 //
 // From when the first PUT is sent: "placed" is the latest placement time
 // the FSM recorded, and "running" the latest time it recorded a subtask
@@ -44,7 +45,7 @@ func Placement(ctx context.Context, e *Env) error {
 	}
 	var errs []error
 	for _, n := range fleets {
-		if err := placementFleet(ctx, e, n, max(1, 10_000/n)); err != nil {
+		if err := placementFleet(ctx, e, n, fleetSlots(n)); err != nil {
 			if ctx.Err() != nil {
 				return err
 			}
@@ -55,6 +56,14 @@ func Placement(ctx context.Context, e *Env) error {
 	}
 	return errors.Join(errs...)
 }
+
+// fleetSlots is how many slots each of a fleet of n executors offers: a
+// tenth more than 10,000 subtasks need. The leader gives new work only to
+// executors that answered their last heartbeats in time; with exactly
+// 10,000 slots the wide job, all or nothing, waits while any one of a
+// thousand executors on a busy machine is late, and in one full run
+// (2026-12-06) it waited out the minute with none placed.
+func fleetSlots(n int) int { return max(1, 11_000/n) }
 
 // joinRate is how many sim executors start per second, startDeadline how
 // long starting them may take, and convergeWait how long the fleet may then
@@ -375,7 +384,7 @@ func placeShape(ctx context.Context, c *cluster.Cluster, poll *cluster.Node, cli
 		return false, nil
 	})
 	if err != nil {
-		return res, fmt.Errorf("%w (placed %d, running %d of %d)", err, last.placed, last.running, len(ids)*width)
+		return res, fmt.Errorf("%w (placed %d, running %d of %d; the leader's executors: %s)", err, last.placed, last.running, len(ids)*width, liveness(ctx, l))
 	}
 	res.cpu = watch.stop()
 	res.window = time.Since(t0)
@@ -385,6 +394,27 @@ func placeShape(ctx context.Context, c *cluster.Cluster, poll *cluster.Node, cli
 		res.running = res.observed // some start went unrecorded: the poll is all there is
 	}
 	return res, nil
+}
+
+// liveness says how many executors the leader counts in each status, for
+// an error that needs explaining: work waits while executors are not alive.
+func liveness(ctx context.Context, l cluster.Leader) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var v api.Cluster
+	if err := cluster.GetJSON(ctx, transport.URL(cluster.HTTP, l.Node.HTTPAddr, "/v1/cluster"), &v); err != nil {
+		return "unknown: " + err.Error()
+	}
+	count := map[string]int{}
+	for _, x := range v.Executors {
+		count[x.Status]++
+	}
+	keys := slices.Sorted(maps.Keys(count))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", count[k], k)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // waitEnded waits until every execution of the jobs has ended, so their
