@@ -21,6 +21,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -134,6 +135,11 @@ type Node struct {
 	meta    Meta
 	members map[string]*Member
 	changed chan struct{}
+	// leaving: this node is leaving (Leave), and says so in its push/pull
+	// state. departed: the members that said so to this one, until they
+	// join again.
+	leaving  bool
+	departed map[string]bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -162,12 +168,13 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("gossip address %q: bad port", cfg.BindAddr)
 	}
 	n := &Node{
-		cfg:     cfg,
-		meta:    cfg.Meta,
-		members: make(map[string]*Member),
-		changed: make(chan struct{}),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		cfg:      cfg,
+		meta:     cfg.Meta,
+		members:  make(map[string]*Member),
+		departed: make(map[string]bool),
+		changed:  make(chan struct{}),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	if b, err := n.encodeMeta(cfg.Meta); err != nil {
 		return nil, err
@@ -251,6 +258,7 @@ func (n *Node) rejoin() {
 		for id, m := range n.members {
 			if m.Status != StatusAlive && now.Sub(m.Since) > n.cfg.ReapAfter {
 				delete(n.members, id)
+				delete(n.departed, id)
 				reaped = true
 			}
 		}
@@ -403,15 +411,69 @@ func (n *Node) UpdateMeta(m Meta) error {
 }
 
 // Leave announces departure and stops gossip.
+//
+// The others must tell a departure (left: a master leaves the Raft
+// configuration) from a crash (dead), and memberlist does not: its leave
+// message carries no metadata, and queued for gossip it replaces the
+// update of this node's metadata to Leaving that may still wait there on
+// a loaded machine. So before the leave message this node also says it is
+// leaving by push/pull, a state exchange over TCP, to leaveTargets: its
+// state then names it (LocalState), and the receiver marks it left
+// whether that arrives before or after it learns the node is gone
+// (departs). A peer it misses sees it left only if the metadata update
+// reached it first, else dead.
 func (n *Node) Leave(timeout time.Duration) error {
 	n.mu.Lock()
 	m := n.meta
+	n.leaving = true
 	n.mu.Unlock()
 	m.Leaving = true
 	err := n.UpdateMeta(m)
+	n.mu.Lock()
+	peers := leaveTargets(resolveJoin(n.cfg.Join), n.cfg.NodeID, n.members)
+	n.mu.Unlock()
+	if len(peers) > 0 {
+		if _, perr := n.list.Join(peers); perr != nil {
+			// The leave message still goes out; a peer missed here
+			// counts this node dead instead of left.
+			n.cfg.Logger.Debug("gossip: pushing the leave to peers", "addrs", peers, "err", perr)
+		}
+	}
 	err = errors.Join(err, n.list.Leave(timeout))
 	return errors.Join(err, n.Shutdown())
 }
+
+// leaveTargets is whom a leaving node tells by push/pull: the alive
+// members at its join addresses (every node's are the masters, who spread
+// it to the rest), or, with none, up to maxLeaveTargets alive members.
+func leaveTargets(join []joinAddr, self string, members map[string]*Member) []string {
+	joined := make(map[string]bool)
+	for _, ja := range join {
+		for _, a := range ja.names {
+			joined[a] = true
+		}
+	}
+	var at, others []string
+	for _, id := range slices.Sorted(maps.Keys(members)) {
+		m := members[id]
+		if id == self || m.Status != StatusAlive || m.GossipAddr == "" {
+			continue
+		}
+		if joined[m.GossipAddr] {
+			at = append(at, m.GossipAddr)
+		} else if len(others) < maxLeaveTargets {
+			others = append(others, m.GossipAddr)
+		}
+	}
+	if len(at) > 0 {
+		return at
+	}
+	return others
+}
+
+// maxLeaveTargets bounds the push/pulls of a leaving node that reaches
+// none of its join addresses.
+const maxLeaveTargets = 3
 
 // Shutdown stops gossip without announcing it (as a crash would).
 func (n *Node) Shutdown() error {
@@ -437,8 +499,11 @@ func (n *Node) observe(node *memberlist.Node, status string) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if status == StatusDead && meta.Leaving {
+	switch {
+	case status == StatusDead && (meta.Leaving || n.departed[node.Name]):
 		status = StatusLeft
+	case status == StatusAlive && !meta.Leaving:
+		delete(n.departed, node.Name) // back, or never leaving: a later failure is a failure
 	}
 	since := n.cfg.Now()
 	if prev, ok := n.members[node.Name]; ok && prev.Status == status {
@@ -463,8 +528,54 @@ func (d *delegate) NodeMeta(limit int) []byte {
 }
 func (d *delegate) NotifyMsg([]byte)                           {}
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// pushState is what a node adds to its push/pull state: while it leaves,
+// its id.
+type pushState struct {
+	Leaving string `json:"leaving,omitempty"`
+}
+
+// maxPushState bounds the push/pull state read from a peer.
+const maxPushState = 1024
+
+func (d *delegate) LocalState(join bool) []byte {
+	n := (*Node)(d)
+	n.mu.Lock()
+	leaving := n.leaving
+	n.mu.Unlock()
+	if !leaving {
+		return nil
+	}
+	b, _ := json.Marshal(pushState{Leaving: n.cfg.NodeID})
+	return b
+}
+
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {
+	var st pushState
+	if len(buf) == 0 || len(buf) > maxPushState || json.Unmarshal(buf, &st) != nil || st.Leaving == "" {
+		return
+	}
+	(*Node)(d).departs(st.Leaving)
+}
+
+// departs records that member id said it is leaving: it is left once it
+// is gone, and at once if it is already counted dead (its push/pull was
+// merged after its leave message, or after it was found gone).
+func (n *Node) departs(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m, ok := n.members[id] // a push/pull merges its nodes first
+	if !ok || id == n.cfg.NodeID {
+		return
+	}
+	n.departed[id] = true
+	if m.Status == StatusDead {
+		up := *m
+		up.Status = StatusLeft
+		n.members[id] = &up
+		n.notifyLocked()
+	}
+}
 
 type events Node
 

@@ -1,12 +1,14 @@
 package membership
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -61,8 +63,78 @@ func TestMembersFindEachOtherAndSeeFailures(t *testing.T) {
 	e2, err := Start(Config{NodeID: "e2", BindAddr: freePort(t), Join: []string{a}, Meta: Meta{Role: RoleExecutor, HTTPAddr: "127.0.0.1:4", Version: 1}})
 	require.NoError(t, err)
 	waitFor(t, "m1 to see e2", func() bool { m, ok := m1.Get("e2"); return ok && m.Status == StatusAlive })
+	// m1 can see e2 before e2 has taken in m1's side of the join (each
+	// merges the other's state after answering): a node that leaves
+	// before it knows anyone tells no one.
+	waitFor(t, "e2 to see m1", func() bool { return len(e2.Role(RoleMaster)) == 1 })
 	require.NoError(t, e2.Leave(time.Second))
 	waitFor(t, "m1 to see e2 left", func() bool { m, _ := m1.Get("e2"); return m.Status == StatusLeft })
+}
+
+// TestLeftWhicheverNewsComesFirst drives what a member hears of another:
+// memberlist's callbacks and the push/pull state a leaving node sends.
+// Its leave message may be merged before or after that state (the state
+// is merged after the push/pull's answer), and before or after the
+// update of its metadata to Leaving (which the leave message can replace
+// in the gossip queue); whatever the order, a member that said it is
+// leaving is left, and one that did not is dead.
+func TestLeftWhicheverNewsComesFirst(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreProbe)
+	m1, err := Start(Config{NodeID: "m1", BindAddr: freePort(t), Meta: Meta{Role: RoleMaster, HTTPAddr: "x", Version: 1}})
+	require.NoError(t, err)
+	defer m1.Shutdown()
+	ev, dl := (*events)(m1), (*delegate)(m1)
+	node := func(name string, leaving bool) *memberlist.Node {
+		b, err := json.Marshal(Meta{Role: RoleExecutor, HTTPAddr: "y", Version: 1, Leaving: leaving})
+		require.NoError(t, err)
+		return &memberlist.Node{Name: name, Meta: b}
+	}
+	said := func(name string) []byte {
+		b, err := json.Marshal(pushState{Leaving: name})
+		require.NoError(t, err)
+		return b
+	}
+	status := func(name string) string { m, _ := m1.Get(name); return m.Status }
+
+	// The leave message first, with the old metadata, then the state.
+	ev.NotifyJoin(node("a", false))
+	ev.NotifyLeave(node("a", false))
+	require.Equal(t, StatusDead, status("a"))
+	dl.MergeRemoteState(said("a"), false)
+	require.Equal(t, StatusLeft, status("a"))
+
+	// The state first, then the leave message with the old metadata.
+	ev.NotifyJoin(node("b", false))
+	dl.MergeRemoteState(said("b"), false)
+	require.Equal(t, StatusAlive, status("b"), "leaving, not yet gone")
+	ev.NotifyLeave(node("b", false))
+	require.Equal(t, StatusLeft, status("b"))
+
+	// The metadata alone still says it.
+	ev.NotifyJoin(node("c", false))
+	ev.NotifyUpdate(node("c", true))
+	ev.NotifyLeave(node("c", true))
+	require.Equal(t, StatusLeft, status("c"))
+
+	// Back again (a new process), then a crash: dead.
+	ev.NotifyJoin(node("b", false))
+	require.Equal(t, StatusAlive, status("b"))
+	ev.NotifyLeave(node("b", false))
+	require.Equal(t, StatusDead, status("b"))
+
+	// A crash is dead; what names an unknown member, this node, or is not
+	// a leaving state changes nothing.
+	ev.NotifyJoin(node("d", false))
+	ev.NotifyLeave(node("d", false))
+	for _, buf := range [][]byte{said("nobody"), said("m1"), nil, []byte("{"), []byte(`{"leaving":""}`), make([]byte, maxPushState+1)} {
+		dl.MergeRemoteState(buf, false)
+	}
+	require.Equal(t, StatusDead, status("d"))
+	_, known := m1.Get("nobody")
+	require.False(t, known)
+
+	// A node says it is leaving in its push/pull state only once it is.
+	require.Nil(t, dl.LocalState(false))
 }
 
 func TestJoinRetriesUntilTheOtherSideIsUp(t *testing.T) {
@@ -141,6 +213,26 @@ func TestRejoinTargetsAreJoinAddressesWithoutAnAliveMember(t *testing.T) {
 	if want := []string{"10.0.0.2:7421", "10.0.0.3:7421"}; !slices.Equal(got, want) {
 		t.Fatalf("rejoinTargets = %v, want %v", got, want)
 	}
+}
+
+// A leaving node tells the alive members at its join addresses, or, when
+// it reaches none of them, a few other alive members.
+func TestLeaveTargets(t *testing.T) {
+	members := map[string]*Member{
+		"m1": {ID: "m1", GossipAddr: "10.0.0.1:7421", Status: StatusAlive},
+		"m2": {ID: "m2", GossipAddr: "10.0.0.2:7421", Status: StatusDead},
+		"e1": {ID: "e1", GossipAddr: "10.0.0.5:7441", Status: StatusAlive},
+		"e2": {ID: "e2", GossipAddr: "10.0.0.6:7441", Status: StatusAlive},
+		"e3": {ID: "e3", GossipAddr: "10.0.0.7:7441", Status: StatusAlive},
+		"e4": {ID: "e4", GossipAddr: "10.0.0.8:7441", Status: StatusAlive},
+		"e9": {ID: "e9", GossipAddr: "10.0.0.9:7441", Status: StatusAlive},
+	}
+	join := resolveJoin([]string{"10.0.0.1:7421", "10.0.0.2:7421"})
+	assert.Equal(t, []string{"10.0.0.1:7421"}, leaveTargets(join, "e9", members), "the alive join address only")
+	members["m1"].Status = StatusDead
+	assert.Equal(t, []string{"10.0.0.5:7441", "10.0.0.6:7441", "10.0.0.7:7441"}, leaveTargets(join, "e9", members),
+		"no join address alive: a few alive members, not itself")
+	assert.Empty(t, leaveTargets(nil, "e9", map[string]*Member{"e9": members["e9"]}), "alone")
 }
 
 // A join address given by name is compared as the addresses it names: it
