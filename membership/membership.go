@@ -135,10 +135,8 @@ type Node struct {
 	meta    Meta
 	members map[string]*Member
 	changed chan struct{}
-	// leaving: this node is leaving (Leave), and says so in its push/pull
-	// state. departed: the members that said so to this one, until they
-	// join again.
-	leaving  bool
+	// departed: the members that said they are leaving (in their push/pull
+	// state), until they are back.
 	departed map[string]bool
 
 	stop chan struct{}
@@ -425,7 +423,6 @@ func (n *Node) UpdateMeta(m Meta) error {
 func (n *Node) Leave(timeout time.Duration) error {
 	n.mu.Lock()
 	m := n.meta
-	n.leaving = true
 	n.mu.Unlock()
 	m.Leaving = true
 	err := n.UpdateMeta(m)
@@ -529,8 +526,8 @@ func (d *delegate) NodeMeta(limit int) []byte {
 func (d *delegate) NotifyMsg([]byte)                           {}
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 
-// pushState is what a node adds to its push/pull state: while it leaves,
-// its id.
+// pushState is what a node adds to its push/pull state: once its
+// metadata says Leaving, its id.
 type pushState struct {
 	Leaving string `json:"leaving,omitempty"`
 }
@@ -541,7 +538,7 @@ const maxPushState = 1024
 func (d *delegate) LocalState(join bool) []byte {
 	n := (*Node)(d)
 	n.mu.Lock()
-	leaving := n.leaving
+	leaving := n.meta.Leaving
 	n.mu.Unlock()
 	if !leaving {
 		return nil

@@ -135,6 +135,8 @@ func TestLeftWhicheverNewsComesFirst(t *testing.T) {
 
 	// A node says it is leaving in its push/pull state only once it is.
 	require.Nil(t, dl.LocalState(false))
+	require.NoError(t, m1.UpdateMeta(Meta{Role: RoleMaster, HTTPAddr: "x", Version: 1, Leaving: true}))
+	require.JSONEq(t, string(said("m1")), string(dl.LocalState(false)))
 }
 
 func TestJoinRetriesUntilTheOtherSideIsUp(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sort"
@@ -198,7 +197,7 @@ func (s *Scripted) serveDeploy(w http.ResponseWriter, r *http.Request) {
 	var req wire.DeployRequest
 	binary := r.Header.Get("Content-Type") == wire.BinaryType
 	if binary {
-		data, err := io.ReadAll(io.LimitReader(r.Body, transport.MaxRequestBytes))
+		data, err := transport.ReadBody(w, r, transport.MaxRequestBytes)
 		if err == nil {
 			req, err = wire.DecodeDeploy(data)
 		}

@@ -232,15 +232,8 @@ func fleetDiverged(ctx context.Context, e *Env, c *cluster.Cluster, l cluster.Le
 	w := masterWatch(c, l, fl.Pids())
 	_ = sleep(ctx, 5*time.Second)
 	cpu := w.stop()
-	alive := 0
-	var v api.Cluster
-	if err := cluster.GetJSON(ctx, transport.URL(cluster.HTTP, l.Node.HTTPAddr, "/v1/cluster"), &v); err == nil {
-		for _, x := range v.Executors {
-			if x.Status == "alive" {
-				alive++
-			}
-		}
-	}
+	statuses, _ := executorStatuses(ctx, l)
+	alive := statuses["alive"]
 	extra := keep(cpu, "fleet_", "leader_")
 	extra["after_s"] = after.Seconds()
 	extra["started"] = float64(fl.Started())
@@ -396,18 +389,28 @@ func placeShape(ctx context.Context, c *cluster.Cluster, poll *cluster.Node, cli
 	return res, nil
 }
 
-// liveness says how many executors the leader counts in each status, for
-// an error that needs explaining: work waits while executors are not alive.
-func liveness(ctx context.Context, l cluster.Leader) string {
+// executorStatuses counts the executors the leader knows by status
+// (alive, suspect, lost, ...).
+func executorStatuses(ctx context.Context, l cluster.Leader) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var v api.Cluster
 	if err := cluster.GetJSON(ctx, transport.URL(cluster.HTTP, l.Node.HTTPAddr, "/v1/cluster"), &v); err != nil {
-		return "unknown: " + err.Error()
+		return nil, err
 	}
 	count := map[string]int{}
 	for _, x := range v.Executors {
 		count[x.Status]++
+	}
+	return count, nil
+}
+
+// liveness says how many executors the leader counts in each status, for
+// an error that needs explaining: work waits while executors are not alive.
+func liveness(ctx context.Context, l cluster.Leader) string {
+	count, err := executorStatuses(ctx, l)
+	if err != nil {
+		return "unknown: " + err.Error()
 	}
 	keys := slices.Sorted(maps.Keys(count))
 	parts := make([]string, len(keys))
