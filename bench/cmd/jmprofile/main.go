@@ -211,7 +211,7 @@ func run(load string, conc, executors, slots, jobs, width, rounds int, d time.Du
 		cpu0 := processCPU()
 		var ms0, ms1 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
-		err = submitLoad(ctx, addrs, conc, d, &done)
+		err = submitLoad(ctx, hc, addrs, conc, d, &done)
 		runtime.ReadMemStats(&ms1)
 		defer fmt.Fprintf(os.Stderr, "submit: %.1f KB and %.0f allocations per operation (this process)\n",
 			float64(ms1.TotalAlloc-ms0.TotalAlloc)/1024/float64(max(done.Load(), 1)), float64(ms1.Mallocs-ms0.Mallocs)/float64(max(done.Load(), 1)))
@@ -259,10 +259,10 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func submitLoad(ctx context.Context, addrs []string, conc int, d time.Duration, done *atomic.Int64) error {
+func submitLoad(ctx context.Context, hc *http.Client, addrs []string, conc int, d time.Duration, done *atomic.Int64) error {
 	var cls []*client.Client
 	for _, a := range addrs {
-		c, err := client.New(a)
+		c, err := client.New(a, client.WithHTTPClient(hc))
 		if err != nil {
 			return err
 		}
