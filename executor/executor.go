@@ -49,8 +49,11 @@ type Executor struct {
 	fence      fence  // the cluster served and the newest token seen
 	persisted  fence  // the fencing state stored on disk
 	leaderAddr string // the newest leader's HTTP address: the push target
-	lease      lease
-	pending    map[string]struct{} // executions changed since the last push
+	// leaderBinary: that leader asked for its heartbeats' answers in
+	// binary, and so takes pushes in binary too (wire.AcceptBinary).
+	leaderBinary bool
+	lease        lease
+	pending      map[string]struct{} // executions changed since the last push
 	// answering counts, per execution, the deploy requests being handled
 	// that will answer its state: a change it makes meanwhile is in that
 	// answer and needs no push.

@@ -2,7 +2,6 @@ package executor
 
 import (
 	"fmt"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -82,8 +81,7 @@ func (e *Executor) serveDeploy(w http.ResponseWriter, r *http.Request) {
 
 // isBinary reports whether a request's body is in binary (wire.BinaryType).
 func isBinary(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && strings.EqualFold(mt, wire.BinaryType)
+	return wire.IsBinary(r.Header.Get("Content-Type"))
 }
 
 // decodeBinaryDeploy is decodeLeaderRequest for a deploy in binary.
@@ -117,9 +115,15 @@ func (e *Executor) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 	if !decodeLeaderRequest(w, r, &req, &req.Leader) {
 		return
 	}
-	rep, rerr := e.heartbeat(e.cfg.Now(), req)
+	bin := wire.AcceptsBinary(r.Header.Values("Accept"))
+	rep, rerr := e.heartbeat(e.cfg.Now(), req, bin)
 	if rerr != nil {
 		writeJSON(w, rerr.code, rerr.body)
+		return
+	}
+	if bin {
+		w.Header().Set("Content-Type", wire.BinaryType)
+		_, _ = w.Write(wire.AppendReport(nil, &rep))
 		return
 	}
 	writeJSON(w, http.StatusOK, rep)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -272,10 +273,12 @@ func TestArbitraryBodiesNeverCrash(t *testing.T) {
 	l.heartbeat()
 }
 
-// pushRecorder is a fake leader's executor-update endpoint.
+// pushRecorder is a fake leader's executor-update endpoint: it takes
+// reports as JSON or in binary, as a leader does, and records which.
 type pushRecorder struct {
 	mu      sync.Mutex
 	reports []wire.Report
+	binary  []bool
 	ack     bool
 }
 
@@ -285,12 +288,20 @@ func (p *pushRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var rep wire.Report
-	if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+	bin := wire.IsBinary(r.Header.Get("Content-Type"))
+	body, err := io.ReadAll(r.Body)
+	if err == nil && bin {
+		rep, err = wire.DecodeReport(body)
+	} else if err == nil {
+		err = json.Unmarshal(body, &rep)
+	}
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	p.mu.Lock()
 	p.reports = append(p.reports, rep)
+	p.binary = append(p.binary, bin)
 	ack := p.ack
 	p.mu.Unlock()
 	var resp wire.UpdateResponse
@@ -691,4 +702,68 @@ func TestDeployInBinary(t *testing.T) {
 	code, _, b = l.doType(http.MethodPost, wire.PathHeartbeat, wire.BinaryType, []byte{0xD1})
 	require.Equal(t, http.StatusUnsupportedMediaType, code, "%s", b)
 	require.Len(t, l.heartbeat().Executions, 2, "nothing else was deployed")
+}
+
+// A leader that asks for its heartbeat's answer in binary gets it so, the
+// same report as JSON, and from then on the executor's pushes to it are in
+// binary; a new leader gets JSON pushes until its own heartbeat asks.
+func TestReportsInBinaryWhenTheLeaderAsks(t *testing.T) {
+	t.Parallel()
+	recs := []*pushRecorder{{ack: true}, {ack: true}}
+	var addrs []string
+	for _, rec := range recs {
+		srv := httptest.NewServer(rec)
+		t.Cleanup(srv.Close)
+		addrs = append(addrs, strings.TrimPrefix(srv.URL, "http://"))
+	}
+	e := startExecutor(t, Config{})
+	l := newLeader(t, e, 3)
+	l.push = addrs[0]
+	long := simTask("j", 0, time.Hour, 0)
+	l.deploy(long)
+
+	asJSON := l.heartbeat()
+	rep, ct := l.heartbeatAccept(wire.AcceptBinary)
+	require.Equal(t, wire.BinaryType, ct)
+	require.Equal(t, asJSON, rep, "the same report in either format")
+	_, ct = l.heartbeatAccept("application/json")
+	require.Contains(t, ct, "application/json")
+
+	// pushedAs deploys tk, a task that ends at once, through ld, waits for
+	// the push of its end to rec, and says whether it came in binary.
+	pushedAs := func(ld *leader, rec *pushRecorder, tk wire.Task) bool {
+		t.Helper()
+		ld.deploy(tk)
+		var bin bool
+		waitFor(t, "the push of "+tk.ExecutionID, func() bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			for i, r := range rec.reports {
+				if st, ok := status(r.Executions, tk.ExecutionID); ok && st.State.Terminal() {
+					bin = rec.binary[i]
+					return true
+				}
+			}
+			return false
+		})
+		return bin
+	}
+	// The last heartbeat asked for JSON: the leader takes JSON.
+	require.False(t, pushedAs(l, recs[0], simTask("j", 1, 0, 1)), "pushed in binary to a leader whose last heartbeat asked for JSON")
+
+	l.heartbeatAccept(wire.AcceptBinary)
+	ends := simTask("j", 2, 0, 1)
+	require.True(t, pushedAs(l, recs[0], ends), "pushed as JSON to a leader that asked for binary")
+	st, r, _ := recs[0].latest(ends.ExecutionID)
+	require.Equal(t, wire.StateFailed, st.State)
+	require.Equal(t, "exit status 1", st.Message)
+	require.Equal(t, e.Instance(), r.Instance)
+	require.True(t, r.Partial)
+
+	// A new leader at another address: JSON until it asks.
+	l2 := newLeader(t, e, 4)
+	l2.push = addrs[1]
+	require.False(t, pushedAs(l2, recs[1], simTask("j", 3, 0, 1)), "pushed in binary to a new leader before it asked")
+	l2.heartbeatAccept(wire.AcceptBinary)
+	require.True(t, pushedAs(l2, recs[1], simTask("k", 0, 0, 1)), "pushed as JSON to a new leader that asked for binary")
 }

@@ -57,6 +57,8 @@ func (e *Executor) admitRenewLocked(now time.Time, l wire.Leader, renew bool) (s
 	e.fence = next
 	if l.Addr != "" && l.Addr != e.leaderAddr {
 		e.leaderAddr = l.Addr
+		// Pushes go as JSON until its heartbeat asks for binary.
+		e.leaderBinary = false
 		e.kickLocked() // changes a failed push left behind go to the new leader
 	}
 	if renew {
@@ -321,13 +323,17 @@ func (e *Executor) cancel(now time.Time, req wire.CancelRequest) *requestError {
 
 // heartbeat handles a heartbeat: it forgets the acknowledged executions and
 // answers the full report. A partition whose files are gone from disk is
-// no longer listed (the leader then counts it lost).
-func (e *Executor) heartbeat(now time.Time, req wire.HeartbeatRequest) (wire.Report, *requestError) {
+// no longer listed (the leader then counts it lost). binary: the leader
+// asked for the answer in binary, and so takes pushes in binary.
+func (e *Executor) heartbeat(now time.Time, req wire.HeartbeatRequest, binary bool) (wire.Report, *requestError) {
 	e.store.Verify()
 	e.mu.Lock()
 	stop, rerr := e.admitRenewLocked(now, req.Leader, !req.Probe)
 	var rep wire.Report
 	if rerr == nil {
+		if req.Leader.Addr == e.leaderAddr {
+			e.leaderBinary = binary
+		}
 		e.ackLocked(req.Ack)
 		rep = e.reportLocked(e.held.list(), false)
 		rep.Partitions = e.store.List()

@@ -181,10 +181,19 @@ func (l *leader) do(method, path string, body []byte) (int, []byte) {
 // the status, the answer's type and its body.
 func (l *leader) doType(method, path, contentType string, body []byte) (int, string, []byte) {
 	l.t.Helper()
+	return l.doAccept(method, path, contentType, "", body)
+}
+
+// doAccept is doType with an Accept header (none when accept is "").
+func (l *leader) doAccept(method, path, contentType, accept string, body []byte) (int, string, []byte) {
+	l.t.Helper()
 	req, err := http.NewRequest(method, l.base+path, bytes.NewReader(body))
 	require.NoError(l.t, err)
 	if body != nil {
 		req.Header.Set("Content-Type", contentType)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
 	}
 	resp, err := httpClient.Do(req)
 	require.NoError(l.t, err)
@@ -217,6 +226,24 @@ func (l *leader) heartbeat(ack ...string) wire.Report {
 	var rep wire.Report
 	require.NoError(l.t, json.Unmarshal(b, &rep))
 	return rep
+}
+
+// heartbeatAccept sends a heartbeat with an Accept header and returns the
+// report, decoded from the format it came in, and that format.
+func (l *leader) heartbeatAccept(accept string) (wire.Report, string) {
+	l.t.Helper()
+	b, err := json.Marshal(wire.HeartbeatRequest{Leader: l.hdr()})
+	require.NoError(l.t, err)
+	code, ct, body := l.doAccept(http.MethodPost, wire.PathHeartbeat, "application/json", accept, b)
+	require.Equal(l.t, http.StatusOK, code, "heartbeat: %s", body)
+	var rep wire.Report
+	if wire.IsBinary(ct) {
+		rep, err = wire.DecodeReport(body)
+	} else {
+		err = json.Unmarshal(body, &rep)
+	}
+	require.NoError(l.t, err)
+	return rep, ct
 }
 
 func (l *leader) cancel(ids ...string) {

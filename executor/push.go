@@ -42,7 +42,7 @@ func (e *Executor) pushLoop() {
 // next push; the next heartbeat's report carries them anyway.
 func (e *Executor) pushOnce(ctx context.Context) {
 	e.mu.Lock()
-	addr := e.leaderAddr
+	addr, bin := e.leaderAddr, e.leaderBinary
 	if addr == "" || len(e.pending) == 0 && len(e.newParts) == 0 {
 		e.mu.Unlock()
 		return
@@ -71,7 +71,7 @@ func (e *Executor) pushOnce(ctx context.Context) {
 	if len(execs) == 0 && len(rep.Partitions) == 0 {
 		return
 	}
-	ack, err := e.post(ctx, addr, rep)
+	ack, err := e.post(ctx, addr, rep, bin)
 	e.metrics.pushes.Inc()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -91,10 +91,17 @@ func (e *Executor) pushOnce(ctx context.Context) {
 	e.ackLocked(ack)
 }
 
-// post sends rep to the master at addr and returns its acknowledgments.
-func (e *Executor) post(ctx context.Context, addr string, rep wire.Report) ([]string, error) {
+// post sends rep to the master at addr, in binary when bin is set, and
+// returns its acknowledgments.
+func (e *Executor) post(ctx context.Context, addr string, rep wire.Report, bin bool) ([]string, error) {
 	var ur wire.UpdateResponse
-	err := transport.PostJSON(ctx, e.client, transport.URL(e.client, addr, wire.PathExecutorUpdate), rep, &ur)
+	url := transport.URL(e.client, addr, wire.PathExecutorUpdate)
+	var err error
+	if bin {
+		err = transport.PostBody(ctx, e.client, url, wire.BinaryType, wire.AppendReport(nil, &rep), &ur)
+	} else {
+		err = transport.PostJSON(ctx, e.client, url, rep, &ur)
+	}
 	var se *transport.StatusError
 	if errors.As(err, &se) {
 		return nil, fmt.Errorf("push answered %w", se)

@@ -151,11 +151,22 @@ func (m *Master) stateHash(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, api.StateHash{Node: m.cfg.NodeID, AppliedIndex: c.Index(), Hash: c.Hash()})
 }
 
+// decodeReport decodes a pushed report, in binary or as JSON by the
+// request's Content-Type.
+func decodeReport(r *http.Request, body []byte) (wire.Report, error) {
+	if wire.IsBinary(r.Header.Get("Content-Type")) {
+		return wire.DecodeReport(body)
+	}
+	var rep wire.Report
+	err := json.Unmarshal(body, &rep)
+	return rep, err
+}
+
 // executorUpdate: POST /v1/internal/executor-update, an executor's push of
 // state changes. The answer acknowledges terminal states now recorded.
-func (m *Master) executorUpdate(w http.ResponseWriter, _ *http.Request, body []byte, s *session) error {
-	var rep wire.Report
-	if err := json.Unmarshal(body, &rep); err != nil {
+func (m *Master) executorUpdate(w http.ResponseWriter, r *http.Request, body []byte, s *session) error {
+	rep, err := decodeReport(r, body)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "malformed report: "+err.Error())
 		return nil
 	}

@@ -77,10 +77,9 @@ func (t *tracker) heartbeat(id string) {
 	if h.ProbeStarted {
 		t.m.log.Warn("executor silent: heartbeats are probes, which do not renew its lease, until it answers", "executor", id, "silent_for", h.Silent.Round(time.Millisecond))
 	}
-	var rep wire.Report
 	req := wire.HeartbeatRequest{Leader: t.leader(), Ack: h.Ack, Probe: h.Probe}
 	sent := cfg.Now()
-	err := postJSON(t.s.ctx, t.m.client, h.Addr, wire.PathHeartbeat, req, &rep, cfg.heartbeatRPCTimeout())
+	rep, err := postHeartbeat(t.s.ctx, t.m.client, h.Addr, &req, cfg.heartbeatRPCTimeout())
 	if t.s.ctx.Err() == nil {
 		status, _ := t.core.Status(id)
 		t.m.metrics.heartbeat(cfg.Now().Sub(sent), err != nil, status)

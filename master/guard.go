@@ -7,6 +7,7 @@ import (
 	"jobmaster/acl"
 	"jobmaster/pki"
 	"jobmaster/transport"
+	"jobmaster/wire"
 )
 
 // guard is what every request meets once its path is canonical and before
@@ -27,7 +28,7 @@ func (m *Master) guard(mux *http.ServeMux) http.Handler {
 			jsonFormat.Reject(w, err)
 			return
 		}
-		if err := transport.CheckContentType(r, bodyType(r.Method, pattern)); err != nil {
+		if err := transport.CheckContentType(r, bodyType(r, pattern)); err != nil {
 			jsonFormat.Reject(w, err)
 			return
 		}
@@ -42,13 +43,16 @@ func (m *Master) guard(mux *http.ServeMux) http.Handler {
 	})
 }
 
-// bodyType is the media type of the body a route takes.
-func bodyType(method, pattern string) string {
+// bodyType is the media type of the body a route takes: a push takes a
+// report as JSON or in binary (wire.AppendReport).
+func bodyType(r *http.Request, pattern string) string {
 	switch {
-	case method == http.MethodPut && pattern == "/v1/operator/snapshot":
+	case r.Method == http.MethodPut && pattern == "/v1/operator/snapshot":
 		return transport.BinaryType
-	case method == http.MethodPost && pattern == relayPath:
+	case r.Method == http.MethodPost && pattern == relayPath:
 		return transport.BinaryType // msgpack (relay.go)
+	case r.Method == http.MethodPost && pattern == wire.PathExecutorUpdate && wire.IsBinary(r.Header.Get("Content-Type")):
+		return transport.BinaryType
 	}
 	return transport.JSONType
 }

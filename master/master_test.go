@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/fsm"
+	"jobmaster/wire"
 )
 
 // goleak: memberlist's Shutdown does not wait for a probe in flight.
@@ -163,6 +165,18 @@ func TestBadInputGetsClearErrors(t *testing.T) {
 		{"DELETE", "/v1/jobs", "", 405, "not allowed"},
 		{"GET", "/v2/whatever", "", 404, "no such endpoint"},
 		{"POST", "/v1/internal/executor-update", "{", 400, "malformed report"},
+	}
+	// A report in binary that is not one.
+	for i := range c.masters {
+		req, err := http.NewRequest(http.MethodPost, c.url(i, wire.PathExecutorUpdate), strings.NewReader("\xd3\x06"))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", wire.BinaryType)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", b)
+		require.Contains(t, string(b), "malformed report: malformed binary body")
 	}
 	for _, tc := range cases {
 		for i := range c.masters {

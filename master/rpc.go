@@ -3,6 +3,7 @@ package master
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -57,6 +58,40 @@ func postDeploy(ctx context.Context, c *http.Client, addr string, req *wire.Depl
 		return out, fmt.Errorf("malformed answer: %w", err)
 	}
 	return out, nil
+}
+
+// postHeartbeat sends a heartbeat to an executor, asking for the report in
+// binary (wire.AcceptBinary), and decodes the report in whichever format
+// it came: an executor that predates binary reports answers JSON. Its
+// errors are postJSON's.
+func postHeartbeat(ctx context.Context, c *http.Client, addr string, req *wire.HeartbeatRequest, timeout time.Duration) (wire.Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var rep wire.Report
+	hr, err := transport.NewJSONRequest(ctx, http.MethodPost, transport.URL(c, addr, wire.PathHeartbeat), req)
+	if err != nil {
+		return rep, err
+	}
+	hr.Header.Set("Accept", wire.AcceptBinary)
+	resp, err := c.Do(hr)
+	if err != nil {
+		return rep, err
+	}
+	bin := wire.IsBinary(resp.Header.Get("Content-Type"))
+	data, err := transport.ReadResponse(resp, transport.MaxResponseBytes)
+	if err != nil {
+		return rep, rpcError(addr, wire.PathHeartbeat, err)
+	}
+	switch {
+	case bin:
+		rep, err = wire.DecodeReport(data)
+	case len(bytes.TrimSpace(data)) > 0:
+		err = json.Unmarshal(data, &rep)
+	}
+	if err != nil {
+		return rep, fmt.Errorf("malformed answer: %w", err)
+	}
+	return rep, nil
 }
 
 // rpcError is an error of a request to addr's path as the callers of

@@ -3,7 +3,6 @@ package master
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -127,10 +126,7 @@ func (m *Master) requirePusher(next http.HandlerFunc) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		var rep struct {
-			Executor string `json:"executor"`
-		}
-		_ = json.Unmarshal(body, &rep) // a malformed body is the handler's to refuse
+		rep, _ := decodeReport(r, body) // a malformed body is the handler's to refuse
 		peer, has := transport.PeerIdentity(r)
 		if err := authorizePush(peer, has, rep.Executor); err != nil {
 			writeError(w, http.StatusForbidden, err.Error())

@@ -96,10 +96,16 @@ func (c *tlsCluster) client(role pki.Role, id string) *http.Client {
 
 func doWith(t *testing.T, hc *http.Client, method, url string, body []byte) httpResult {
 	t.Helper()
+	return doTypeWith(t, hc, method, url, "application/json", body)
+}
+
+// doTypeWith is doWith with a body of another media type.
+func doTypeWith(t *testing.T, hc *http.Client, method, url, contentType string, body []byte) httpResult {
+	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	require.NoError(t, err)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := hc.Do(req)
 	require.NoError(t, err)
@@ -143,8 +149,10 @@ func TestTLSClusterFormsAndForwards(t *testing.T) {
 func TestPushNeedsTheExecutorsCertificate(t *testing.T) {
 	c := newTLSCluster(t, 3)
 	l, f := c.leader(), c.follower()
-	rep, err := json.Marshal(wire.Report{Version: wire.Version, Executor: "e2", Instance: "x"})
+	report := wire.Report{Version: wire.Version, Executor: "e2", Instance: "x"}
+	rep, err := json.Marshal(report)
 	require.NoError(t, err)
+	bin := wire.AppendReport(nil, &report)
 	for _, tt := range []struct {
 		name      string
 		role      pki.Role
@@ -159,11 +167,15 @@ func TestPushNeedsTheExecutorsCertificate(t *testing.T) {
 	} {
 		hc := c.client(tt.role, tt.id)
 		for _, i := range []int{l, f} {
-			r := doWith(t, hc, http.MethodPost, transport.URL(hc, c.masters[i].HTTPAddr(), wire.PathExecutorUpdate), rep)
+			url := transport.URL(hc, c.masters[i].HTTPAddr(), wire.PathExecutorUpdate)
+			r := doWith(t, hc, http.MethodPost, url, rep)
+			rb := doTypeWith(t, hc, http.MethodPost, url, wire.BinaryType, bin)
 			if tt.forbidden {
 				assert.Equal(t, http.StatusForbidden, r.status, "%s on master %d: %s", tt.name, i, r.body)
+				assert.Equal(t, http.StatusForbidden, rb.status, "%s on master %d, in binary: %s", tt.name, i, rb.body)
 			} else {
 				assert.Equal(t, http.StatusOK, r.status, "%s on master %d: %s", tt.name, i, r.body)
+				assert.Equal(t, http.StatusOK, rb.status, "%s on master %d, in binary: %s", tt.name, i, rb.body)
 			}
 		}
 	}

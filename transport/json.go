@@ -67,10 +67,21 @@ func ReadResponse(resp *http.Response, limit int64) ([]byte, error) {
 // most MaxResponseBytes, into out (see DecodeResponse). Its errors are
 // those of c.Do, a *StatusError, or one wrapping ErrTooLarge.
 func PostJSON(ctx context.Context, c *http.Client, url string, in, out any) error {
-	req, err := NewJSONRequest(ctx, http.MethodPost, url, in)
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	return PostBody(ctx, c, url, "application/json", body, out)
+}
+
+// PostBody posts body, of media type contentType, to url through c and
+// decodes the JSON answer into out, as PostJSON does.
+func PostBody(ctx context.Context, c *http.Client, url, contentType string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
+	req.Header.Set("Content-Type", contentType)
 	resp, err := c.Do(req)
 	if err != nil {
 		return err

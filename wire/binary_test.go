@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -60,19 +61,65 @@ func TestPropertyBinaryRoundTrip(t *testing.T) {
 
 		var resp DeployResponse
 		for range rapid.IntRange(0, 4).Draw(t, "statuses") {
-			s := ExecutionStatus{ExecutionID: genString(t, "id"), JobID: genString(t, "sj"), Vertex: genString(t, "sv"),
-				Subtask: rapid.IntRange(0, 1<<20).Draw(t, "s"), Attempt: rapid.IntRange(0, 1<<20).Draw(t, "a"),
-				Slot: rapid.IntRange(0, MaxSlots).Draw(t, "slot"), State: StateRunning, Message: genString(t, "msg"),
-				Bytes: rapid.Int64().Draw(t, "bytes")}
-			if u := rapid.SliceOfN(rapid.StringN(0, 8, -1), 0, 2).Draw(t, "unavailable"); len(u) > 0 {
-				s.Unavailable = u
-			}
-			resp.Executions = append(resp.Executions, s)
+			resp.Executions = append(resp.Executions, genStatus(t))
 		}
 		gotResp, err := DecodeDeployResponse(AppendDeployResponse(nil, &resp))
 		require.NoError(t, err)
 		require.Equal(t, resp, gotResp)
+
+		rep := genReport(t)
+		gotRep, err := DecodeReport(AppendReport(nil, &rep))
+		require.NoError(t, err)
+		require.Equal(t, rep, gotRep)
 	})
+}
+
+func genStatus(t *rapid.T) ExecutionStatus {
+	s := ExecutionStatus{ExecutionID: genString(t, "id"), JobID: genString(t, "sj"), Vertex: genString(t, "sv"),
+		Subtask: rapid.IntRange(0, 1<<20).Draw(t, "s"), Attempt: rapid.IntRange(0, 1<<20).Draw(t, "a"),
+		Slot: rapid.IntRange(0, MaxSlots).Draw(t, "slot"), State: StateRunning, Message: genString(t, "msg"),
+		Bytes: rapid.Int64().Draw(t, "bytes")}
+	if u := rapid.SliceOfN(rapid.StringN(0, 8, -1), 0, 2).Draw(t, "unavailable"); len(u) > 0 {
+		s.Unavailable = u
+	}
+	return s
+}
+
+func genReport(t *rapid.T) Report {
+	r := Report{Version: rapid.IntRange(0, 100).Draw(t, "version"), Executor: genString(t, "executor"),
+		Instance: genString(t, "instance"), Token: rapid.Uint64().Draw(t, "token"),
+		Slots: rapid.IntRange(0, MaxSlots).Draw(t, "slots"), UsedSlots: rapid.IntRange(0, MaxSlots).Draw(t, "used"),
+		LeaseMs: rapid.Int64().Draw(t, "lease"), Partial: rapid.Bool().Draw(t, "partial"),
+		DiskFull: rapid.Bool().Draw(t, "full"), StorageError: genString(t, "storage"),
+		CPUMillis: rapid.Int64().Draw(t, "cpu"), MemoryMB: rapid.Int64().Draw(t, "mem")}
+	for range rapid.IntRange(0, 4).Draw(t, "statuses") {
+		r.Executions = append(r.Executions, genStatus(t))
+	}
+	for range rapid.IntRange(0, 3).Draw(t, "partitions") {
+		r.Partitions = append(r.Partitions, Partition{ID: genString(t, "pid"), JobID: genString(t, "pj"), Vertex: genString(t, "pv"),
+			Subtask: rapid.IntRange(0, 1<<20).Draw(t, "ps"), Attempt: rapid.IntRange(0, 1<<20).Draw(t, "pa"),
+			Bytes: rapid.Int64().Draw(t, "pb")})
+	}
+	return r
+}
+
+// Every field of a report, execution status and partition travels in
+// binary: a field added to one of them and not to the format fails here.
+func TestReportBinaryCarriesEveryField(t *testing.T) {
+	full := Report{Version: 1, Executor: "x", Instance: "i", Token: 2, Slots: 3, UsedSlots: 4, LeaseMs: 5, Partial: true,
+		Executions: []ExecutionStatus{{ExecutionID: "j/v/0/0", JobID: "j", Vertex: "v", Subtask: 1, Attempt: 2, Slot: 3,
+			State: StateFailed, Message: "m", Bytes: 4, Unavailable: []string{"p"}}},
+		Partitions: []Partition{{ID: "j/v/0/0", JobID: "j", Vertex: "v", Subtask: 1, Attempt: 2, Bytes: 3}},
+		DiskFull:   true, StorageError: "e", CPUMillis: 6, MemoryMB: 7}
+	for _, v := range []reflect.Value{reflect.ValueOf(full), reflect.ValueOf(full.Executions[0]), reflect.ValueOf(full.Partitions[0])} {
+		for i := range v.NumField() {
+			require.False(t, v.Field(i).IsZero(), "%s.%s is not set here: set it, and carry it in AppendReport and DecodeReport",
+				v.Type().Name(), v.Type().Field(i).Name)
+		}
+	}
+	got, err := DecodeReport(AppendReport(nil, &full))
+	require.NoError(t, err)
+	require.Equal(t, full, got)
 }
 
 // Bodies that are not what was written are refused with an error that
@@ -86,6 +133,12 @@ func TestBinaryRefusesMalformed(t *testing.T) {
 	for n := range len(data) {
 		_, err := DecodeDeploy(data[:n])
 		require.ErrorIs(t, err, errBinary, "cut at %d", n)
+	}
+	rep := AppendReport(nil, &Report{Version: Version, Executor: "x", Executions: []ExecutionStatus{{ExecutionID: "j/v/0/0", State: StateRunning}},
+		Partitions: []Partition{{ID: "j/v/0/0"}}})
+	for n := range len(rep) {
+		_, err := DecodeReport(rep[:n])
+		require.ErrorIs(t, err, errBinary, "report cut at %d", n)
 	}
 	_, err := DecodeDeploy(append(data[:len(data):len(data)], 0))
 	require.ErrorContains(t, err, "1 bytes after the end")
@@ -127,19 +180,29 @@ func TestBinaryAllocationIsBoundedByTheBody(t *testing.T) {
 		// make empty ones, and the few bytes left over are refused.
 		"groups":   claim(leaderOnly, body/minGroup),
 		"statuses": claim([]byte{kindDeployResponse}, body/minStatus),
+		// A report with no statuses and as many empty partitions as a
+		// megabyte holds.
+		"partitions": claim(reportPrefix(), body/minPartition),
 	}
 	for name, data := range cases {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		var err error
-		if name == "groups" {
+		switch name {
+		case "groups":
 			_, err = DecodeDeploy(data)
-		} else {
+		case "statuses":
 			_, err = DecodeDeployResponse(data)
+		default:
+			_, err = DecodeReport(data)
 		}
 		runtime.ReadMemStats(&after)
-		require.ErrorContains(t, err, "bytes after the end", name)
+		if name == "partitions" {
+			require.NoError(t, err, "the 4 bytes left over are the report's last 4 fields")
+		} else {
+			require.ErrorContains(t, err, "bytes after the end", name)
+		}
 		allocated := after.TotalAlloc - before.TotalAlloc
 		require.Less(t, allocated, uint64(20*body), "%s: %d bytes allocated for a %d-byte body", name, allocated, len(data))
 	}
@@ -185,11 +248,26 @@ func TestSplitDeployBinary(t *testing.T) {
 	require.Less(t, len(SplitDeployBinary(l, tasks, 100<<10)), len(SplitDeploy(l, tasks, 100<<10)))
 }
 
+// reportPrefix is a report's binary form up to its partition count.
+func reportPrefix() []byte {
+	b := AppendReport(nil, &Report{})
+	// An empty report ends in the partition count (0), DiskFull (0), the
+	// storage error's length (0), CPUMillis (0) and MemoryMB (0).
+	return b[:len(b)-5]
+}
+
 func FuzzDecodeDeploy(f *testing.F) {
 	f.Add(AppendDeploy(nil, &DeployRequest{Leader: Leader{Version: Version, Node: "m"}, Groups: []TaskGroup{{JobID: "j",
 		Vertex: "v", Command: []string{"x"}, Env: map[string]string{"a": "b"}, Subtasks: []int{0, 0, 1}}}}))
 	f.Add(AppendDeployResponse(nil, &DeployResponse{Executions: []ExecutionStatus{{ExecutionID: "j/v/0/0", State: StateRunning}}}))
+	f.Add(AppendReport(nil, &Report{Version: Version, Executor: "x", Executions: []ExecutionStatus{{ExecutionID: "j/v/0/0", State: StateRunning}},
+		Partitions: []Partition{{ID: "j/v/0/0", Bytes: 9}}, StorageError: "e"}))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if r, err := DecodeReport(data); err == nil {
+			again, err := DecodeReport(AppendReport(nil, &r))
+			require.NoError(t, err)
+			require.Equal(t, r, again)
+		}
 		if r, err := DecodeDeploy(data); err == nil {
 			again, err := DecodeDeploy(AppendDeploy(nil, &r))
 			require.NoError(t, err)
@@ -201,4 +279,26 @@ func FuzzDecodeDeploy(f *testing.F) {
 			require.Equal(t, r, again)
 		}
 	})
+}
+
+// A heartbeat's answer is binary only when the Accept header takes
+// BinaryType with a quality above zero.
+func TestAcceptsBinary(t *testing.T) {
+	for accept, want := range map[string]bool{
+		AcceptBinary:                          true,
+		BinaryType:                            true,
+		"Application/Octet-Stream; q=0.1":     true,
+		"application/json":                    false,
+		"":                                    false,
+		"*/*":                                 false,
+		"application/octet-stream;q=0":        false,
+		"application/octet-stream;q=0.000":    false,
+		"application/octet-stream;q=nonsense": false,
+		"text/html, application/octet-stream": true,
+	} {
+		require.Equal(t, want, AcceptsBinary([]string{accept}), "%q", accept)
+	}
+	require.True(t, AcceptsBinary([]string{"application/json", BinaryType}), "over two headers")
+	require.True(t, IsBinary("application/octet-stream; charset=x"))
+	require.False(t, IsBinary("application/json"))
 }
