@@ -15,6 +15,12 @@ func deployOf(executor string, redeploy bool, ids ...string) Deploy {
 	return d
 }
 
+// add is Outbox.Add without the count of tasks dropped.
+func add(o *Outbox, ds []Deploy) []Deploy {
+	now, _ := o.Add(ds)
+	return now
+}
+
 func taskIDs(d Deploy) []string {
 	var ids []string
 	for _, ts := range d.Tasks {
@@ -35,15 +41,15 @@ func executorsOf(ds []Deploy) []string {
 // in flight is gathered into one deployment, sent when the answer is in.
 func TestOutboxGathersBehindTheDeploymentInFlight(t *testing.T) {
 	o := NewOutbox()
-	now := o.Add([]Deploy{deployOf("e1", false, "a"), deployOf("e2", false, "b")})
+	now := add(o, []Deploy{deployOf("e1", false, "a"), deployOf("e2", false, "b")})
 	if got := executorsOf(now); !reflect.DeepEqual(got, []string{"e1", "e2"}) {
 		t.Fatalf("first pass sends %v, want e1 and e2", got)
 	}
 	// Two more passes place on e1 (busy) and e3 (idle).
-	if now := o.Add([]Deploy{deployOf("e1", false, "c"), deployOf("e3", false, "d")}); !reflect.DeepEqual(executorsOf(now), []string{"e3"}) {
+	if now := add(o, []Deploy{deployOf("e1", false, "c"), deployOf("e3", false, "d")}); !reflect.DeepEqual(executorsOf(now), []string{"e3"}) {
 		t.Fatalf("second pass sends %v, want only e3", executorsOf(now))
 	}
-	if now := o.Add([]Deploy{deployOf("e1", false, "e", "f")}); len(now) != 0 {
+	if now := add(o, []Deploy{deployOf("e1", false, "e", "f")}); len(now) != 0 {
 		t.Fatalf("third pass sends %v while e1 is busy", executorsOf(now))
 	}
 	if o.InFlight() != 3 {
@@ -60,7 +66,7 @@ func TestOutboxGathersBehindTheDeploymentInFlight(t *testing.T) {
 	if _, ok := o.Sent("e1"); ok {
 		t.Fatal("a second answer from e1 sends something")
 	}
-	if now := o.Add([]Deploy{deployOf("e1", false, "g")}); !reflect.DeepEqual(executorsOf(now), []string{"e1"}) {
+	if now := add(o, []Deploy{deployOf("e1", false, "g")}); !reflect.DeepEqual(executorsOf(now), []string{"e1"}) {
 		t.Fatalf("e1 idle again: %v sent, want e1", executorsOf(now))
 	}
 	for _, ex := range []string{"e1", "e2", "e3"} {
@@ -77,9 +83,9 @@ func TestOutboxGathersBehindTheDeploymentInFlight(t *testing.T) {
 // sent) goes once; the merge is a redeployment only if every part was.
 func TestOutboxSendsAGatheredTaskOnce(t *testing.T) {
 	o := NewOutbox()
-	o.Add([]Deploy{deployOf("e1", false, "a")})
-	o.Add([]Deploy{deployOf("e1", true, "b")})
-	o.Add([]Deploy{deployOf("e1", true, "b", "c")})
+	add(o, []Deploy{deployOf("e1", false, "a")})
+	add(o, []Deploy{deployOf("e1", true, "b")})
+	add(o, []Deploy{deployOf("e1", true, "b", "c")})
 	next, ok := o.Sent("e1")
 	if !ok || !reflect.DeepEqual(taskIDs(next), []string{"b", "c"}) {
 		t.Fatalf("gathered %v, want b, c", taskIDs(next))
@@ -87,8 +93,8 @@ func TestOutboxSendsAGatheredTaskOnce(t *testing.T) {
 	if !next.Redeploy {
 		t.Fatal("a merge of redeployments is not a redeployment")
 	}
-	o.Add([]Deploy{deployOf("e1", true, "d")})
-	o.Add([]Deploy{deployOf("e1", false, "e")})
+	add(o, []Deploy{deployOf("e1", true, "d")})
+	add(o, []Deploy{deployOf("e1", false, "e")})
 	if next, _ := o.Sent("e1"); next.Redeploy {
 		t.Fatal("a merge with new placements is marked a redeployment")
 	}
@@ -98,7 +104,7 @@ func TestOutboxSendsAGatheredTaskOnce(t *testing.T) {
 // all; an answer from an executor with nothing in flight changes nothing.
 func TestOutboxMergesOneCallAndIgnoresEmpty(t *testing.T) {
 	o := NewOutbox()
-	now := o.Add([]Deploy{deployOf("e1", false, "a"), {Executor: "e2"}, deployOf("e1", false, "b")})
+	now := add(o, []Deploy{deployOf("e1", false, "a"), {Executor: "e2"}, deployOf("e1", false, "b")})
 	if len(now) != 1 || !reflect.DeepEqual(taskIDs(now[0]), []string{"a", "b"}) {
 		t.Fatalf("sent %v, want one deployment of a, b to e1", now)
 	}
@@ -108,7 +114,7 @@ func TestOutboxMergesOneCallAndIgnoresEmpty(t *testing.T) {
 	if o.InFlight() != 1 {
 		t.Fatalf("in flight: %d, want 1 (e1)", o.InFlight())
 	}
-	if o.Add(nil) != nil {
+	if add(o, nil) != nil {
 		t.Fatal("nothing added, something sent")
 	}
 }
@@ -119,9 +125,45 @@ func TestOutboxDoesNotAliasTheCallersTasks(t *testing.T) {
 	o := NewOutbox()
 	d := deployOf("e1", false, "a")
 	d.Tasks = append(make([]fsm.TaskSpec, 0, 4), d.Tasks...)
-	now := o.Add([]Deploy{d})
+	now := add(o, []Deploy{d})
 	now[0].Tasks = append(now[0].Tasks, fsm.TaskSpec{Execution: fsm.Execution{ID: "x"}})
 	if len(d.Tasks) != 1 || len(d.Tasks[:2]) == 2 && d.Tasks[:2][1].Execution.ID == "x" {
 		t.Fatal("the deployment sent shares its backing array with the caller's")
+	}
+}
+
+// A task is not sent again while a deployment that carries it is in
+// flight (a report that overtook that deployment redeploys it); once the
+// deployment is answered or has failed, a redeployment of it goes.
+func TestOutboxDropsTasksInFlight(t *testing.T) {
+	o := NewOutbox()
+	add(o, []Deploy{deployOf("e1", false, "a", "b")})
+	if now, dropped := o.Add([]Deploy{deployOf("e1", true, "a", "c"), deployOf("e1", true, "b")}); len(now) != 0 || dropped != 2 {
+		t.Fatalf("sent %v while e1 is busy, dropped %d (want a and b)", now, dropped)
+	}
+	next, ok := o.Sent("e1")
+	if !ok || !reflect.DeepEqual(taskIDs(next), []string{"c"}) {
+		t.Fatalf("gathered %v, want only c: a and b were in flight", taskIDs(next))
+	}
+	// c is in flight now: a redeployment of it alone gathers nothing.
+	if _, dropped := o.Add([]Deploy{deployOf("e1", true, "c")}); dropped != 1 {
+		t.Fatalf("dropped %d, want c", dropped)
+	}
+	if next, ok := o.Sent("e1"); ok {
+		t.Fatalf("after c's answer, sent %v: c was in flight when it was redeployed", taskIDs(next))
+	}
+	if o.InFlight() != 0 {
+		t.Fatalf("in flight: %d, want none", o.InFlight())
+	}
+	// The deployment of c failed, say: the next report's redeployment goes.
+	now := add(o, []Deploy{deployOf("e1", true, "c")})
+	if len(now) != 1 || !reflect.DeepEqual(taskIDs(now[0]), []string{"c"}) || !now[0].Redeploy {
+		t.Fatalf("sent %v, want the redeployment of c", now)
+	}
+	// Within one call to an idle executor, a task goes once.
+	o2 := NewOutbox()
+	now = add(o2, []Deploy{deployOf("e2", false, "x"), deployOf("e2", true, "x", "y")})
+	if len(now) != 1 || !reflect.DeepEqual(taskIDs(now[0]), []string{"x", "y"}) {
+		t.Fatalf("sent %v, want x, y once", now)
 	}
 }

@@ -30,6 +30,8 @@ func (t *tracker) carry(r leader.Ready, wait bool) []string {
 			r = t.core.Committed(t.read, r, rs)
 		}
 	}
+	deploy, inFlight := t.outbox.Add(r.Deploy)
+	r.Tally.Redeployed -= inFlight // still on their way: not sent again
 	t.m.metrics.count(r.Tally)
 	for _, e := range r.Events {
 		t.m.log.Log(t.s.ctx, e.Level, e.Msg, e.Args...)
@@ -40,7 +42,7 @@ func (t *tracker) carry(r leader.Ready, wait bool) []string {
 	for _, c := range r.Cancel {
 		t.do(wait, func() { t.sendCancel(c) })
 	}
-	for _, d := range t.outbox.Add(r.Deploy) {
+	for _, d := range deploy {
 		t.do(wait, func() { t.deployAll(d) })
 	}
 	for _, x := range r.Release {
