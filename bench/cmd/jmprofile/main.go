@@ -66,7 +66,7 @@ func main() {
 	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile here")
 	memProfile := flag.String("memprofile", "", "write an allocation profile here")
 	traceFile := flag.String("trace", "", "write an execution trace of the first 2 s of the load here")
-	raftMetrics = flag.Bool("raftmetrics", false, "submit, place: print the leader's Raft timings (medians, in ms) and counts after the load")
+	raftMetrics = flag.Bool("raftmetrics", false, "submit, place: print Raft's timings (medians, in ms) and counts after the load (pooled over the three masters where each records one)")
 	flag.Parse()
 
 	if err := run(*load, *clients, *executors, *slots, *jobs, *width, *rounds, *duration, profiles{
@@ -81,7 +81,11 @@ var raftMetrics *bool
 
 // printRaftMetrics prints the medians and counts of Raft's timings that
 // leader serves on /v1/metrics (hashicorp/raft's own, through go-metrics):
-// where a commit's time goes.
+// where a commit's time goes. go-metrics is process-wide, so with the three
+// masters in this process a timing that every master records (the FSM's
+// apply, say) is pooled over the three, its count three times one
+// master's; those only a leader records (commitTime, dispatchLog,
+// replication) or only followers (rpc.appendEntries) are theirs alone.
 func printRaftMetrics(leader *master.Master) {
 	resp, err := http.Get("http://" + leader.HTTPAddr() + "/v1/metrics")
 	if err != nil {
