@@ -50,7 +50,8 @@ type Executor struct {
 	persisted  fence  // the fencing state stored on disk
 	leaderAddr string // the newest leader's HTTP address: the push target
 	// leaderBinary: that leader asked for its heartbeats' answers in
-	// binary, and so takes pushes in binary too (wire.AcceptBinary).
+	// binary, and so takes pushes in binary too (wire.AcceptReport); reset
+	// by a new leader or term, and by a push it refused (415).
 	leaderBinary bool
 	lease        lease
 	pending      map[string]struct{} // executions changed since the last push

@@ -115,14 +115,14 @@ func (e *Executor) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 	if !decodeLeaderRequest(w, r, &req, &req.Leader) {
 		return
 	}
-	bin := wire.AcceptsBinary(r.Header.Values("Accept"))
+	bin := wire.AcceptsReport(r.Header.Values("Accept"))
 	rep, rerr := e.heartbeat(e.cfg.Now(), req, bin)
 	if rerr != nil {
 		writeJSON(w, rerr.code, rerr.body)
 		return
 	}
 	if bin {
-		w.Header().Set("Content-Type", wire.BinaryType)
+		w.Header().Set("Content-Type", wire.ReportType)
 		_, _ = w.Write(wire.AppendReport(nil, &rep))
 		return
 	}

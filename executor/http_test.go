@@ -280,6 +280,9 @@ type pushRecorder struct {
 	reports []wire.Report
 	binary  []bool
 	ack     bool
+	// jsonOnly refuses binary reports (415), as a master of an older
+	// release does.
+	jsonOnly bool
 }
 
 func (p *pushRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -288,7 +291,11 @@ func (p *pushRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var rep wire.Report
-	bin := wire.IsBinary(r.Header.Get("Content-Type"))
+	bin := wire.IsReport(r.Header.Get("Content-Type"))
+	if wire.IsBinary(r.Header.Get("Content-Type")) && (!bin || p.jsonOnly) {
+		http.Error(w, "no such report revision here", http.StatusUnsupportedMediaType)
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	if err == nil && bin {
 		rep, err = wire.DecodeReport(body)
@@ -723,9 +730,11 @@ func TestReportsInBinaryWhenTheLeaderAsks(t *testing.T) {
 	l.deploy(long)
 
 	asJSON := l.heartbeat()
-	rep, ct := l.heartbeatAccept(wire.AcceptBinary)
-	require.Equal(t, wire.BinaryType, ct)
+	rep, ct := l.heartbeatAccept(wire.AcceptReport)
+	require.Equal(t, wire.ReportType, ct)
 	require.Equal(t, asJSON, rep, "the same report in either format")
+	_, ct = l.heartbeatAccept("application/octet-stream; report=99")
+	require.Contains(t, ct, "application/json", "a revision the executor does not write: JSON")
 	_, ct = l.heartbeatAccept("application/json")
 	require.Contains(t, ct, "application/json")
 
@@ -751,7 +760,7 @@ func TestReportsInBinaryWhenTheLeaderAsks(t *testing.T) {
 	// The last heartbeat asked for JSON: the leader takes JSON.
 	require.False(t, pushedAs(l, recs[0], simTask("j", 1, 0, 1)), "pushed in binary to a leader whose last heartbeat asked for JSON")
 
-	l.heartbeatAccept(wire.AcceptBinary)
+	l.heartbeatAccept(wire.AcceptReport)
 	ends := simTask("j", 2, 0, 1)
 	require.True(t, pushedAs(l, recs[0], ends), "pushed as JSON to a leader that asked for binary")
 	st, r, _ := recs[0].latest(ends.ExecutionID)
@@ -764,6 +773,22 @@ func TestReportsInBinaryWhenTheLeaderAsks(t *testing.T) {
 	l2 := newLeader(t, e, 4)
 	l2.push = addrs[1]
 	require.False(t, pushedAs(l2, recs[1], simTask("j", 3, 0, 1)), "pushed in binary to a new leader before it asked")
-	l2.heartbeatAccept(wire.AcceptBinary)
+	l2.heartbeatAccept(wire.AcceptReport)
 	require.True(t, pushedAs(l2, recs[1], simTask("k", 0, 0, 1)), "pushed as JSON to a new leader that asked for binary")
+
+	// A newer term at the same address (an older release took over, say):
+	// its deploy, without a heartbeat, brings JSON back.
+	l3 := newLeader(t, e, 5)
+	l3.push = addrs[1]
+	require.False(t, pushedAs(l3, recs[1], simTask("k", 1, 0, 1)), "pushed in binary to a new term that has not asked")
+
+	// A leader that asked for binary but refuses it (415: a relay to a
+	// master of an older release): the push goes again as JSON at once,
+	// and later ones as JSON too.
+	l3.heartbeatAccept(wire.AcceptReport)
+	recs[1].mu.Lock()
+	recs[1].jsonOnly = true
+	recs[1].mu.Unlock()
+	require.False(t, pushedAs(l3, recs[1], simTask("k", 2, 0, 1)), "the push refused in binary did not arrive as JSON")
+	require.False(t, pushedAs(l3, recs[1], simTask("k", 3, 0, 1)))
 }

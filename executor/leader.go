@@ -29,6 +29,7 @@ func (e *Executor) admitRenewLocked(now time.Time, l wire.Leader, renew bool) (s
 		return nil, refuse(http.StatusServiceUnavailable, "executor %s is shutting down", e.cfg.NodeID)
 	}
 	stop = e.expireLocked(now)
+	prev := e.fence
 	next, stale, why := admitFence(e.fence, l.Cluster, l.Token)
 	if stale {
 		e.metrics.refusals.WithLabelValues(refusedLeader).Inc()
@@ -55,11 +56,15 @@ func (e *Executor) admitRenewLocked(now time.Time, l wire.Leader, renew bool) (s
 		e.persisted = next
 	}
 	e.fence = next
+	if next.Token != prev.Token || next.Cluster != prev.Cluster {
+		// A new term, perhaps a leader of an older release at the same
+		// address: pushes go as JSON until its heartbeat asks for binary.
+		e.leaderBinary = false
+	}
 	if l.Addr != "" && l.Addr != e.leaderAddr {
 		e.leaderAddr = l.Addr
-		// Pushes go as JSON until its heartbeat asks for binary.
-		e.leaderBinary = false
-		e.kickLocked() // changes a failed push left behind go to the new leader
+		e.leaderBinary = false // as for a new term
+		e.kickLocked()         // changes a failed push left behind go to the new leader
 	}
 	if renew {
 		e.lease.renew(now)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"time"
 
@@ -72,6 +73,20 @@ func (e *Executor) pushOnce(ctx context.Context) {
 		return
 	}
 	ack, err := e.post(ctx, addr, rep, bin)
+	var se *transport.StatusError
+	if bin && errors.As(err, &se) && se.Code == http.StatusUnsupportedMediaType {
+		// A master that does not read this report revision (the push
+		// reached one of an older release through a relay, say): it
+		// acted on nothing; JSON, to this leader, until its heartbeat
+		// asks again.
+		e.log.Info("leader takes no binary report; pushing JSON", "leader", addr, "err", err)
+		e.mu.Lock()
+		if e.leaderAddr == addr {
+			e.leaderBinary = false
+		}
+		e.mu.Unlock()
+		ack, err = e.post(ctx, addr, rep, false)
+	}
 	e.metrics.pushes.Inc()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -98,7 +113,7 @@ func (e *Executor) post(ctx context.Context, addr string, rep wire.Report, bin b
 	url := transport.URL(e.client, addr, wire.PathExecutorUpdate)
 	var err error
 	if bin {
-		err = transport.PostBody(ctx, e.client, url, wire.BinaryType, wire.AppendReport(nil, &rep), &ur)
+		err = transport.PostBody(ctx, e.client, url, wire.ReportType, wire.AppendReport(nil, &rep), &ur)
 	} else {
 		err = transport.PostJSON(ctx, e.client, url, rep, &ur)
 	}

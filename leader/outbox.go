@@ -61,8 +61,9 @@ func NewOutbox() *Outbox {
 // Add takes deployments to send and returns those to send now, in order:
 // the ones to executors with nothing in flight (which now have). The
 // others are gathered behind the deployment in flight to their executor,
-// without the tasks that deployment carries: dropped counts those.
-// Deployments in ds to the same executor are merged.
+// without the tasks that deployment carries. Deployments in ds to the same
+// executor are merged, and a task goes once: dropped counts the tasks left
+// out as already on their way or already queued.
 func (o *Outbox) Add(ds []Deploy) (now []Deploy, dropped int) {
 	if len(ds) == 0 {
 		return nil, 0
@@ -71,28 +72,33 @@ func (o *Outbox) Add(ds []Deploy) (now []Deploy, dropped int) {
 	defer o.mu.Unlock()
 	at := make(map[string]int) // executor -> index in now, for this call
 	for _, d := range ds {
-		if len(d.Tasks) == 0 {
+		n := len(d.Tasks)
+		if n == 0 {
 			continue
 		}
+		// into is where d's tasks go, seen the ids already there.
+		var into *Deploy
+		var seen map[string]bool
 		if i, ok := at[d.Executor]; ok {
-			now[i] = merged(now[i], d, o.busy[d.Executor].sent)
-			continue
-		}
-		f, inFlight := o.busy[d.Executor]
-		switch {
-		case !inFlight:
+			into, seen = &now[i], o.busy[d.Executor].sent
+		} else if f, inFlight := o.busy[d.Executor]; !inFlight {
 			f = &flight{sent: make(map[string]bool, len(d.Tasks))}
 			o.busy[d.Executor] = f
 			at[d.Executor] = len(now)
-			now = append(now, merged(Deploy{Executor: d.Executor, Redeploy: d.Redeploy}, d, f.sent))
-		default:
+			now = append(now, Deploy{Executor: d.Executor, Redeploy: d.Redeploy})
+			into, seen = &now[len(now)-1], f.sent
+		} else {
 			if f.next == nil {
 				f.next = &gathered{d: Deploy{Executor: d.Executor, Redeploy: true}, ids: make(map[string]bool)}
 			}
-			kept := without(d, f.sent)
-			dropped += len(d.Tasks) - len(kept.Tasks)
-			f.next.d = merged(f.next.d, kept, f.next.ids)
+			d = without(d, f.sent)
+			dropped += n - len(d.Tasks)
+			n = len(d.Tasks)
+			into, seen = &f.next.d, f.next.ids
 		}
+		before := len(into.Tasks)
+		*into = merged(*into, d, seen)
+		dropped += n - (len(into.Tasks) - before)
 	}
 	return now, dropped
 }

@@ -162,8 +162,13 @@ func TestOutboxDropsTasksInFlight(t *testing.T) {
 	}
 	// Within one call to an idle executor, a task goes once.
 	o2 := NewOutbox()
-	now = add(o2, []Deploy{deployOf("e2", false, "x"), deployOf("e2", true, "x", "y")})
-	if len(now) != 1 || !reflect.DeepEqual(taskIDs(now[0]), []string{"x", "y"}) {
-		t.Fatalf("sent %v, want x, y once", now)
+	now, dropped := o2.Add([]Deploy{deployOf("e2", false, "x"), deployOf("e2", true, "x", "y")})
+	if len(now) != 1 || !reflect.DeepEqual(taskIDs(now[0]), []string{"x", "y"}) || dropped != 1 {
+		t.Fatalf("sent %v, dropped %d; want x, y once, the second x dropped", now, dropped)
+	}
+	// Behind a deployment in flight, a task queued twice is counted once
+	// dropped.
+	if _, dropped := o2.Add([]Deploy{deployOf("e2", true, "z"), deployOf("e2", true, "z", "x")}); dropped != 2 {
+		t.Fatalf("dropped %d, want 2: the second z (queued) and x (in flight)", dropped)
 	}
 }

@@ -2,6 +2,7 @@ package master
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -151,13 +152,20 @@ func (m *Master) stateHash(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, api.StateHash{Node: m.cfg.NodeID, AppliedIndex: c.Index(), Hash: c.Hash()})
 }
 
+// errReportRevision: a push in binary of a report revision this master
+// does not read (wire.ReportRevision).
+var errReportRevision = errors.New("a binary report of a revision this master does not read")
+
 // decodeReport decodes a pushed report, in binary or as JSON by the
 // request's Content-Type.
 func decodeReport(r *http.Request, body []byte) (wire.Report, error) {
-	if wire.IsBinary(r.Header.Get("Content-Type")) {
-		return wire.DecodeReport(body)
-	}
 	var rep wire.Report
+	switch ct := r.Header.Get("Content-Type"); {
+	case wire.IsReport(ct):
+		return wire.DecodeReport(body)
+	case wire.IsBinary(ct):
+		return rep, fmt.Errorf("%w (%q; it reads %s): send it as JSON", errReportRevision, ct, wire.ReportType)
+	}
 	err := json.Unmarshal(body, &rep)
 	return rep, err
 }
@@ -166,6 +174,10 @@ func decodeReport(r *http.Request, body []byte) (wire.Report, error) {
 // state changes. The answer acknowledges terminal states now recorded.
 func (m *Master) executorUpdate(w http.ResponseWriter, r *http.Request, body []byte, s *session) error {
 	rep, err := decodeReport(r, body)
+	if errors.Is(err, errReportRevision) {
+		writeError(w, http.StatusUnsupportedMediaType, err.Error())
+		return nil
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "malformed report: "+err.Error())
 		return nil

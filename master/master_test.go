@@ -166,17 +166,28 @@ func TestBadInputGetsClearErrors(t *testing.T) {
 		{"GET", "/v2/whatever", "", 404, "no such endpoint"},
 		{"POST", "/v1/internal/executor-update", "{", 400, "malformed report"},
 	}
-	// A report in binary that is not one.
-	for i := range c.masters {
-		req, err := http.NewRequest(http.MethodPost, c.url(i, wire.PathExecutorUpdate), strings.NewReader("\xd3\x06"))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", wire.BinaryType)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", b)
-		require.Contains(t, string(b), "malformed report: malformed binary body")
+	// A report in binary that is not one, and one of a revision no
+	// master of this release reads.
+	for _, tc := range []struct {
+		contentType string
+		status      int
+		want        string
+	}{
+		{wire.ReportType, 400, "malformed report: malformed binary body"},
+		{wire.BinaryType, 415, "a binary report of a revision this master does not read"},
+		{"application/octet-stream; report=2", 415, "send it as JSON"},
+	} {
+		for i := range c.masters {
+			req, err := http.NewRequest(http.MethodPost, c.url(i, wire.PathExecutorUpdate), strings.NewReader("\xd3\x06"))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", tc.contentType)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, tc.status, resp.StatusCode, "%s: %s", tc.contentType, b)
+			require.Contains(t, string(b), tc.want, tc.contentType)
+		}
 	}
 	for _, tc := range cases {
 		for i := range c.masters {

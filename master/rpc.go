@@ -61,9 +61,9 @@ func postDeploy(ctx context.Context, c *http.Client, addr string, req *wire.Depl
 }
 
 // postHeartbeat sends a heartbeat to an executor, asking for the report in
-// binary (wire.AcceptBinary), and decodes the report in whichever format
-// it came: an executor that predates binary reports answers JSON. Its
-// errors are postJSON's.
+// binary (wire.AcceptReport), and decodes the report in whichever format
+// it came: an executor that predates binary reports, or writes another
+// revision of them, answers JSON. Its errors are postJSON's.
 func postHeartbeat(ctx context.Context, c *http.Client, addr string, req *wire.HeartbeatRequest, timeout time.Duration) (wire.Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -72,12 +72,12 @@ func postHeartbeat(ctx context.Context, c *http.Client, addr string, req *wire.H
 	if err != nil {
 		return rep, err
 	}
-	hr.Header.Set("Accept", wire.AcceptBinary)
+	hr.Header.Set("Accept", wire.AcceptReport)
 	resp, err := c.Do(hr)
 	if err != nil {
 		return rep, err
 	}
-	bin := wire.IsBinary(resp.Header.Get("Content-Type"))
+	bin := wire.IsReport(resp.Header.Get("Content-Type"))
 	data, err := transport.ReadResponse(resp, transport.MaxResponseBytes)
 	if err != nil {
 		return rep, rpcError(addr, wire.PathHeartbeat, err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,4 +141,50 @@ func TestDeployFallsBackToJSONForAnOlderExecutor(t *testing.T) {
 	assert.Equal(t, []string{wire.BinaryType, "application/json", "application/json"}, got["older"],
 		"refused binary once, then JSON for the session")
 	assert.Equal(t, []string{wire.BinaryType, wire.BinaryType}, got["newer"])
+}
+
+// A heartbeat asks for the report in binary and takes whichever format
+// the answer is in: binary of this revision, or JSON from an executor that
+// ignores the Accept header (an older one); a 409 is errFencedOff as with
+// JSON.
+func TestPostHeartbeatTakesEitherFormat(t *testing.T) {
+	want := wire.Report{Version: wire.Version, Executor: "e1", Instance: "i", Token: 4, Slots: 2,
+		Executions: []wire.ExecutionStatus{{ExecutionID: "j/v/0/0", JobID: "j", Vertex: "v", State: wire.StateRunning}}}
+	var mode atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked := r.Header.Get("Accept")
+		switch mode.Load() {
+		case "binary":
+			if !wire.AcceptsReport(r.Header.Values("Accept")) {
+				http.Error(w, "the leader did not ask for binary: "+asked, http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", wire.ReportType)
+			_, _ = w.Write(wire.AppendReport(nil, &want))
+		case "json":
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(want)
+		case "other revision":
+			w.Header().Set("Content-Type", "application/octet-stream; report=9")
+			_, _ = w.Write(wire.AppendReport(nil, &want))
+		case "fenced":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"error":"stale fencing token 3","token":5}`))
+		}
+	}))
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	for _, m := range []string{"binary", "json"} {
+		mode.Store(m)
+		got, err := postHeartbeat(context.Background(), srv.Client(), addr, &wire.HeartbeatRequest{}, time.Second)
+		require.NoError(t, err, m)
+		require.Equal(t, want, got, m)
+	}
+	mode.Store("other revision")
+	_, err := postHeartbeat(context.Background(), srv.Client(), addr, &wire.HeartbeatRequest{}, time.Second)
+	require.ErrorContains(t, err, "malformed answer")
+	mode.Store("fenced")
+	_, err = postHeartbeat(context.Background(), srv.Client(), addr, &wire.HeartbeatRequest{}, time.Second)
+	require.ErrorIs(t, err, errFencedOff)
 }

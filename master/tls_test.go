@@ -169,7 +169,7 @@ func TestPushNeedsTheExecutorsCertificate(t *testing.T) {
 		for _, i := range []int{l, f} {
 			url := transport.URL(hc, c.masters[i].HTTPAddr(), wire.PathExecutorUpdate)
 			r := doWith(t, hc, http.MethodPost, url, rep)
-			rb := doTypeWith(t, hc, http.MethodPost, url, wire.BinaryType, bin)
+			rb := doTypeWith(t, hc, http.MethodPost, url, wire.ReportType, bin)
 			if tt.forbidden {
 				assert.Equal(t, http.StatusForbidden, r.status, "%s on master %d: %s", tt.name, i, r.body)
 				assert.Equal(t, http.StatusForbidden, rb.status, "%s on master %d, in binary: %s", tt.name, i, rb.body)

@@ -22,11 +22,17 @@ import (
 // Reports go the other way in binary too: they are what a leader decodes
 // most (every heartbeat's answer, and every push of executions started or
 // ended), and decoding them as JSON was a quarter of a leader's CPU while
-// it placed a job of 10,000 subtasks. A leader asks for a heartbeat's
-// answer in binary (AcceptBinary, in the Accept header); an executor
-// answers so, and from then on pushes to that leader in binary as well
-// (an older executor answers JSON, which the leader still takes, and an
-// older leader never asks).
+// it placed a job of 10,000 subtasks. Unlike JSON, the format has no room
+// for fields a reader does not know, so a report's media type names its
+// revision (ReportType: "report=1"), and a release that changes the
+// report's fields changes ReportRevision. A leader asks for a heartbeat's
+// answer in the revision it reads (AcceptReport, in the Accept header); an
+// executor that writes that revision answers so, and from then on pushes
+// to that leader in it as well. Any other pairing speaks JSON: an older
+// executor or one of another revision answers JSON, which every leader
+// takes; an older leader never asks; a push in a revision the master does
+// not read is refused (415) having done nothing, and the executor sends it
+// again as JSON.
 //
 // The format: a kind byte (kindDeploy, kindDeployResponse, kindReport), then the
 // fields in the order of the struct, each a zigzag varint (numbers), a
@@ -43,19 +49,38 @@ import (
 // binary.
 const BinaryType = "application/octet-stream"
 
-// IsBinary reports whether a Content-Type header names BinaryType.
+// IsBinary reports whether a Content-Type header names BinaryType (with
+// any parameters).
 func IsBinary(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && strings.EqualFold(mt, BinaryType)
 }
 
-// AcceptsBinary reports whether Accept header values take BinaryType (with
-// a quality above zero).
-func AcceptsBinary(accept []string) bool {
+// ReportRevision is the revision of the binary report this release writes
+// and reads; ReportType its media type.
+const (
+	ReportRevision = "1"
+	ReportType     = BinaryType + "; report=" + ReportRevision
+)
+
+// AcceptReport is the Accept header of a heartbeat from a leader that takes
+// reports in binary, of ReportRevision, or else as JSON.
+const AcceptReport = ReportType + ", application/json;q=0.5"
+
+// IsReport reports whether a Content-Type header names a binary report of
+// ReportRevision.
+func IsReport(contentType string) bool {
+	mt, params, err := mime.ParseMediaType(contentType)
+	return err == nil && strings.EqualFold(mt, BinaryType) && params["report"] == ReportRevision
+}
+
+// AcceptsReport reports whether Accept header values take a binary report
+// of ReportRevision (with a quality above zero).
+func AcceptsReport(accept []string) bool {
 	for _, v := range accept {
 		for part := range strings.SplitSeq(v, ",") {
 			mt, params, err := mime.ParseMediaType(part)
-			if err != nil || !strings.EqualFold(mt, BinaryType) {
+			if err != nil || !strings.EqualFold(mt, BinaryType) || params["report"] != ReportRevision {
 				continue
 			}
 			if q, err := strconv.ParseFloat(params["q"], 64); params["q"] == "" || err == nil && q > 0 {
@@ -66,9 +91,15 @@ func AcceptsBinary(accept []string) bool {
 	return false
 }
 
-// AcceptBinary is the Accept header of a heartbeat from a leader that takes
-// reports in binary.
-const AcceptBinary = BinaryType + ", application/json;q=0.5"
+// ReportExecutor reads only the executor a binary report names (what a
+// check of who may push needs), without decoding the rest.
+func ReportExecutor(data []byte) (string, error) {
+	d := decoder{data: data}
+	d.kind(kindReport)
+	d.int() // the version
+	name := d.string()
+	return name, d.err
+}
 
 const (
 	kindDeploy         byte = 0xD1

@@ -281,24 +281,44 @@ func FuzzDecodeDeploy(f *testing.F) {
 	})
 }
 
-// A heartbeat's answer is binary only when the Accept header takes
-// BinaryType with a quality above zero.
-func TestAcceptsBinary(t *testing.T) {
+// A heartbeat's answer is binary only when the Accept header takes a
+// binary report of this revision with a quality above zero; a report's
+// Content-Type is read the same way.
+func TestAcceptsReport(t *testing.T) {
 	for accept, want := range map[string]bool{
-		AcceptBinary:                          true,
-		BinaryType:                            true,
-		"Application/Octet-Stream; q=0.1":     true,
-		"application/json":                    false,
-		"":                                    false,
-		"*/*":                                 false,
-		"application/octet-stream;q=0":        false,
-		"application/octet-stream;q=0.000":    false,
-		"application/octet-stream;q=nonsense": false,
-		"text/html, application/octet-stream": true,
+		AcceptReport: true,
+		ReportType:   true,
+		"Application/Octet-Stream; report=1; q=0.1":     true,
+		"text/html, application/octet-stream; report=1": true,
+		BinaryType:                           false, // no revision: a deploy's type
+		"application/octet-stream; report=2": false,
+		"application/json":                   false,
+		"":                                   false,
+		"*/*":                                false,
+		"application/octet-stream; report=1; q=0":     false,
+		"application/octet-stream; report=1; q=0.000": false,
+		"application/octet-stream; report=1; q=x":     false,
 	} {
-		require.Equal(t, want, AcceptsBinary([]string{accept}), "%q", accept)
+		require.Equal(t, want, AcceptsReport([]string{accept}), "%q", accept)
 	}
-	require.True(t, AcceptsBinary([]string{"application/json", BinaryType}), "over two headers")
-	require.True(t, IsBinary("application/octet-stream; charset=x"))
+	require.True(t, AcceptsReport([]string{"application/json", ReportType}), "over two headers")
+	require.True(t, IsReport(ReportType))
+	require.True(t, IsReport("application/octet-stream;report=1"))
+	require.False(t, IsReport("application/octet-stream; report=2"))
+	require.False(t, IsReport(BinaryType))
+	require.True(t, IsBinary("application/octet-stream; report=2"))
 	require.False(t, IsBinary("application/json"))
+}
+
+// ReportExecutor reads the executor's name of a report alone, and refuses
+// what is not a report.
+func TestReportExecutor(t *testing.T) {
+	b := AppendReport(nil, &Report{Version: Version, Executor: "e7", Executions: []ExecutionStatus{{ExecutionID: "j/v/0/0"}}})
+	name, err := ReportExecutor(b)
+	require.NoError(t, err)
+	require.Equal(t, "e7", name)
+	_, err = ReportExecutor(b[:3])
+	require.ErrorIs(t, err, errBinary)
+	_, err = ReportExecutor(AppendDeployResponse(nil, &DeployResponse{}))
+	require.ErrorIs(t, err, errBinary)
 }
