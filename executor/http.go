@@ -48,11 +48,16 @@ func only(method string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// serveDeploy takes a deploy as JSON or in binary (wire.BinaryType), and
-// answers a 200 in the format it was asked in.
+// serveDeploy takes a deploy as JSON or in binary (wire.DeployType), and
+// answers a 200 in the format it was asked in; a binary deploy of another
+// revision is refused (415), having done nothing.
 func (e *Executor) serveDeploy(w http.ResponseWriter, r *http.Request) {
 	var req wire.DeployRequest
 	bin := isBinary(r)
+	if ct := r.Header.Get("Content-Type"); bin && !wire.IsDeploy(ct) {
+		writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("this executor reads binary deploys of %s, not %q: send JSON", wire.DeployType, ct))
+		return
+	}
 	if bin {
 		if !decodeBinaryDeploy(w, r, &req) {
 			return
@@ -72,7 +77,7 @@ func (e *Executor) serveDeploy(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := wire.DeployResponse{Executions: execs}
 	if bin {
-		w.Header().Set("Content-Type", wire.BinaryType)
+		w.Header().Set("Content-Type", wire.DeployType)
 		_, _ = w.Write(wire.AppendDeployResponse(nil, &resp))
 		return
 	}

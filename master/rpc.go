@@ -40,7 +40,7 @@ func postDeploy(ctx context.Context, c *http.Client, addr string, req *wire.Depl
 	if err != nil {
 		return wire.DeployResponse{}, err
 	}
-	hr.Header.Set("Content-Type", wire.BinaryType)
+	hr.Header.Set("Content-Type", wire.DeployType)
 	resp, err := c.Do(hr)
 	if err != nil {
 		return wire.DeployResponse{}, err

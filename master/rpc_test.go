@@ -84,10 +84,10 @@ func TestDeployFallsBackToJSONForAnOlderExecutor(t *testing.T) {
 			require.NoError(t, err)
 			var req wire.DeployRequest
 			switch {
-			case ct == wire.BinaryType && !takesBinary:
+			case wire.IsBinary(ct) && !takesBinary:
 				transport.Compact.WriteError(w, http.StatusUnsupportedMediaType, "POST /v1/internal/deploy takes a body of type application/json")
 				return
-			case ct == wire.BinaryType:
+			case wire.IsBinary(ct):
 				req, err = wire.DecodeDeploy(data)
 			default:
 				err = json.Unmarshal(data, &req)
@@ -100,8 +100,8 @@ func TestDeployFallsBackToJSONForAnOlderExecutor(t *testing.T) {
 				resp.Executions = append(resp.Executions, wire.ExecutionStatus{ExecutionID: x.ExecutionID, JobID: x.JobID,
 					Vertex: x.Vertex, Subtask: x.Subtask, Slot: x.Slot, State: wire.StateRunning})
 			}
-			if ct == wire.BinaryType {
-				w.Header().Set("Content-Type", wire.BinaryType)
+			if wire.IsBinary(ct) {
+				w.Header().Set("Content-Type", wire.DeployType)
 				_, _ = w.Write(wire.AppendDeployResponse(nil, &resp))
 				return
 			}
@@ -138,9 +138,9 @@ func TestDeployFallsBackToJSONForAnOlderExecutor(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Equal(t, []string{wire.BinaryType, "application/json", "application/json"}, got["older"],
+	assert.Equal(t, []string{wire.DeployType, "application/json", "application/json"}, got["older"],
 		"refused binary once, then JSON for the session")
-	assert.Equal(t, []string{wire.BinaryType, wire.BinaryType}, got["newer"])
+	assert.Equal(t, []string{wire.DeployType, wire.DeployType}, got["newer"])
 }
 
 // A heartbeat asks for the report in binary and takes whichever format

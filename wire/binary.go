@@ -19,6 +19,10 @@ import (
 // every other path. An executor that predates the format refuses the body
 // (415) and acts on nothing, and the leader sends it JSON from then on.
 //
+// A deploy's media type names the revision of its format too
+// (DeployType), so that a leader and an executor of releases whose formats
+// differ fall back to JSON rather than misread each other.
+//
 // Reports go the other way in binary too: they are what a leader decodes
 // most (every heartbeat's answer, and every push of executions started or
 // ended), and decoding them as JSON was a quarter of a leader's CPU while
@@ -54,6 +58,27 @@ const BinaryType = "application/octet-stream"
 func IsBinary(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && strings.EqualFold(mt, BinaryType)
+}
+
+// DeployRevision is the revision of the binary deploy this release writes
+// and reads; DeployType its media type. A deploy sent as plain BinaryType
+// is of revision 1, the first (a leader of the release before revisions
+// sends it so). An executor refuses (415) a deploy of a revision it does
+// not read, having done nothing, and the leader sends JSON instead.
+const (
+	DeployRevision = "1"
+	DeployType     = BinaryType + "; deploy=" + DeployRevision
+)
+
+// IsDeploy reports whether a Content-Type header names a binary deploy
+// this release reads: of DeployRevision, or of none (revision 1).
+func IsDeploy(contentType string) bool {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || !strings.EqualFold(mt, BinaryType) {
+		return false
+	}
+	rev, ok := params["deploy"]
+	return rev == DeployRevision || !ok && DeployRevision == "1"
 }
 
 // ReportRevision is the revision of the binary report this release writes

@@ -322,3 +322,14 @@ func TestReportExecutor(t *testing.T) {
 	_, err = ReportExecutor(AppendDeployResponse(nil, &DeployResponse{}))
 	require.ErrorIs(t, err, errBinary)
 }
+
+// A binary deploy is read when it names this revision or none (the first,
+// from a leader of the release before revisions).
+func TestIsDeploy(t *testing.T) {
+	require.True(t, IsDeploy(DeployType))
+	require.True(t, IsDeploy(BinaryType))
+	require.True(t, IsDeploy("Application/Octet-Stream;deploy=1"))
+	require.False(t, IsDeploy("application/octet-stream; deploy=2"))
+	require.False(t, IsDeploy("application/json"))
+	require.False(t, IsDeploy(""))
+}

@@ -195,7 +195,7 @@ func (s *Scripted) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 // and answers in kind.
 func (s *Scripted) serveDeploy(w http.ResponseWriter, r *http.Request) {
 	var req wire.DeployRequest
-	binary := r.Header.Get("Content-Type") == wire.BinaryType
+	binary := wire.IsBinary(r.Header.Get("Content-Type"))
 	if binary {
 		data, err := transport.ReadBody(w, r, transport.MaxRequestBytes)
 		if err == nil {
@@ -233,7 +233,7 @@ func (s *Scripted) serveDeploy(w http.ResponseWriter, r *http.Request) {
 	s.notifyLocked()
 	s.mu.Unlock()
 	if binary {
-		w.Header().Set("Content-Type", wire.BinaryType)
+		w.Header().Set("Content-Type", wire.DeployType)
 		_, _ = w.Write(wire.AppendDeployResponse(nil, &resp))
 		return
 	}

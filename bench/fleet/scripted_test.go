@@ -34,8 +34,8 @@ func TestScriptedTakesEveryDeployForm(t *testing.T) {
 	}
 
 	bin := wire.NewDeployRequest(l, task("b"))
-	resp, body := post(wire.BinaryType, wire.AppendDeploy(nil, &bin))
-	require.Equal(t, wire.BinaryType, resp.Header.Get("Content-Type"))
+	resp, body := post(wire.DeployType, wire.AppendDeploy(nil, &bin))
+	require.Equal(t, wire.DeployType, resp.Header.Get("Content-Type"))
 	got, err := wire.DecodeDeployResponse(body)
 	require.NoError(t, err)
 	require.Len(t, got.Executions, 1)
