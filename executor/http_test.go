@@ -750,11 +750,14 @@ func TestReportsInBinaryWhenTheLeaderAsks(t *testing.T) {
 	_, ct = l.heartbeatAccept("application/json")
 	require.Contains(t, ct, "application/json")
 
-	// pushedAs deploys tk, a task that ends at once, through ld, waits for
-	// the push of its end to rec, and says whether it came in binary.
+	// pushedAs deploys tk through ld and cancels it, waits for the push of
+	// its end to rec, and says whether it came in binary. (A task that
+	// ended by itself at once could end while its deploy is answered, and
+	// its end then travels in the answer alone.)
 	pushedAs := func(ld *leader, rec *pushRecorder, tk wire.Task) bool {
 		t.Helper()
 		ld.deploy(tk)
+		ld.cancel(tk.ExecutionID)
 		var bin bool
 		waitFor(t, "the push of "+tk.ExecutionID, func() bool {
 			rec.mu.Lock()
@@ -770,29 +773,28 @@ func TestReportsInBinaryWhenTheLeaderAsks(t *testing.T) {
 		return bin
 	}
 	// The last heartbeat asked for JSON: the leader takes JSON.
-	require.False(t, pushedAs(l, recs[0], simTask("j", 1, 0, 1)), "pushed in binary to a leader whose last heartbeat asked for JSON")
+	require.False(t, pushedAs(l, recs[0], simTask("j", 1, time.Hour, 0)), "pushed in binary to a leader whose last heartbeat asked for JSON")
 
 	l.heartbeatAccept(wire.AcceptReport)
-	ends := simTask("j", 2, 0, 1)
+	ends := simTask("j", 2, time.Hour, 0)
 	require.True(t, pushedAs(l, recs[0], ends), "pushed as JSON to a leader that asked for binary")
 	st, r, _ := recs[0].latest(ends.ExecutionID)
-	require.Equal(t, wire.StateFailed, st.State)
-	require.Equal(t, "exit status 1", st.Message)
+	require.Equal(t, wire.StateCanceled, st.State)
 	require.Equal(t, e.Instance(), r.Instance)
 	require.True(t, r.Partial)
 
 	// A new leader at another address: JSON until it asks.
 	l2 := newLeader(t, e, 4)
 	l2.push = addrs[1]
-	require.False(t, pushedAs(l2, recs[1], simTask("j", 3, 0, 1)), "pushed in binary to a new leader before it asked")
+	require.False(t, pushedAs(l2, recs[1], simTask("j", 3, time.Hour, 0)), "pushed in binary to a new leader before it asked")
 	l2.heartbeatAccept(wire.AcceptReport)
-	require.True(t, pushedAs(l2, recs[1], simTask("k", 0, 0, 1)), "pushed as JSON to a new leader that asked for binary")
+	require.True(t, pushedAs(l2, recs[1], simTask("k", 0, time.Hour, 0)), "pushed as JSON to a new leader that asked for binary")
 
 	// A newer term at the same address (an older release took over, say):
 	// its deploy, without a heartbeat, brings JSON back.
 	l3 := newLeader(t, e, 5)
 	l3.push = addrs[1]
-	require.False(t, pushedAs(l3, recs[1], simTask("k", 1, 0, 1)), "pushed in binary to a new term that has not asked")
+	require.False(t, pushedAs(l3, recs[1], simTask("k", 1, time.Hour, 0)), "pushed in binary to a new term that has not asked")
 
 	// A leader that asked for binary but refuses it (415: a relay to a
 	// master of an older release): the push goes again as JSON at once,
@@ -801,6 +803,6 @@ func TestReportsInBinaryWhenTheLeaderAsks(t *testing.T) {
 	recs[1].mu.Lock()
 	recs[1].jsonOnly = true
 	recs[1].mu.Unlock()
-	require.False(t, pushedAs(l3, recs[1], simTask("k", 2, 0, 1)), "the push refused in binary did not arrive as JSON")
-	require.False(t, pushedAs(l3, recs[1], simTask("k", 3, 0, 1)))
+	require.False(t, pushedAs(l3, recs[1], simTask("k", 2, time.Hour, 0)), "the push refused in binary did not arrive as JSON")
+	require.False(t, pushedAs(l3, recs[1], simTask("k", 3, time.Hour, 0)))
 }
