@@ -172,3 +172,39 @@ func TestOutboxDropsTasksInFlight(t *testing.T) {
 		t.Fatalf("dropped %d, want 2: the second z (queued) and x (in flight)", dropped)
 	}
 }
+
+// A copy held back because its deployment was in flight goes at once if
+// that deployment fails, and only then; the others stay held back.
+func TestOutboxSendsWhatWasHeldBackWhenItsDeploymentFails(t *testing.T) {
+	o := NewOutbox()
+	add(o, []Deploy{deployOf("e1", false, "a", "b")})
+	if _, dropped := o.Add([]Deploy{deployOf("e1", true, "a", "b", "c")}); dropped != 2 {
+		t.Fatalf("dropped %d, want a and b", dropped)
+	}
+	if n := o.Failed("e1", []string{"a", "x"}); n != 1 {
+		t.Fatalf("resent %d, want a (x was never held back)", n)
+	}
+	if n := o.Failed("e1", []string{"a"}); n != 0 {
+		t.Fatalf("a resent twice: %d", n)
+	}
+	next, ok := o.Sent("e1")
+	if !ok || !reflect.DeepEqual(taskIDs(next), []string{"c", "a"}) || !next.Redeploy {
+		t.Fatalf("next %v (ok %v, redeploy %v), want the redeployment of c and a", taskIDs(next), ok, next.Redeploy)
+	}
+	// b's deployment was answered: what was held back of it is gone.
+	if n := o.Failed("e1", []string{"b"}); n != 0 {
+		t.Fatalf("b resent after its deployment was answered: %d", n)
+	}
+	if n := o.Failed("e9", []string{"a"}); n != 0 {
+		t.Fatal("an executor with nothing in flight resent something")
+	}
+	// A failure with nothing gathered behind still sends the held-back
+	// copy.
+	o2 := NewOutbox()
+	add(o2, []Deploy{deployOf("e2", false, "p")})
+	add(o2, []Deploy{deployOf("e2", true, "p")})
+	o2.Failed("e2", []string{"p"})
+	if next, ok := o2.Sent("e2"); !ok || !reflect.DeepEqual(taskIDs(next), []string{"p"}) {
+		t.Fatalf("next %v (ok %v), want p again", taskIDs(next), ok)
+	}
+}

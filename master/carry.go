@@ -107,7 +107,10 @@ func (t *tracker) push(rep *wire.Report) []string {
 // request does not wait for this one's answer to commit), then carries out
 // the answers and queues their acks (leader.Outbox).
 func (t *tracker) deployAll(d leader.Deploy) {
-	answers := t.sendDeploy(d)
+	answers, failed := t.sendDeploy(d)
+	if n := t.outbox.Failed(d.Executor, failed); n > 0 {
+		t.m.metrics.count(leader.Tally{Redeployed: n}) // held back while in flight, sent now
+	}
 	if next, ok := t.outbox.Sent(d.Executor); ok {
 		t.do(false, func() { t.deployAll(next) })
 	}
@@ -125,11 +128,11 @@ type deployAnswer struct {
 }
 
 // sendDeploy deploys tasks on an executor and returns its answers, which
-// acknowledge them.
-func (t *tracker) sendDeploy(d leader.Deploy) []deployAnswer {
+// acknowledge them, and the executions whose requests got none.
+func (t *tracker) sendDeploy(d leader.Deploy) ([]deployAnswer, []string) {
 	addr := t.core.Addr(d.Executor)
 	if addr == "" || len(d.Tasks) == 0 {
-		return nil
+		return nil, nil
 	}
 	wt := make([]wire.Task, len(d.Tasks))
 	addressed := make(map[*wire.Input][]wire.Input) // the tasks of a vertex share their inputs
@@ -154,7 +157,7 @@ func (t *tracker) sendDeploy(d leader.Deploy) []deployAnswer {
 // refused binary earlier in the session: split below what an executor
 // reads of a request (thousands of tasks with large commands, envs or
 // inputs go as several deploys, each acknowledged by its own answer).
-func (t *tracker) postDeploys(d leader.Deploy, addr string, wt []wire.Task) []deployAnswer {
+func (t *tracker) postDeploys(d leader.Deploy, addr string, wt []wire.Task) (answers []deployAnswer, failed []string) {
 	bin := !t.jsonOnly(d.Executor)
 	var reqs []wire.DeployRequest
 	if bin {
@@ -162,7 +165,6 @@ func (t *tracker) postDeploys(d leader.Deploy, addr string, wt []wire.Task) []de
 	} else {
 		reqs = wire.SplitDeploy(t.leader(), wt, 0)
 	}
-	var answers []deployAnswer
 	for i, req := range reqs {
 		n := 0
 		for _, g := range req.Groups {
@@ -185,16 +187,21 @@ func (t *tracker) postDeploys(d leader.Deploy, addr string, wt []wire.Task) []de
 				ts, _ := r.Tasks() // made by the split: whole triples
 				rest = append(rest, ts...)
 			}
-			return append(answers, t.postDeploys(d, addr, rest)...)
+			more, fail := t.postDeploys(d, addr, rest)
+			return append(answers, more...), append(failed, fail...)
 		}
 		t.m.metrics.deploy(n, err != nil)
 		if err != nil {
 			t.m.log.Warn("deploy failed; the reconciler retries it", "executor", d.Executor, "tasks", n, "of", len(d.Tasks), "redeploy", d.Redeploy, "err", err)
+			ts, _ := req.Tasks() // made by the split: whole triples
+			for _, x := range ts {
+				failed = append(failed, x.ExecutionID)
+			}
 			continue
 		}
 		answers = append(answers, deployAnswer{executions: resp.Executions, at: t.m.cfg.Now()})
 	}
-	return answers
+	return answers, failed
 }
 
 // jsonOnly reports whether the executor refused a deploy in binary during

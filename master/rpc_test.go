@@ -123,8 +123,23 @@ func TestDeployFallsBackToJSONForAnOlderExecutor(t *testing.T) {
 			wt = append(wt, wire.Task{ExecutionID: wire.ExecutionID("j", "v", i, 0), JobID: "j", Vertex: "v", Subtask: i,
 				Parallelism: n, Slot: i, Command: []string{"true"}})
 		}
-		return tr.postDeploys(leader.Deploy{Executor: name, Tasks: make([]fsm.TaskSpec, n)}, transport.HostPort(addr), wt)
+		answers, failed := tr.postDeploys(leader.Deploy{Executor: name, Tasks: make([]fsm.TaskSpec, n)}, transport.HostPort(addr), wt)
+		require.Empty(t, failed)
+		return answers
 	}
+	// An executor that fails every deploy: every task is named failed.
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		transport.Compact.WriteError(w, http.StatusInternalServerError, "disk on fire")
+	}))
+	defer broken.Close()
+	var wt []wire.Task
+	for i := range 2 {
+		wt = append(wt, wire.Task{ExecutionID: wire.ExecutionID("b", "v", i, 0), JobID: "b", Vertex: "v", Subtask: i, Parallelism: 2, Slot: i, Command: []string{"true"}})
+	}
+	answers, failed := tr.postDeploys(leader.Deploy{Executor: "broken", Tasks: make([]fsm.TaskSpec, 2)}, transport.HostPort(broken.URL), wt)
+	require.Empty(t, answers)
+	require.Equal(t, []string{"b/v/0/0", "b/v/1/0"}, failed)
+
 	for round := range 2 {
 		for _, x := range []struct {
 			name string
