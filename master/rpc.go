@@ -3,7 +3,6 @@ package master
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -77,18 +76,14 @@ func postHeartbeat(ctx context.Context, c *http.Client, addr string, req *wire.H
 	if err != nil {
 		return rep, err
 	}
-	bin := wire.IsReport(resp.Header.Get("Content-Type"))
+	if !wire.IsReport(resp.Header.Get("Content-Type")) {
+		return rep, rpcError(addr, wire.PathHeartbeat, transport.DecodeResponse(resp, transport.MaxResponseBytes, &rep))
+	}
 	data, err := transport.ReadResponse(resp, transport.MaxResponseBytes)
 	if err != nil {
 		return rep, rpcError(addr, wire.PathHeartbeat, err)
 	}
-	switch {
-	case bin:
-		rep, err = wire.DecodeReport(data)
-	case len(bytes.TrimSpace(data)) > 0:
-		err = json.Unmarshal(data, &rep)
-	}
-	if err != nil {
+	if rep, err = wire.DecodeReport(data); err != nil {
 		return rep, fmt.Errorf("malformed answer: %w", err)
 	}
 	return rep, nil

@@ -71,7 +71,7 @@ func PostJSON(ctx context.Context, c *http.Client, url string, in, out any) erro
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}
-	return PostBody(ctx, c, url, "application/json", body, out)
+	return PostBody(ctx, c, url, JSONType, body, out)
 }
 
 // PostBody posts body, of media type contentType, to url through c and
