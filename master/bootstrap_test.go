@@ -2,6 +2,7 @@ package master
 
 import (
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
@@ -71,4 +72,17 @@ func TestBootstrapDecision(t *testing.T) {
 	ex := membership.Member{ID: "e0", Status: alive, Meta: membership.Meta{Role: membership.RoleExecutor}}
 	_, _, ok = bootstrapDecision("m1", append(agreeing(three[:2:2], p1), ex), 3)
 	require.False(t, ok, "executors do not count")
+}
+
+// A new cluster bootstraps without gossip carrying the masters'
+// proposals: with gossip, probes and the periodic state exchange an hour
+// apart (as when the packets of the proposals' updates are lost), each
+// master pushes its proposal to the others, and the lowest id sees them
+// all. Gossiped alone, a lost update held new clusters back until the
+// next exchange, 5 s later.
+func TestBootstrapDoesNotWaitForGossip(t *testing.T) {
+	quiet := &membership.Timings{ProbeInterval: time.Hour, ProbeTimeout: time.Second, GossipInterval: time.Hour,
+		PushPullInterval: time.Hour, SuspicionMult: 4, RetransmitMult: 1, UDPBufferSize: 1400}
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.GossipTimings = quiet })
+	c.leader()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"jobmaster/leader"
+	"jobmaster/membership"
 	"jobmaster/transport"
 	"jobmaster/wire"
 	"log/slog"
@@ -106,6 +107,9 @@ type Config struct {
 	RaftLogJSON bool
 	// Now is the clock; tests inject their own.
 	Now func() time.Time
+	// GossipTimings, when set, replaces gossip's timings
+	// (membership.Config.Slow); only tests set it.
+	GossipTimings *membership.Timings
 }
 
 // Defaults.

@@ -151,6 +151,7 @@ func New(cfg Config) (*Master, error) {
 		Logger:   cfg.Logger.With("node", cfg.NodeID, "component", "gossip"),
 		Now:      m.cfg.Now,
 		Keys:     gossipKeys,
+		Slow:     cfg.GossipTimings,
 	})
 	if err != nil {
 		m.prop.close()

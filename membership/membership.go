@@ -408,6 +408,30 @@ func (n *Node) UpdateMeta(m Meta) error {
 	return err
 }
 
+// Push sends this node's state, its metadata with it, to the members with
+// the given ids by push/pull, a state exchange over TCP, and takes theirs.
+// An update of the metadata otherwise spreads by gossip: UDP packets,
+// each update sent to a few members a couple of times (memberlist's
+// retransmit limit is 2 with three members), so that one lost packet
+// leaves a member with the old metadata until the next periodic
+// push/pull, 5 s later. Push is for an update others wait on. It returns
+// the error of the exchange with any member it could not reach.
+func (n *Node) Push(ids ...string) error {
+	n.mu.Lock()
+	var addrs []string
+	for _, id := range ids {
+		if m, ok := n.members[id]; ok && id != n.cfg.NodeID && m.Status == StatusAlive && m.GossipAddr != "" {
+			addrs = append(addrs, m.GossipAddr)
+		}
+	}
+	n.mu.Unlock()
+	if len(addrs) == 0 {
+		return nil
+	}
+	_, err := n.list.Join(addrs)
+	return err
+}
+
 // Leave announces departure and stops gossip.
 //
 // The others must tell a departure (left: a master leaves the Raft

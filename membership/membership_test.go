@@ -253,3 +253,28 @@ func TestRejoinTargetsCompareNamesByWhatTheyName(t *testing.T) {
 	alive["m1"].Status = StatusDead
 	assert.Equal(t, []string{"master-1:7421"}, rejoinTargets(named, "", alive), "joined again by its name")
 }
+
+// Push delivers a metadata update at once, where gossip would wait: with
+// gossip, probes and the periodic exchange an hour apart, as when the
+// packets carrying an update are lost, only the push can carry it.
+func TestPushDeliversAnUpdateWithoutGossip(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreProbe)
+	quiet := &Timings{ProbeInterval: time.Hour, ProbeTimeout: time.Second, GossipInterval: time.Hour,
+		PushPullInterval: time.Hour, SuspicionMult: 4, RetransmitMult: 1, UDPBufferSize: 1400}
+	a := freePort(t)
+	meta := Meta{Role: RoleMaster, HTTPAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", Version: 1}
+	m1, err := Start(Config{NodeID: "m1", BindAddr: a, Meta: meta, Slow: quiet})
+	require.NoError(t, err)
+	defer m1.Shutdown()
+	m2, err := Start(Config{NodeID: "m2", BindAddr: freePort(t), Join: []string{a}, Meta: meta, Slow: quiet})
+	require.NoError(t, err)
+	defer m2.Shutdown()
+	waitFor(t, "m1 to see m2", func() bool { _, ok := m1.Get("m2"); return ok })
+	waitFor(t, "m2 to see m1", func() bool { _, ok := m2.Get("m1"); return ok })
+
+	proposed := meta
+	proposed.Bootstrap = "0123456789abcdef"
+	require.NoError(t, m2.UpdateMeta(proposed))
+	require.NoError(t, m2.Push("m1", "m2", "nobody"))
+	waitFor(t, "m1 to see m2's proposal", func() bool { m, _ := m1.Get("m2"); return m.Meta.Bootstrap == proposed.Bootstrap })
+}
