@@ -79,10 +79,20 @@ func (e *Executor) expireLocked(now time.Time) []string {
 	if !e.lease.check(now) {
 		return nil
 	}
-	e.metrics.selfFences.Inc()
 	live := e.held.live()
 	msg := leaseMessage(e.cfg.fenceAfter(), e.cfg.Lease)
-	e.log.Error("SELF-FENCING: "+msg+"; stopping every task", "since", e.lease.last, "tasks", len(live))
+	switch {
+	case len(live) > 0:
+		e.metrics.selfFences.Inc()
+		e.log.Error("SELF-FENCING: "+msg+"; stopping every task", "since", e.lease.last, "tasks", len(live))
+	case e.fence.Token == 0:
+		// No leader has ever heartbeated it (a new executor while its
+		// cluster forms): it has no lease to lose, and nothing to stop.
+		e.log.Info("no leader has heartbeated this executor yet; waiting for one", "since", e.lease.last)
+	default:
+		e.metrics.selfFences.Inc()
+		e.log.Warn("SELF-FENCING: "+msg+"; no task to stop", "since", e.lease.last)
+	}
 	return e.cancelLocked(live, msg)
 }
 

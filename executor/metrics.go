@@ -45,7 +45,7 @@ func newExecutorMetrics(e *Executor) *executorMetrics {
 			q := r.URL.Query()
 			return q.Has("follow") && q.Get("follow") != "0"
 		}),
-		selfFences: counter("self_fences_total", "Times the lease ran out and the executor stopped every task."),
+		selfFences: counter("self_fences_total", "Times the lease a leader gave ran out and the executor stopped every task it held."),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "executor", Name: "fencing_refusals_total",
 			Help: "Requests refused for a stale fencing token or a replaced cluster, by what they asked: a leader's request or a fetch."}, []string{"request"}),
 		fetchBytes:   counter("fetch_bytes_total", "Bytes of partitions fetched from other executors for this executor's tasks."),

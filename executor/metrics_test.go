@@ -67,3 +67,22 @@ func TestExecutorMetricsMoveWithWhatHappens(t *testing.T) {
 	require.Equal(t, 1.0, metric(t, e, `jobmaster_http_requests_total{code="404",method="GET",route="unmatched"}`))
 	require.Equal(t, 1.0, metric(t, e, `jobmaster_http_requests_total{code="409",method="POST",route="/v1/internal/heartbeat"}`))
 }
+
+// A new executor that no leader has heartbeated has no lease to lose: its
+// lease running out is not a self-fence (new executors waiting for their
+// cluster to form would page someone). Once it has had a leader, the
+// lease running out counts, even with no task to stop.
+func TestSelfFenceCountsOnlyAfterALeader(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	e := startExecutor(t, Config{Lease: time.Hour, Now: clock.Now, Slots: 1})
+	clock.Advance(61 * time.Minute)
+	l := newLeader(t, e, 5)
+	l.cancel() // any leader request checks the lease first
+	require.Equal(t, 0.0, metric(t, e, `jobmaster_executor_self_fences_total`))
+
+	l.heartbeat()
+	clock.Advance(61 * time.Minute)
+	l.cancel()
+	require.Equal(t, 1.0, metric(t, e, `jobmaster_executor_self_fences_total`))
+}
