@@ -103,8 +103,14 @@ func runJob(cmd *cobra.Command, o *clientOpts, file, id string, wait bool) error
 }
 
 // jobOutcome reports how a job that was waited for ended: a line on out (if
-// say) when it FINISHED, else an error with the job's message.
+// say) when it FINISHED, else an error with the job's message. The time it
+// gives is the job's own, from its submission to its end by the leader's
+// clock (as job status's Duration), when the job has both: elapsed, the
+// time spent waiting, is less for a job followed after it started.
 func jobOutcome(out io.Writer, job *api.Job, elapsed time.Duration, say bool) error {
+	if job.SubmitTime > 0 && job.EndTime >= job.SubmitTime {
+		elapsed = time.Duration(job.EndTime-job.SubmitTime) * time.Millisecond
+	}
 	if job.Status == statusFinished {
 		if say {
 			fmt.Fprintf(out, "Job %s finished after %s\n", job.ID, formatElapsed(elapsed))

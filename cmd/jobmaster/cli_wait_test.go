@@ -174,3 +174,13 @@ func TestJobRunWaitSaysWhyAJobWaits(t *testing.T) {
 	assert.Equal(t, 0, r.code, r.stderr)
 	assert.NotContains(t, r.stdout, "Waiting")
 }
+
+// "finished after" is the job's duration (as job status's Duration), not
+// the time spent following it: a job followed after it started, or after
+// it ended, took longer than the wait.
+func TestJobOutcomeGivesTheJobsDuration(t *testing.T) {
+	var out strings.Builder
+	job := &api.Job{ID: "wide-1", Status: "FINISHED", SubmitTime: 1_000, EndTime: 4_200}
+	require.NoError(t, jobOutcome(&out, job, 0, true))
+	assert.Equal(t, "Job wide-1 finished after "+formatElapsed(3200*time.Millisecond)+"\n", out.String())
+}
