@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -157,4 +158,15 @@ func TestDevTokenIsFound(t *testing.T) {
 	fresh, err := newDevSecurity(filepath.Join(t.TempDir(), "tls"))
 	require.NoError(t, err)
 	assert.NotEqual(t, sec.token, fresh.token)
+}
+
+// A plain address given for a master that speaks HTTPS gets Go's bare 400;
+// the CLI says what to give instead.
+func TestHTTPAddressOfAnHTTPSMasterIsExplained(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	r := runCLI(strings.TrimPrefix(srv.URL, "https://"), "job", "list")
+	require.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.stderr, "HTTP request to an HTTPS server")
+	assert.Contains(t, r.stderr, "give their addresses as https://HOST:PORT")
 }

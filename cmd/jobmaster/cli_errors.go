@@ -132,6 +132,10 @@ func hint(err error) string {
 	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized:
 		return "This cluster has ACLs on: give a token's secret with --token or " + tokenEnv + "\n" +
 			"(a management token's holder makes one with 'jobmaster acl token create')."
+	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest && strings.Contains(apiErr.Message, "HTTP request to an HTTPS server"):
+		return "The masters speak HTTPS: give their addresses as https://HOST:PORT, or give\n" +
+			"the cluster's CA certificate with --ca-cert or " + caCertEnv + " (host:port then means\n" +
+			"https; jobmaster dev's is ca.pem under its data directory's tls/)."
 	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusForbidden && strings.Contains(apiErr.Message, "permission denied"):
 		return "The token's policy does not allow this: read reads, submit also submits and\n" +
 			"cancels jobs, management does everything."

@@ -143,8 +143,8 @@ func devCredentialsDir(getenv func(string) string) string {
 // publishDevCredentials copies the CA, the client certificate and the
 // management token to dir (mode 0700, files 0600) with the pid of this
 // dev, and returns the
-// function that removes them again, unless another dev has published its
-// own since.
+// function that removes them again (and dir, if that leaves it empty),
+// unless another dev has published its own since.
 func publishDevCredentials(dir string, s *devSecurity) (func(), error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -172,6 +172,7 @@ func publishDevCredentials(dir string, s *devSecurity) (func(), error) {
 			for _, f := range []string{devPIDFile, devCAFile, devCertFile, devKeyFile, devTokenFile} {
 				os.Remove(filepath.Join(dir, f))
 			}
+			os.Remove(dir) // only if nothing else is in it
 		}
 	}, nil
 }
