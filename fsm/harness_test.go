@@ -125,6 +125,29 @@ func (h *harness) exec(id string) Execution {
 // checkInvariants verifies what must hold after every command.
 func checkInvariants(t tb, s *State) {
 	t.Helper()
+	// A scheduling pass with free new slots sees every ready region that
+	// needs no more than that: ReadyRegionsWithin leaves out only regions
+	// that need more.
+	all := s.ReadyRegions()
+	for _, free := range []int{0, 1, 2, 3, 5} {
+		ready, tooBig := s.ReadyRegionsWithin(free)
+		require.Equal(t, len(all), len(ready)+len(tooBig), "free %d", free)
+		listed := map[regionRef]bool{}
+		for _, r := range ready {
+			listed[regionRef{r.Job, r.Region}] = true
+		}
+		for _, r := range all {
+			need := 0
+			for _, k := range r.Keys {
+				if !k.Held {
+					need++
+				}
+			}
+			if need <= free {
+				require.True(t, listed[regionRef{r.Job, r.Region}], "region %s/%d needs %d new slots, %d are free, and is left out", r.Job, r.Region, need, free)
+			}
+		}
+	}
 	// The derived indexes equal a rebuild from scratch.
 	r := &State{jobs: s.jobs, execs: s.execs, partitions: s.partitions}
 	require.NoError(t, r.rebuildDerived(nil))

@@ -18,6 +18,9 @@ var propertySpecs = []string{
 		"failover":"full","restart":{"strategy":"exponential-delay","initial_delay":"1s","max_delay":"4s","attempts":3}}`,
 	`{"vertices":[{"id":"v","parallelism":3,"command":["x"]}],"restart":{"strategy":"failure-rate","max_failures":2,"interval":"10s","delay":"0s"}}`,
 	`{"vertices":[{"id":"v","parallelism":1,"command":["x"]}],"restart":{"strategy":"none"}}`,
+	// Two regions of one slot sharing group: the one placed second joins
+	// the slots the first holds.
+	`{"vertices":[{"id":"a","parallelism":2,"command":["x"]},{"id":"b","parallelism":3,"command":["x"]}]}`,
 	// Data exchange: a blocking all-to-all edge and a forward one.
 	`{"vertices":[{"id":"g","parallelism":2,"command":["x"]},{"id":"s","parallelism":2,"command":["x"],"inputs":[{"from":"g","mode":"blocking"}]},
 		{"id":"f","parallelism":2,"command":["x"],"inputs":[{"from":"s","mode":"blocking","distribution":"forward"}]}],

@@ -271,6 +271,21 @@ type SlotNeed struct {
 
 // ReadyRegions lists the regions waiting for placement, oldest job first.
 func (s *State) ReadyRegions() []ReadyRegion {
+	ready, _ := s.ReadyRegionsWithin(-1)
+	return ready
+}
+
+// ReadyRegionsWithin lists, oldest job first, the regions waiting for
+// placement that could fit in free new slots (every one when free < 0):
+// it leaves out a whole region, one none of whose subtasks re-runs alone,
+// that needs more slot keys than free plus every slot its job holds,
+// found from its vertices' parallelism without listing its keys. A
+// region too big for the slots there are would otherwise have its keys
+// listed at every scheduling pass while it waits: a thousand waiting
+// regions of a hundred subtasks each made each pass a hundred thousand
+// steps under the state's lock. Those left out come back in tooBig, with
+// their job, region and submit index only.
+func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
 	type keyed struct {
 		ref    regionRef
 		submit uint64
@@ -285,11 +300,41 @@ func (s *State) ReadyRegions() []ReadyRegion {
 		}
 		return cmp.Compare(a.ref.region, b.ref.region)
 	})
-	out := make([]ReadyRegion, 0, len(refs))
+	ready = make([]ReadyRegion, 0, len(refs))
 	for _, r := range refs {
-		out = append(out, s.readyRegion(r.ref))
+		if free >= 0 && s.leastNewSlots(r.ref) > free {
+			tooBig = append(tooBig, ReadyRegion{Job: r.ref.job, Region: r.ref.region, SubmitIndex: r.submit})
+			continue
+		}
+		ready = append(ready, s.readyRegion(r.ref))
 	}
-	return out
+	return ready, tooBig
+}
+
+// leastNewSlots is at most the number of new slots ready region r needs:
+// for a whole region (every subtask of it waits), its slot keys (each
+// group's largest parallelism among the region's vertices) less the slots
+// its job holds; 0 for a region that re-runs some subtasks only.
+func (s *State) leastNewSlots(r regionRef) int {
+	j := s.jobs[r.job]
+	subtasks, keys := 0, 0
+	widest := make(map[string]int, 1)
+	for _, vi := range j.Regions[r.region].Vertices {
+		v := &j.Spec.Vertices[vi]
+		subtasks += v.Parallelism
+		if v.Parallelism > widest[v.SlotSharingGroup] {
+			keys += v.Parallelism - widest[v.SlotSharingGroup]
+			widest[v.SlotSharingGroup] = v.Parallelism
+		}
+	}
+	if s.live[r] != subtasks {
+		return 0
+	}
+	held := 0
+	for _, g := range s.slotOf[r.job] {
+		held += g.held
+	}
+	return keys - held
 }
 
 // HasReady reports whether any region waits to be placed.

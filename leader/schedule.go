@@ -43,14 +43,15 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	if inUse == nil {
 		return Plan{}
 	}
-	if c.freeSlots(inUse, draining) == 0 {
+	free := c.freeSlots(inUse, draining)
+	if free == 0 {
 		return Plan{NoFreeSlot: true}
 	}
-	var ready []fsm.ReadyRegion
+	var ready, tooBig []fsm.ReadyRegion
 	var used map[string][]int
 	var resInUse map[string]jobspec.Resources
 	read(func(st *fsm.State) {
-		ready = st.ReadyRegions()
+		ready, tooBig = st.ReadyRegionsWithin(free)
 		used = st.UsedSlots()
 		if needsResources(ready) {
 			resInUse = st.ResourcesInUse()
@@ -68,6 +69,9 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 		if k := (Region{r.Job, r.Region}); !placed[k] {
 			out.Waiting = append(out.Waiting, k)
 		}
+	}
+	for _, r := range tooBig {
+		out.Waiting = append(out.Waiting, Region{r.Job, r.Region})
 	}
 	return out
 }
