@@ -66,7 +66,16 @@ func CheckContentType(r *http.Request, want string) error {
 // with TLS) and the host it was sent to (its Host header), ports compared
 // with their defaults filled in. A request without Origin (every client
 // but a browser) passes; so does a same-origin page's (the masters' UI).
+//
+// Over plain HTTP it also refuses a browser's request (one with Origin or
+// the Sec-Fetch-* headers browsers send) whose Host is a name, not an IP
+// address or localhost: another site can point its own name at a node's
+// address (DNS rebinding), and its page is then same-origin with the node.
+// With TLS the node's certificate does not cover that name.
 func CheckOrigin(r *http.Request) error {
+	if err := checkRebinding(r); err != nil {
+		return err
+	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return nil
@@ -80,6 +89,31 @@ func CheckOrigin(r *http.Request) error {
 	}
 	return &StatusError{Code: http.StatusForbidden,
 		Message: fmt.Sprintf("cross-origin request refused: Origin %q is not %s://%s (jobmaster serves no other site's pages)", origin, scheme, r.Host)}
+}
+
+// checkRebinding refuses a browser's plain HTTP request addressed to a
+// name (CheckOrigin).
+func checkRebinding(r *http.Request) error {
+	if r.TLS != nil || !fromBrowser(r) {
+		return nil
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	return &StatusError{Code: http.StatusForbidden,
+		Message: fmt.Sprintf("a browser's request to %q refused: over plain HTTP a browser must address this node by an IP address or localhost, since another site could point that name at it; serve it with TLS to use a name", r.Host)}
+}
+
+// fromBrowser reports whether a browser sent r: browsers name the origin
+// of every request but a same-origin GET or HEAD, and send the Sec-Fetch-*
+// headers with every request (those that support them: all current ones).
+func fromBrowser(r *http.Request) bool {
+	return r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Sec-Fetch-Mode") != ""
 }
 
 // sameOrigin reports whether origin (an Origin header) is scheme://host.

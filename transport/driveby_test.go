@@ -82,6 +82,11 @@ func TestCheckOrigin(t *testing.T) {
 		{"http://127.0.0.1:7401/path", "127.0.0.1:7401", false, false},
 		{"127.0.0.1:7401", "127.0.0.1:7401", false, false},
 		{"http://user@127.0.0.1:7401", "127.0.0.1:7401", false, false},
+		// DNS rebinding: another site's name pointed at the node, its page
+		// same-origin with it. Over plain HTTP a browser must use an IP or
+		// localhost; with TLS the certificate does not cover the name.
+		{"http://attacker.example:9404", "attacker.example:9404", false, false},
+		{"http://jm.internal:7401", "jm.internal:7401", false, false},
 	} {
 		r := httptest.NewRequest("GET", "/v1/jobs", nil)
 		r.Host = c.host
@@ -96,6 +101,44 @@ func TestCheckOrigin(t *testing.T) {
 			assert.NoError(t, err, "%q at %s", c.origin, c.host)
 		} else {
 			assert.Equal(t, http.StatusForbidden, statusOf(err), "%q at %s", c.origin, c.host)
+		}
+	}
+}
+
+// A browser's request without Origin (a same-origin GET) is known by its
+// Sec-Fetch-* headers: over plain HTTP to a name it is refused, since a
+// rebound page reads the answer. Other clients (the CLI, curl) send none
+// and may use names.
+func TestCheckOriginRefusesABrowserAtANameOverPlainHTTP(t *testing.T) {
+	for _, c := range []struct {
+		host   string
+		header string
+		https  bool
+		ok     bool
+	}{
+		{"attacker.example:9404", "Sec-Fetch-Site", false, false},
+		{"attacker.example:9404", "Sec-Fetch-Mode", false, false},
+		{"attacker.example:9404", "", false, true},
+		{"attacker.example:9404", "Sec-Fetch-Site", true, true},
+		{"127.0.0.1:7401", "Sec-Fetch-Site", false, true},
+		{"[::1]:7401", "Sec-Fetch-Site", false, true},
+		{"localhost:7401", "Sec-Fetch-Site", false, true},
+		{"LOCALHOST", "Sec-Fetch-Mode", false, true},
+	} {
+		r := httptest.NewRequest("GET", "/v1/jobs", nil)
+		r.Host = c.host
+		if c.header != "" {
+			r.Header.Set(c.header, "same-origin")
+		}
+		if c.https {
+			r.TLS = &tls.ConnectionState{}
+		}
+		err := CheckOrigin(r)
+		if c.ok {
+			assert.NoError(t, err, "%s with %q, https %v", c.host, c.header, c.https)
+		} else {
+			assert.Equal(t, http.StatusForbidden, statusOf(err), "%s with %q", c.host, c.header)
+			assert.Contains(t, err.Error(), "IP address or localhost")
 		}
 	}
 }
