@@ -124,10 +124,7 @@ func isHexHash(s string) bool {
 
 func (s *State) applyBootstrapACL(index uint64, c *BootstrapACL) Result {
 	if s.aclBootstrap != 0 {
-		if t, ok := s.tokens[c.ACLToken.AccessorID]; ok && t.CreateIndex == s.aclBootstrap && sameToken(*t, c.ACLToken) {
-			return Result{}
-		}
-		return Result{Err: fmt.Errorf("%w (at index %d)", ErrACLBootstrapped, s.aclBootstrap)}
+		return Result{Err: s.RebootstrapACL(c.ACLToken)}
 	}
 	if c.ACLToken.Policy != acl.Management {
 		return Result{Err: fmt.Errorf("%w: the bootstrap token is a management token, not %q", ErrInvalidToken, c.ACLToken.Policy)}
@@ -141,6 +138,17 @@ func (s *State) applyBootstrapACL(index uint64, c *BootstrapACL) Result {
 		r.Err = fmt.Errorf("%w: accessor id %s", ErrTokenExists, c.ACLToken.AccessorID)
 	}
 	return r
+}
+
+// RebootstrapACL is what a bootstrap with token t comes to once ACLs are
+// bootstrapped: nil if t is the bootstrap token (a retry of the bootstrap
+// that made it), else ErrACLBootstrapped. A leader answers from it without
+// a Raft entry.
+func (s *State) RebootstrapACL(t ACLToken) error {
+	if have, ok := s.tokens[t.AccessorID]; ok && have.CreateIndex == s.aclBootstrap && sameToken(*have, t) {
+		return nil
+	}
+	return fmt.Errorf("%w (at index %d)", ErrACLBootstrapped, s.aclBootstrap)
 }
 
 // sameToken reports whether two tokens have the same fields, but for when

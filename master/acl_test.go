@@ -80,6 +80,13 @@ func TestACLTokensDecideEveryRequest(t *testing.T) {
 	again := do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil)
 	require.Equal(t, http.StatusConflict, again.status, "%s", again.body)
 	assert.Contains(t, string(again.body), "already bootstrapped")
+	// Refused from the state: a request anyone may send costs no Raft
+	// entry (each was one, 20 here raised the log by 20).
+	before := c.masters[l].Raft().LastIndex()
+	for range 20 {
+		require.Equal(t, http.StatusConflict, do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil).status)
+	}
+	assert.Less(t, c.masters[l].Raft().LastIndex()-before, uint64(5), "Raft entries for 20 refused bootstraps")
 
 	// Management creates tokens; the list never shows a secret.
 	mk := func(name, policy string) api.ACLToken {

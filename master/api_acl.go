@@ -91,7 +91,22 @@ func (m *Master) bootstrapACL(w http.ResponseWriter, r *http.Request, body []byt
 		return nil
 	}
 	t := newToken(req.SecretID, "bootstrap", acl.Management)
-	res, err := m.prop.ProposeOne(r.Context(), &fsm.BootstrapACL{Fenced: s.fenced(), ACLToken: t})
+	// Once bootstrapped, the answer is the state's: no Raft entry for a
+	// request anyone may send without a token.
+	var done bool
+	var again error
+	m.fsm.Read(func(st *fsm.State) {
+		if done = st.ACLBootstrapped(); done {
+			again = st.RebootstrapACL(t)
+		}
+	})
+	var res fsm.Result
+	var err error
+	if done {
+		err = again
+	} else {
+		res, err = m.prop.ProposeOne(r.Context(), &fsm.BootstrapACL{Fenced: s.fenced(), ACLToken: t})
+	}
 	switch {
 	case errors.Is(err, fsm.ErrACLBootstrapped) || errors.Is(err, fsm.ErrTokenExists):
 		writeError(w, http.StatusConflict, "ACLs are already bootstrapped: the management token was handed out once; ask its holder for a token (jobmaster acl token create)")
