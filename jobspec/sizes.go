@@ -13,9 +13,11 @@ import (
 // not by Normalize: a spec accepted before a limit existed still applies
 // from the replicated log.
 const (
-	// MaxArgBytes bounds each argument of a command, and each name and
-	// value of an env.
-	MaxArgBytes = 128 << 10
+	// MaxArgBytes bounds each argument of a command, and each variable of
+	// an env as the process gets it (NAME=value): Linux refuses to start a
+	// process with a string of 128 KiB or more, its terminating NUL
+	// counted (MAX_ARG_STRLEN), so the task would fail at every start.
+	MaxArgBytes = 128<<10 - 1
 	// MaxTaskBytes bounds the commands and envs of all of a job's
 	// vertices together, as JSON (the way they travel to executors):
 	// however a deploy of the job's tasks is split, each request then has
@@ -43,8 +45,8 @@ func checkSizes(s *Spec) error {
 			if len(k) > MaxArgBytes {
 				return fieldErr(f+".env", "a variable name of %d bytes, at most %d allowed", len(k), MaxArgBytes)
 			}
-			if n := len(v.Env[k]); n > MaxArgBytes {
-				return fieldErr(f+".env."+k, "a value of %d bytes, at most %d allowed", n, MaxArgBytes)
+			if n := len(k) + 1 + len(v.Env[k]); n > MaxArgBytes {
+				return fieldErr(f+".env."+k, "%d bytes as NAME=value, at most %d allowed", n, MaxArgBytes)
 			}
 		}
 		cmd, _ := json.Marshal(v.Command)

@@ -2,7 +2,10 @@ package jobspec
 
 import (
 	"fmt"
+	"os/exec"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,13 +21,18 @@ func TestSizeLimits(t *testing.T) {
 			`{"vertices":[{"id":"v","parallelism":1,"command":["sh","` + fits + `"]}]}`, ""},
 		{"an argument over it",
 			`{"vertices":[{"id":"v","parallelism":1,"command":["sh","` + big + `"]}]}`,
-			"vertices[0].command[1]: 131073 bytes, at most 131072 allowed"},
+			"vertices[0].command[1]: 131072 bytes, at most 131071 allowed"},
 		{"an env value over it",
 			`{"vertices":[{"id":"v","parallelism":1,"command":["sh"],"env":{"A":"1","BIG":"` + big + `"}}]}`,
-			"vertices[0].env.BIG: a value of 131073 bytes, at most 131072 allowed"},
+			"vertices[0].env.BIG: 131076 bytes as NAME=value, at most 131071 allowed"},
+		{"an env variable whose value fits but NAME=value does not",
+			`{"vertices":[{"id":"v","parallelism":1,"command":["sh"],"env":{"BIG":"` + fits[:MaxArgBytes-3] + `"}}]}`,
+			"vertices[0].env.BIG: 131072 bytes as NAME=value, at most 131071 allowed"},
+		{"an env variable at the limit",
+			`{"vertices":[{"id":"v","parallelism":1,"command":["sh"],"env":{"BIG":"` + fits[:MaxArgBytes-4] + `"}}]}`, ""},
 		{"an env name over it",
 			`{"vertices":[{"id":"v","parallelism":1,"command":["sh"],"env":{"` + big + `":"1"}}]}`,
-			"vertices[0].env: a variable name of 131073 bytes, at most 131072 allowed"},
+			"vertices[0].env: a variable name of 131072 bytes, at most 131071 allowed"},
 		{"escapes count as sent: 100000 control characters are 600000 bytes",
 			`{"vertices":[{"id":"v","parallelism":1,"command":["sh"],"env":{"A":"` + strings.Repeat(`\u0001`, 100000) + `"}}]}`,
 			"vertices[0]: the commands and env of vertices[0] to here take 600014 bytes as sent to executors, at most 524288 allowed for the whole job"},
@@ -50,4 +58,22 @@ func TestSizeLimits(t *testing.T) {
 	// applies.
 	s := Spec{Vertices: []Vertex{{ID: "v", Parallelism: 1, Command: []string{"sh", big}}}}
 	require.NoError(t, s.Normalize())
+}
+
+// The limit is the kernel's: a process starts with an argument, and with
+// an env variable (NAME=value), of MaxArgBytes, and not with one byte
+// more.
+func TestMaxArgBytesIsWhatAProcessStartsWith(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("MAX_ARG_STRLEN is Linux's")
+	}
+	run := func(arg, env string) error {
+		c := exec.Command("/bin/true", arg)
+		c.Env = []string{env}
+		return c.Run()
+	}
+	at, over := strings.Repeat("x", MaxArgBytes), strings.Repeat("x", MaxArgBytes+1)
+	require.NoError(t, run(at, "A="+at[2:]))
+	require.ErrorIs(t, run(over, "A=1"), syscall.E2BIG)
+	require.ErrorIs(t, run("x", "A="+over[2:]), syscall.E2BIG)
 }
