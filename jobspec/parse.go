@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -92,6 +93,13 @@ func parseNaming(data []byte) (*Spec, error) {
 func Check(s *Spec) error {
 	if err := s.Normalize(); err != nil {
 		return err
+	}
+	for _, r := range s.Name {
+		if unicode.IsControl(r) {
+			// Checked at submission only, as the sizes are: a name
+			// accepted before still applies from the log.
+			return fieldErr("name", "has the control character %U: a name is shown in terminals and pages", r)
+		}
 	}
 	return checkSizes(s)
 }

@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"runtime"
@@ -76,4 +77,17 @@ func TestMaxArgBytesIsWhatAProcessStartsWith(t *testing.T) {
 	require.NoError(t, run(at, "A="+at[2:]))
 	require.ErrorIs(t, run(over, "A=1"), syscall.E2BIG)
 	require.ErrorIs(t, run("x", "A="+over[2:]), syscall.E2BIG)
+}
+
+// A job's name is shown in terminals and pages: control characters (ESC
+// clears a screen or retitles a window) are refused at submission, as a
+// token's name's are; other text passes.
+func TestNameWithoutControlCharacters(t *testing.T) {
+	for _, name := range []string{"\x1b[2J", "bell\a", "nul\x00", "line\nbreak", "c1\u0085"} {
+		quoted, _ := json.Marshal(name)
+		_, err := Parse([]byte(fmt.Sprintf(`{"name":%s,"vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`, quoted)))
+		require.ErrorContains(t, err, "name: has the control character", "%q", name)
+	}
+	_, err := Parse([]byte(`{"name":"word count — ünïcode ✓","vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`))
+	require.NoError(t, err)
 }

@@ -67,7 +67,7 @@ func report(stderr io.Writer, err error) int {
 		fmt.Fprintln(stderr, "Error: interrupted")
 		return exitInterrupted
 	}
-	fmt.Fprintf(stderr, "Error: %s\n", message(err))
+	fmt.Fprintf(stderr, "Error: %s\n", printableLines(message(err)))
 	if hint := hint(err); hint != "" {
 		fmt.Fprintln(stderr, hint)
 	}

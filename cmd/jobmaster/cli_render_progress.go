@@ -185,5 +185,5 @@ func truncate(s string, n int) string {
 
 // oneLine puts a possibly multi-line message on one line.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return printable(strings.Join(strings.Fields(s), " "))
 }

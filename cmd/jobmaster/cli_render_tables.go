@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"jobmaster/api"
 	"jobmaster/wire"
@@ -24,9 +25,45 @@ func newTable(padding int) *table {
 	return t
 }
 
-// row adds one row of cells.
+// row adds one row of cells, each made printable.
 func (t *table) row(cells ...string) {
-	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+	clean := make([]string, len(cells))
+	for i, c := range cells {
+		clean[i] = printable(c)
+	}
+	fmt.Fprintln(t.tw, strings.Join(clean, "\t"))
+}
+
+// printableLines is printable line by line: the newlines stay.
+func printableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// printable writes the control characters of s (C0, DEL, C1: ESC and BEL
+// among them) as Go escapes (\x1b), so that what the cluster holds (a job's
+// name, a task's failure message, a command) can neither move the cursor
+// nor retitle or clear the terminal that shows it, nor break a table's
+// line.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !unicode.IsControl(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }
 
 // String flushes the table and returns its text, without the blanks that

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,4 +240,22 @@ func TestTruncate(t *testing.T) {
 	assert.Equal(t, "ab…", truncate("abcd", 3))
 	assert.Equal(t, "héll…", truncate("héllo wörld", 5))
 	assert.Equal(t, "abc", truncate("abc", 0))
+}
+
+// What the cluster holds reaches the terminal escaped: a job's name or a
+// task's message with ESC or BEL can neither clear the screen nor retitle
+// the window, in a table, a progress line or an error.
+func TestControlCharactersAreShownEscaped(t *testing.T) {
+	job := api.Job{ID: "esc1", Name: "\x1b[2J\x1b]0;title\a", Status: "FAILED", Message: "exec: \x1b[31mnosuch: not found",
+		Vertices: []api.Vertex{{ID: "v", Parallelism: 1, Subtasks: []api.Subtask{{Index: 0, State: "FAILED", Executor: "e1", Message: "\x1b[31mred"}}}}}
+	out := formatJobStatus(&job, time.Unix(0, 0)) + formatJobList([]api.JobSummary{{ID: job.ID, Name: job.Name, Status: job.Status}}) +
+		failureLine("v", 0, 0, "FAILED", job.Message)
+	assert.NotContains(t, out, "\x1b")
+	assert.NotContains(t, out, "\a")
+	assert.Contains(t, out, `\x1b[2J\x1b]0;title\x07`)
+	assert.Contains(t, out, `exec: \x1b[31mnosuch: not found`)
+
+	var stderr strings.Builder
+	report(&stderr, errors.New("job esc1 FAILED: \x1b[31mred\nsecond line"))
+	assert.Equal(t, "Error: job esc1 FAILED: \\x1b[31mred\nsecond line\n", stderr.String())
 }
