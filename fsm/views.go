@@ -96,6 +96,15 @@ type VertexView struct {
 	Previous []PreviousAttempt
 }
 
+// JobSubtasks is the number of subtasks of job id (0 if unknown): how big
+// its view is.
+func (s *State) JobSubtasks(id string) int {
+	if j, ok := s.jobs[id]; ok {
+		return j.Spec.TotalSubtasks()
+	}
+	return 0
+}
+
 // Job returns a view of one job.
 func (s *State) Job(id string) (*JobView, bool) {
 	j, ok := s.jobs[id]

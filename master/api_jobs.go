@@ -69,6 +69,13 @@ func (m *Master) listJobs(w http.ResponseWriter, _ *http.Request, _ []byte, _ *s
 
 func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *session) error {
 	id := r.PathValue("id")
+	var size int
+	m.fsm.Read(func(st *fsm.State) { size = st.JobSubtasks(id) })
+	release, err := m.acquireRead(r.Context(), size)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var v *fsm.JobView
 	var ok bool
 	m.fsm.Read(func(st *fsm.State) {

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"golang.org/x/sync/semaphore"
 
 	"jobmaster/fsm"
 	"jobmaster/internal/privatedir"
@@ -74,6 +75,8 @@ type Master struct {
 	succession *successionWatch
 	// relay carries submissions to the leader in batches (relay.go).
 	relay *relay
+	// bigReads is the budget that reads of big jobs share (readbudget.go).
+	bigReads *semaphore.Weighted
 
 	mu      sync.Mutex
 	session *session // the established leader session, or nil
@@ -114,6 +117,7 @@ func New(cfg Config) (*Master, error) {
 		cfg:            cfg,
 		log:            cfg.Logger.With("node", cfg.NodeID),
 		fsm:            fsm.NewWithEvents(cfg.EventBuffer),
+		bigReads:       semaphore.NewWeighted(readBudget),
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),
 		replaceCh:      make(chan replaceRequest),
