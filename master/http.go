@@ -124,9 +124,16 @@ func (m *Master) methods(h map[string]http.HandlerFunc) http.HandlerFunc {
 			f(w, r)
 			return
 		}
+		if f, ok := h[http.MethodGet]; ok && r.Method == http.MethodHead {
+			f(w, r) // the server sends the headers only
+			return
+		}
 		var allowed []string
 		for k := range h {
 			allowed = append(allowed, k)
+			if k == http.MethodGet {
+				allowed = append(allowed, http.MethodHead)
+			}
 		}
 		sort.Strings(allowed)
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
