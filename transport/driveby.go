@@ -45,9 +45,17 @@ func hasBody(r *http.Request) bool {
 // CheckContentType refuses (415) a write with a body whose Content-Type is
 // not want (parameters such as charset are ignored). A bodiless write
 // (POST .../cancel) and a read need no Content-Type.
+//
+// A body with a Content-Encoding (gzip, ...) is refused too (415): nothing
+// here decodes one, and read as it is it would be another body than the
+// one sent.
 func CheckContentType(r *http.Request, want string) error {
 	if !write(r.Method) || !hasBody(r) {
 		return nil
+	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return &StatusError{Code: http.StatusUnsupportedMediaType,
+			Message: fmt.Sprintf("%s %s takes its body as is, not with Content-Encoding %q", r.Method, r.URL.Path, ce)}
 	}
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)

@@ -59,6 +59,14 @@ func TestCheckContentType(t *testing.T) {
 	require.ErrorContains(t, err, `PUT /v1/operator/snapshot takes a body of type application/octet-stream, not "application/json"`)
 	r.Header.Set("Content-Type", BinaryType)
 	require.NoError(t, CheckContentType(r, BinaryType))
+
+	// An encoded body is refused: it would be read as another body.
+	for ce, want := range map[string]int{"gzip": 415, "deflate, gzip": 415, "identity": 0, "IDENTITY": 0} {
+		r := httptest.NewRequest("PUT", "/v1/jobs/x", strings.NewReader("{}"))
+		r.Header.Set("Content-Type", JSONType)
+		r.Header.Set("Content-Encoding", ce)
+		assert.Equal(t, want, statusOf(CheckContentType(r, JSONType)), ce)
+	}
 }
 
 func TestCheckOrigin(t *testing.T) {
