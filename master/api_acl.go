@@ -93,18 +93,15 @@ func (m *Master) bootstrapACL(w http.ResponseWriter, r *http.Request, body []byt
 	t := newToken(req.SecretID, "bootstrap", acl.Management)
 	// Once bootstrapped, the answer is the state's: no Raft entry for a
 	// request anyone may send without a token.
-	var done bool
-	var again error
-	m.fsm.Read(func(st *fsm.State) {
-		if done = st.ACLBootstrapped(); done {
-			again = st.RebootstrapACL(t)
-		}
-	})
 	var res fsm.Result
 	var err error
-	if done {
-		err = again
-	} else {
+	bootstrapped := false
+	m.fsm.Read(func(st *fsm.State) {
+		if bootstrapped = st.ACLBootstrapped(); bootstrapped {
+			err = st.RebootstrapACL(t)
+		}
+	})
+	if !bootstrapped {
 		res, err = m.prop.ProposeOne(r.Context(), &fsm.BootstrapACL{Fenced: s.fenced(), ACLToken: t})
 	}
 	switch {
