@@ -168,7 +168,7 @@ func TestSecureClusterRefusesDriveByAndOversizedInput(t *testing.T) {
 	big := []byte(jobSpec(t, "big", nil, vertex{ID: "v", Parallelism: 1, Command: []string{"true"}, Env: map[string]string{"BIG": strings.Repeat("x", 200<<10)}}))
 	code, msg = send("PUT", f.HTTPAddr, "/v1/jobs/big", "application/json", big)
 	assert.Equal(t, http.StatusBadRequest, code, msg)
-	assert.Contains(t, msg, "vertices[0].env.BIG: a value of 204800 bytes, at most 131072 allowed")
+	assert.Contains(t, msg, "vertices[0].env.BIG: 204804 bytes as NAME=value, at most 131071 allowed")
 
 	// A gossip member that says it is an executor with 2e9 slots is
 	// counted with 1024, and the leader says so in its log.
