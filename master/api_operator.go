@@ -18,11 +18,14 @@ import (
 
 // snapshotSave: GET /v1/operator/snapshot streams the replicated state (a
 // backup). Served by the leader, or by this master with ?stale.
-func (m *Master) snapshotSave(w http.ResponseWriter, _ *http.Request, _ []byte, _ *session) error {
+func (m *Master) snapshotSave(w http.ResponseWriter, r *http.Request, _ []byte, _ *session) error {
 	c := m.fsm.Capture()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Jobmaster-Index", strconv.FormatUint(c.Index(), 10))
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil // headers only: no snapshot written to be thrown away
+	}
 	if _, err := c.WriteTo(w); err != nil {
 		m.log.Warn("snapshot save", "err", err)
 	}

@@ -117,6 +117,11 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // proxies must not hold lines back
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		// A stream's body is discarded, and no write would ever fail to
+		// end it: headers only.
+		return
+	}
 	if s.sse {
 		s.raw("retry: 1000\n\n")
 	}
