@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"jobmaster/api"
 	"jobmaster/fsm"
@@ -76,6 +77,11 @@ func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *ses
 		return err
 	}
 	defer release()
+	if size > smallRead {
+		// A client that stops reading must not keep its share of the
+		// budget: the answer is written by then or the connection ends.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(bigReadWriteTimeout))
+	}
 	var v *fsm.JobView
 	var ok bool
 	m.fsm.Read(func(st *fsm.State) {

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"time"
 
 	"jobmaster/jobspec"
 )
@@ -17,6 +18,10 @@ import (
 const (
 	readBudget = 2 * jobspec.MaxTotalSubtasks
 	smallRead  = 1000
+	// bigReadWriteTimeout bounds the writing of a big job's answer (20 MB
+	// at most), so that a client that stops reading gives its share of
+	// the budget back.
+	bigReadWriteTimeout = time.Minute
 )
 
 // acquireRead waits for room in the budget to read a job of subtasks
