@@ -239,7 +239,7 @@ func (e *Executor) Start() error {
 		MaxConnsPerClient: e.cfg.MaxConnsPerClient})
 	e.mu.Lock()
 	e.phase = phaseRunning
-	e.lease.renew(e.cfg.Now())
+	e.lease.begin(e.cfg.Now())
 	e.writeLeaseFileLocked()
 	e.mu.Unlock()
 	e.loops.Add(4)

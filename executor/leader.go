@@ -85,9 +85,10 @@ func (e *Executor) expireLocked(now time.Time) []string {
 	case len(live) > 0:
 		e.metrics.selfFences.Inc()
 		e.log.Error("SELF-FENCING: "+msg+"; stopping every task", "since", e.lease.last, "tasks", len(live))
-	case e.fence.Token == 0:
-		// No leader has ever heartbeated it (a new executor while its
-		// cluster forms): it has no lease to lose, and nothing to stop.
+	case !e.lease.held:
+		// No leader has heartbeated it since it started (a new or
+		// restarted executor while its cluster forms): it has no lease
+		// to lose, and nothing to stop.
 		e.log.Info("no leader has heartbeated this executor yet; waiting for one", "since", e.lease.last)
 	default:
 		e.metrics.selfFences.Inc()

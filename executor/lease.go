@@ -30,6 +30,9 @@ type lease struct {
 	dur    time.Duration
 	last   time.Time
 	fenced bool // expiry already acted on since the last renewal
+	// held: a leader has renewed it since this process started (until
+	// then there is no lease to lose, only a wait for a leader).
+	held bool
 }
 
 // check reports whether the lease has expired at now and this is the first
@@ -42,8 +45,16 @@ func (l *lease) check(now time.Time) bool {
 	return true
 }
 
-// renew restarts the lease at now.
+// begin starts the lease's clock at now, as the executor starts: it runs
+// out as if renewed then, but no leader has given it.
+func (l *lease) begin(now time.Time) {
+	l.last = now
+	l.fenced = false
+}
+
+// renew restarts the lease at now, on a leader's word.
 func (l *lease) renew(now time.Time) {
 	l.last = now
 	l.fenced = false
+	l.held = true
 }

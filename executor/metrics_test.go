@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -85,4 +86,13 @@ func TestSelfFenceCountsOnlyAfterALeader(t *testing.T) {
 	clock.Advance(61 * time.Minute)
 	l.cancel()
 	require.Equal(t, 1.0, metric(t, e, `jobmaster_executor_self_fences_total`))
+
+	// Restarted on its data dir (the leader's token stored there), it has
+	// had no leader since it started: no lease to lose again.
+	dir := e.cfg.DataDir
+	require.NoError(t, e.Shutdown(context.Background()))
+	again := startExecutor(t, Config{Lease: time.Hour, Now: clock.Now, Slots: 1, DataDir: dir})
+	clock.Advance(61 * time.Minute)
+	newLeader(t, again, 5).cancel()
+	require.Equal(t, 0.0, metric(t, again, `jobmaster_executor_self_fences_total`))
 }
