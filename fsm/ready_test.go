@@ -51,3 +51,28 @@ func BenchmarkReadyRegionsWithWaitingGiants(b *testing.B) {
 		})
 	}
 }
+
+// Slots a job holds in one slot sharing group do not count for another:
+// a region of group y waits whole however many slots the job's group x
+// holds.
+func TestReadyRegionsWithinCountsHeldSlotsByGroup(t *testing.T) {
+	h := newHarness(t)
+	h.establish("m1")
+	require.NoError(t, h.submit("j", `{"vertices":[{"id":"x","parallelism":20,"command":["c"],"slot_sharing_group":"x"},
+		{"id":"y","parallelism":20,"command":["c"],"slot_sharing_group":"y"}]}`).Err)
+	var x ReadyRegion
+	for _, r := range h.s.ReadyRegions() {
+		if len(r.Keys) > 0 && r.Keys[0].Group == "x" {
+			x = r
+		}
+	}
+	slots := make([]SlotAssign, len(x.Keys))
+	for i, k := range x.Keys {
+		slots[i] = SlotAssign{Group: k.Group, Index: k.Index, Executor: "e1", Slot: i}
+	}
+	require.NoError(t, h.apply(&PlaceRegion{Fenced: h.fenced(), Job: "j", Region: x.Region, Slots: slots}).Err)
+
+	ready, tooBig := h.s.ReadyRegionsWithin(8)
+	require.Empty(t, ready)
+	require.Len(t, tooBig, 1, "group y's region, which needs 20 new slots")
+}

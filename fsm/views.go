@@ -321,29 +321,31 @@ func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
 }
 
 // leastNewSlots is at most the number of new slots ready region r needs:
-// for a whole region (every subtask of it waits), its slot keys (each
-// group's largest parallelism among the region's vertices) less the slots
-// its job holds; 0 for a region that re-runs some subtasks only.
+// for a whole region (every subtask of it waits), the sum over its slot
+// sharing groups of the group's keys (its largest parallelism among the
+// region's vertices) less the slots the job holds in that group; 0 for a
+// region that re-runs some subtasks only.
 func (s *State) leastNewSlots(r regionRef) int {
 	j := s.jobs[r.job]
-	subtasks, keys := 0, 0
+	subtasks := 0
 	widest := make(map[string]int, 1)
 	for _, vi := range j.Regions[r.region].Vertices {
 		v := &j.Spec.Vertices[vi]
 		subtasks += v.Parallelism
-		if v.Parallelism > widest[v.SlotSharingGroup] {
-			keys += v.Parallelism - widest[v.SlotSharingGroup]
-			widest[v.SlotSharingGroup] = v.Parallelism
-		}
+		widest[v.SlotSharingGroup] = max(widest[v.SlotSharingGroup], v.Parallelism)
 	}
 	if s.live[r] != subtasks {
 		return 0
 	}
-	held := 0
-	for _, g := range s.slotOf[r.job] {
-		held += g.held
+	need := 0
+	held := s.slotOf[r.job]
+	for group, keys := range widest {
+		if g := held[group]; g != nil {
+			keys -= g.held
+		}
+		need += max(0, keys)
 	}
-	return keys - held
+	return need
 }
 
 // HasReady reports whether any region waits to be placed.
