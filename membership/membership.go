@@ -414,8 +414,9 @@ func (n *Node) UpdateMeta(m Meta) error {
 // each update sent to a few members a couple of times (memberlist's
 // retransmit limit is 2 with three members), so that one lost packet
 // leaves a member with the old metadata until the next periodic
-// push/pull, 5 s later. Push is for an update others wait on. It returns
-// the error of the exchange with any member it could not reach.
+// push/pull, 5 s later. Push is for an update others wait on. It goes to
+// the members one after the other, each taking up to memberlist's TCP
+// timeout when unreachable, and returns an error only if it reached none.
 func (n *Node) Push(ids ...string) error {
 	n.mu.Lock()
 	var addrs []string

@@ -54,13 +54,10 @@ func printable(s string) string {
 	}
 	var b strings.Builder
 	for _, r := range s {
-		switch {
-		case !unicode.IsControl(r):
-			b.WriteRune(r)
-		case r < 0x100:
+		if unicode.IsControl(r) { // all below U+00A0
 			fmt.Fprintf(&b, "\\x%02x", r)
-		default:
-			fmt.Fprintf(&b, "\\u%04x", r)
+		} else {
+			b.WriteRune(r)
 		}
 	}
 	return b.String()
