@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"jobmaster/api"
 	"jobmaster/fsm"
@@ -70,18 +69,6 @@ func (m *Master) listJobs(w http.ResponseWriter, _ *http.Request, _ []byte, _ *s
 
 func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *session) error {
 	id := r.PathValue("id")
-	var size int
-	m.fsm.Read(func(st *fsm.State) { size = st.JobSubtasks(id) })
-	release, err := m.acquireRead(r.Context(), size)
-	if err != nil {
-		return err
-	}
-	defer release()
-	if size > smallRead {
-		// A client that stops reading must not keep its share of the
-		// budget: the answer is written by then or the connection ends.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(bigReadWriteTimeout))
-	}
 	var v *fsm.JobView
 	var ok bool
 	m.fsm.Read(func(st *fsm.State) {

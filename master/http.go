@@ -25,7 +25,7 @@ func (m *Master) routes() http.Handler {
 		http.MethodPost: m.createJob,
 	}))
 	mux.HandleFunc("/v1/jobs/{id}", m.methods(map[string]http.HandlerFunc{
-		http.MethodGet: m.leaderRead(m.getJob),
+		http.MethodGet: m.bigRead(m.leaderRead(m.getJob)),
 		http.MethodPut: m.putJob,
 	}))
 	mux.HandleFunc("/v1/jobs/{id}/cancel", m.methods(map[string]http.HandlerFunc{

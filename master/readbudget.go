@@ -2,8 +2,10 @@ package master
 
 import (
 	"context"
+	"net/http"
 	"time"
 
+	"jobmaster/fsm"
 	"jobmaster/jobspec"
 )
 
@@ -23,6 +25,27 @@ const (
 	// the budget back.
 	bigReadWriteTimeout = time.Minute
 )
+
+// bigRead gives a read of job {id} its share of this master's budget,
+// whether the master answers it or forwards it to the leader (a forwarded
+// answer is held here whole too: each master bounds its own memory), and
+// bounds the writing of a big answer, so that a client that stops reading
+// gives its share back.
+func (m *Master) bigRead(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var size int
+		m.fsm.Read(func(st *fsm.State) { size = st.JobSubtasks(r.PathValue("id")) })
+		release, err := m.acquireRead(r.Context(), size)
+		if err != nil {
+			return // the request has ended
+		}
+		defer release()
+		if size > smallRead {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(bigReadWriteTimeout))
+		}
+		h(w, r)
+	}
+}
 
 // acquireRead waits for room in the budget to read a job of subtasks
 // subtasks, and returns what gives it back.
