@@ -339,7 +339,7 @@ func (s *State) leastNewSlots(r regionRef) int {
 	}
 	need := 0
 	held := s.slotOf[r.job]
-	for group, keys := range widest {
+	for group, keys := range widest { // a sum: the map's order does not matter
 		if g := held[group]; g != nil {
 			keys -= g.held
 		}
