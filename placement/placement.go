@@ -30,7 +30,11 @@ import (
 
 // Executor is an executor that can take work.
 type Executor struct {
-	ID    string
+	ID string
+	// Slots is how many slots it offers: it takes new work only while
+	// fewer than Slots of its slot numbers are in use, whatever the
+	// numbers (one restarted with fewer slots may still hold numbers at or
+	// above Slots until those executions end).
 	Slots int
 	// Used are the slot numbers in use.
 	Used []int
@@ -173,7 +177,7 @@ func newFreeHeap(executors []Executor) *freeHeap {
 		}
 		fe := &freeExec{id: e.ID, idx: -1, res: jobspec.Resources{CPUMillis: e.Capacity.CPUMillis - e.InUse.CPUMillis,
 			MemoryMB: e.Capacity.MemoryMB - e.InUse.MemoryMB}}
-		for s := 0; s < e.Slots; s++ {
+		for s, room := 0, e.Slots-len(used); s < e.Slots && len(fe.slots) < room; s++ {
 			if !used[s] {
 				fe.slots = append(fe.slots, s)
 			}

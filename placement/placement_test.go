@@ -91,3 +91,16 @@ func TestPlanIsValidForTheFSM(t *testing.T) {
 	require.Equal(t, len(seen), used)
 	require.LessOrEqual(t, used, 21)
 }
+
+// An executor restarted with fewer slots while its old executions still
+// hold slot numbers above them takes only what its count leaves: 4 slots
+// with 2 held (numbers 5 and 6) take 2 more, not 4. The leader's free
+// count (slots less those in use) says the same.
+func TestPlanCountsSlotsHeldAboveTheExecutorsCount(t *testing.T) {
+	exs := []Executor{{ID: "e1", Slots: 4, Used: []int{5, 6}}}
+	require.Empty(t, Plan([]fsm.ReadyRegion{region("big", 0, need("g", 0), need("g", 1), need("g", 2))}, exs),
+		"3 keys placed on an executor running 2 of its 4 slots")
+	p := Plan([]fsm.ReadyRegion{region("small", 0, need("g", 0), need("g", 1))}, exs)
+	require.Len(t, p, 1)
+	require.Equal(t, []fsm.SlotAssign{{Group: "g", Index: 0, Executor: "e1", Slot: 0}, {Group: "g", Index: 1, Executor: "e1", Slot: 1}}, p[0].Slots)
+}
