@@ -77,6 +77,9 @@ type Master struct {
 	relay *relay
 	// bigReads is the budget that reads of big jobs share (readbudget.go).
 	bigReads *semaphore.Weighted
+	// bigReadWrite bounds the writing of a big read's answer
+	// (bigReadWriteTimeout; tests shorten it).
+	bigReadWrite time.Duration
 
 	mu      sync.Mutex
 	session *session // the established leader session, or nil
@@ -118,6 +121,7 @@ func New(cfg Config) (*Master, error) {
 		log:            cfg.Logger.With("node", cfg.NodeID),
 		fsm:            fsm.NewWithEvents(cfg.EventBuffer),
 		bigReads:       semaphore.NewWeighted(readBudget),
+		bigReadWrite:   bigReadWriteTimeout,
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),
 		replaceCh:      make(chan replaceRequest),

@@ -41,7 +41,7 @@ func (m *Master) bigRead(h http.HandlerFunc) http.HandlerFunc {
 		}
 		defer release()
 		if size > smallRead {
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(bigReadWriteTimeout))
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(m.bigReadWrite))
 		}
 		h(w, r)
 	}

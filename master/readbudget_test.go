@@ -3,11 +3,18 @@ package master
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/semaphore"
+
+	"jobmaster/fsm"
+	"jobmaster/jobspec"
 )
 
 // A read of a big job waits for room in the budget of the master it is
@@ -38,4 +45,55 @@ func TestBigJobReadsShareABudget(t *testing.T) {
 		m.bigReads.Release(readBudget)
 		require.Equal(t, http.StatusOK, do(t, "GET", c.url(i, "/v1/jobs/big"), nil).status)
 	}
+}
+
+// A client that asks for a big job and stops reading gives its share of
+// the budget back when the answer's write deadline passes: the handler
+// behind bigRead writes more than the sockets hold, the client reads
+// none of it, and the whole budget is free again once the write fails.
+func TestBigReadNotReadGivesItsBudgetBack(t *testing.T) {
+	m := &Master{fsm: fsm.New(), bigReads: semaphore.NewWeighted(readBudget), bigReadWrite: 200 * time.Millisecond}
+	m.fsm.Apply(&raft.Log{Index: 1, Data: fsm.MustEncode(&fsm.EstablishLeadership{Node: "m1"})})
+	spec, err := jobspec.Parse([]byte(`{"vertices":[{"id":"v","parallelism":1500,"command":["x"]}]}`))
+	require.NoError(t, err)
+	m.fsm.Apply(&raft.Log{Index: 2, Data: fsm.MustEncode(&fsm.SubmitJob{Fenced: fsm.Fenced{Token: 1}, ID: "big", Spec: spec})})
+
+	writing := make(chan struct{})
+	wrote := make(chan error, 1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/jobs/{id}", m.bigRead(func(w http.ResponseWriter, r *http.Request) {
+		close(writing)
+		chunk := make([]byte, 64<<10)
+		for range 1024 { // 64 MB: more than any socket buffers hold
+			if _, err := w.Write(chunk); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.(*net.TCPConn).SetReadBuffer(4096))
+	_, err = conn.Write([]byte("GET /v1/jobs/big HTTP/1.1\r\nHost: x\r\n\r\n"))
+	require.NoError(t, err)
+	<-writing
+	require.False(t, m.bigReads.TryAcquire(readBudget), "the read holds no share of the budget")
+	select {
+	case err := <-wrote:
+		require.Error(t, err, "the whole answer was written to a client that read none of it")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the answer's write to a client that stopped reading never ended")
+	}
+	require.Eventually(t, func() bool {
+		if m.bigReads.TryAcquire(readBudget) {
+			m.bigReads.Release(readBudget)
+			return true
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "the stalled read kept its share of the budget")
 }
