@@ -79,7 +79,8 @@ func admitRole(role pki.Role, peer pki.Identity, hasPeer bool) error {
 }
 
 // guard refuses drive-by requests, and, with TLS on, applies authorize to
-// every request.
+// every request; a request meant for another executor (wire.HeaderExecutor)
+// gets 421.
 func (e *Executor) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := transport.CheckOrigin(r); err != nil {
@@ -96,6 +97,10 @@ func (e *Executor) guard(h http.Handler) http.Handler {
 				writeError(w, http.StatusForbidden, err.Error())
 				return
 			}
+		}
+		if to := r.Header.Get(wire.HeaderExecutor); to != "" && to != e.cfg.NodeID {
+			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("this is executor %s, not %s: the leader has another executor's name for this address", e.cfg.NodeID, to))
+			return
 		}
 		h.ServeHTTP(w, r)
 	})

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -805,4 +806,42 @@ func TestReportsInBinaryWhenTheLeaderAsks(t *testing.T) {
 	recs[1].mu.Unlock()
 	require.False(t, pushedAs(l3, recs[1], simTask("k", 2, time.Hour, 0)), "the push refused in binary did not arrive as JSON")
 	require.False(t, pushedAs(l3, recs[1], simTask("k", 3, time.Hour, 0)))
+}
+
+// A leader's request that names another executor (wire.HeaderExecutor)
+// gets 421 and changes nothing: gossip gave that name this executor's
+// address. One that names this executor, or none, is taken.
+func TestRequestForAnotherExecutorIsMisdirected(t *testing.T) {
+	t.Parallel()
+	e := startExecutor(t, Config{Slots: 2})
+	l := newLeader(t, e, 1)
+	tk := simTask("j", 0, time.Hour, 0)
+	l.deploy(tk)
+	send := func(path string, v any, to string) (int, string) {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, l.base+path, bytes.NewReader(b))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(wire.HeaderExecutor, to)
+		resp, err := httpClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, body := send(wire.PathCancel, wire.CancelRequest{Leader: l.hdr(), IDs: []string{tk.ExecutionID}}, "e9")
+	require.Equal(t, http.StatusMisdirectedRequest, code)
+	require.Contains(t, body, "this is executor e1, not e9")
+	code, _ = send(wire.PathDeploy, wire.NewDeployRequest(l.hdr(), []wire.Task{simTask("j", 1, time.Hour, 0)}), "e9")
+	require.Equal(t, http.StatusMisdirectedRequest, code)
+	code, _ = send(wire.PathHeartbeat, wire.HeartbeatRequest{Leader: l.hdr()}, "e9")
+	require.Equal(t, http.StatusMisdirectedRequest, code)
+	rep := l.heartbeat()
+	require.Len(t, rep.Executions, 1, "a misdirected deploy started a task")
+	require.Equal(t, wire.StateRunning, rep.Executions[0].State, "a misdirected cancel stopped a task")
+
+	code, body = send(wire.PathCancel, wire.CancelRequest{Leader: l.hdr(), IDs: []string{tk.ExecutionID}}, "e1")
+	require.Equal(t, http.StatusNoContent, code, body)
+	l.waitState(tk.ExecutionID, wire.StateCanceled)
 }

@@ -70,11 +70,22 @@ func (c *Core) HeartbeatFailed(h Heartbeat) {
 // HeartbeatAnswered handles the answer to heartbeat h, received at now: the
 // executor is alive and may take work, and its report is reconciled as of
 // the time the heartbeat was sent (the report shows the executor as it was
-// then). An executor that speaks another protocol version is not used.
+// then). An executor that speaks another protocol version is not used. A
+// report from another executor than the one heartbeated (gossip gave its
+// name another's address) is no answer: the executor is not heard from,
+// and nothing in the report is reconciled as its own.
 func (c *Core) HeartbeatAnswered(read Reader, h Heartbeat, rep *wire.Report, now time.Time) Ready {
 	if rep.Version != wire.Version {
 		var r Ready
 		r.event(slog.LevelError, "executor speaks another protocol version: not using it", "executor", h.Executor, "version", rep.Version, "want", wire.Version)
+		return r
+	}
+	if rep.Executor != h.Executor {
+		c.HeartbeatFailed(h)
+		var r Ready
+		if h.ProbeStarted {
+			r.event(slog.LevelWarn, "another executor answers at this executor's address: it is not heard from", "executor", h.Executor, "addr", h.Addr, "answered_as", rep.Executor)
+		}
 		return r
 	}
 	c.mu.Lock()

@@ -100,3 +100,43 @@ func TestExecutorsView(t *testing.T) {
 		t.Fatalf("e1 silent for %dms, want 10000", *view[0].SilentMs)
 	}
 }
+
+// A name that gossip gives another executor's address (a member announced
+// by a holder of the gossip key) gets that executor's report: it is no
+// answer. Nothing in it is reconciled as the named executor's (e1's task is
+// not cancelled as unknown on e9), e9 never takes work, and acks go back.
+func TestReportFromAnotherExecutorIsNoAnswer(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	w := newWorld(t, Config{Heartbeat: time.Second, Timeout: 15 * time.Second, AckDeadline: 10 * time.Second}, t0, "e1")
+	w.submit("a", `{"vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`)
+	if d := w.schedule(); len(d) != 1 || d[0].Executor != "e1" {
+		t.Fatalf("deploys %+v, want one to e1", d)
+	}
+	running := []wire.ExecutionStatus{{ExecutionID: "a/v/0/0", JobID: "a", Vertex: "v", State: wire.StateRunning}}
+	w.commit(w.core.Partial(w.read, "e1", running, nil, t0))
+
+	w.core.Refresh(t0, []Member{{ID: "e1", Addr: "e1:1", Slots: 1}, {ID: "e9", Addr: "e1:1", Slots: 1}}, nil)
+	w.core.QueueAcks("e9", []string{"x/v/0/0"})
+	for s := range 5 {
+		now := t0.Add(time.Duration(s) * time.Second)
+		h, ok := w.core.Heartbeat(w.read, "e9", now)
+		if !ok {
+			t.Fatal("no heartbeat to e9")
+		}
+		r := w.core.HeartbeatAnswered(w.read, h, &wire.Report{Version: wire.Version, Executor: "e1", Slots: 1, UsedSlots: 1, Executions: running}, now)
+		if len(r.Cancel) > 0 || len(r.Propose) > 0 || len(r.Deploy) > 0 || len(r.Release) > 0 {
+			t.Fatalf("e1's report taken as e9's: %+v", r)
+		}
+	}
+	if h, _ := w.core.Heartbeat(w.read, "e9", t0.Add(5*time.Second)); len(h.Ack) != 1 {
+		t.Fatalf("acks for e9 after answers from e1: %v, want them kept", h.Ack)
+	}
+	for _, x := range w.core.schedulable(nil, nil, nil) {
+		if x.ID == "e9" {
+			t.Fatal("e9 takes work on e1's answers")
+		}
+	}
+	if st, _ := w.core.Status("e1"); st != Alive {
+		t.Fatalf("e1 is %s", st)
+	}
+}

@@ -81,15 +81,20 @@ func (t *tracker) heartbeat(id string) {
 	}
 	req := wire.HeartbeatRequest{Leader: t.leader(), Ack: h.Ack, Probe: h.Probe}
 	sent := cfg.Now()
-	rep, err := postHeartbeat(t.s.ctx, t.m.client, h.Addr, &req, cfg.heartbeatRPCTimeout())
+	rep, err := postHeartbeat(t.s.ctx, t.m.client, id, h.Addr, &req, cfg.heartbeatRPCTimeout())
 	if t.s.ctx.Err() == nil {
 		status, _ := t.core.Status(id)
 		t.m.metrics.heartbeat(cfg.Now().Sub(sent), err != nil, status)
 	}
 	if err != nil {
 		t.core.HeartbeatFailed(h)
-		if errors.Is(err, errFencedOff) {
+		switch {
+		case errors.Is(err, errFencedOff):
 			t.m.log.Warn("executor refuses this leader's token", "executor", id, "err", err)
+		case errors.Is(err, errMisdirected) && h.ProbeStarted:
+			// Once per silence: gossip gives this executor's name an
+			// address where another one answers.
+			t.m.log.Warn("another executor answers at this executor's address: it is not heard from", "executor", id, "addr", h.Addr, "err", err)
 		}
 		return
 	}
@@ -173,9 +178,9 @@ func (t *tracker) postDeploys(d leader.Deploy, addr string, wt []wire.Task) (ans
 		var resp wire.DeployResponse
 		var err error
 		if bin {
-			resp, err = postDeploy(t.s.ctx, t.m.client, addr, &req, t.m.cfg.DeployRPCTimeout)
+			resp, err = postDeploy(t.s.ctx, t.m.client, d.Executor, addr, &req, t.m.cfg.DeployRPCTimeout)
 		} else {
-			err = postJSON(t.s.ctx, t.m.client, addr, wire.PathDeploy, req, &resp, t.m.cfg.DeployRPCTimeout)
+			err = postJSON(t.s.ctx, t.m.client, d.Executor, addr, wire.PathDeploy, req, &resp, t.m.cfg.DeployRPCTimeout)
 		}
 		if errors.Is(err, errNoBinary) {
 			// An executor that predates the format: it acted on nothing,
@@ -243,7 +248,7 @@ func (t *tracker) sendRelease(x leader.Release) {
 	if addr == "" {
 		return
 	}
-	err := postJSON(t.s.ctx, t.m.client, addr, wire.PathRelease, wire.ReleaseRequest{Leader: t.leader(), IDs: x.IDs}, nil, t.m.cfg.CancelRPCTimeout)
+	err := postJSON(t.s.ctx, t.m.client, x.Executor, addr, wire.PathRelease, wire.ReleaseRequest{Leader: t.leader(), IDs: x.IDs}, nil, t.m.cfg.CancelRPCTimeout)
 	if err != nil {
 		t.m.log.Debug("release failed; the next report repeats it", "executor", x.Executor, "err", err)
 	}
@@ -255,7 +260,7 @@ func (t *tracker) sendCancel(c leader.Cancel) {
 	if addr == "" {
 		return
 	}
-	err := postJSON(t.s.ctx, t.m.client, addr, wire.PathCancel, wire.CancelRequest{Leader: t.leader(), IDs: c.IDs}, nil, t.m.cfg.CancelRPCTimeout)
+	err := postJSON(t.s.ctx, t.m.client, c.Executor, addr, wire.PathCancel, wire.CancelRequest{Leader: t.leader(), IDs: c.IDs}, nil, t.m.cfg.CancelRPCTimeout)
 	if err != nil {
 		t.m.log.Debug("cancel failed; the reconciler retries it", "executor", c.Executor, "err", err)
 	}

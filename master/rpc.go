@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"jobmaster/pki"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -19,20 +20,29 @@ var errFencedOff = errors.New("fenced off by a newer leader")
 // predates the format does; it acted on nothing.
 var errNoBinary = errors.New("the executor takes no binary deploy")
 
-// postJSON sends a JSON request to an executor or master and decodes the
-// JSON answer into out (when non-nil). A 409 (the executor's StaleToken
-// answer) is errFencedOff with the executor's reason; another status
-// outside 2xx wraps a *transport.StatusError.
-func postJSON(ctx context.Context, c *http.Client, addr, path string, in, out any, timeout time.Duration) error {
+// postJSON sends a JSON request to executor at addr (naming it in
+// wire.HeaderExecutor) and decodes the JSON answer into out (when non-nil).
+// A 409 (the executor's StaleToken answer) is errFencedOff with the
+// executor's reason; another status outside 2xx wraps a
+// *transport.StatusError.
+func postJSON(ctx context.Context, c *http.Client, executor, addr, path string, in, out any, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return rpcError(addr, path, transport.PostJSON(ctx, c, transport.URL(c, addr, path), in, out))
+	hr, err := transport.NewJSONRequest(ctx, http.MethodPost, transport.URL(c, addr, path), in)
+	if err != nil {
+		return err
+	}
+	resp, err := doExecutor(c, hr, executor)
+	if err != nil {
+		return err
+	}
+	return rpcError(addr, path, transport.DecodeResponse(resp, transport.MaxResponseBytes, out))
 }
 
 // postDeploy sends a deploy to an executor in binary (wire.AppendDeploy)
 // and decodes its answer, with postJSON's errors, and errNoBinary for a
 // 415.
-func postDeploy(ctx context.Context, c *http.Client, addr string, req *wire.DeployRequest, timeout time.Duration) (wire.DeployResponse, error) {
+func postDeploy(ctx context.Context, c *http.Client, executor, addr string, req *wire.DeployRequest, timeout time.Duration) (wire.DeployResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, transport.URL(c, addr, wire.PathDeploy), bytes.NewReader(wire.AppendDeploy(nil, req)))
@@ -40,7 +50,7 @@ func postDeploy(ctx context.Context, c *http.Client, addr string, req *wire.Depl
 		return wire.DeployResponse{}, err
 	}
 	hr.Header.Set("Content-Type", wire.DeployType)
-	resp, err := c.Do(hr)
+	resp, err := doExecutor(c, hr, executor)
 	if err != nil {
 		return wire.DeployResponse{}, err
 	}
@@ -63,7 +73,7 @@ func postDeploy(ctx context.Context, c *http.Client, addr string, req *wire.Depl
 // binary (wire.AcceptReport), and decodes the report in whichever format
 // it came: an executor that predates binary reports, or writes another
 // revision of them, answers JSON. Its errors are postJSON's.
-func postHeartbeat(ctx context.Context, c *http.Client, addr string, req *wire.HeartbeatRequest, timeout time.Duration) (wire.Report, error) {
+func postHeartbeat(ctx context.Context, c *http.Client, executor, addr string, req *wire.HeartbeatRequest, timeout time.Duration) (wire.Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var rep wire.Report
@@ -72,7 +82,7 @@ func postHeartbeat(ctx context.Context, c *http.Client, addr string, req *wire.H
 		return rep, err
 	}
 	hr.Header.Set("Accept", wire.AcceptReport)
-	resp, err := c.Do(hr)
+	resp, err := doExecutor(c, hr, executor)
 	if err != nil {
 		return rep, err
 	}
@@ -89,16 +99,44 @@ func postHeartbeat(ctx context.Context, c *http.Client, addr string, req *wire.H
 	return rep, nil
 }
 
+// doExecutor sends hr to executor, naming it (wire.HeaderExecutor). Under
+// TLS the answer counts only if it came from that executor's certificate
+// (an executor starts only with a certificate for its own id): else
+// errMisdirected, whatever it says.
+func doExecutor(c *http.Client, hr *http.Request, executor string) (*http.Response, error) {
+	hr.Header.Set(wire.HeaderExecutor, executor)
+	resp, err := c.Do(hr)
+	if err != nil || resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
+		return resp, err
+	}
+	id, err := pki.IdentityOf(resp.TLS.PeerCertificates[0])
+	if err == nil && (id.Role != pki.Executor || id.NodeID != executor) {
+		err = fmt.Errorf("%w: the certificate there is of %s %s, not of executor %s", errMisdirected, id.Role, id.NodeID, executor)
+	}
+	if err != nil {
+		_ = resp.Body.Close()
+		return nil, err
+	}
+	return resp, nil
+}
+
+// errMisdirected: the executor at the address is not the one the request
+// named (wire.HeaderExecutor); it acted on nothing.
+var errMisdirected = errors.New("another executor answers at this address")
+
 // rpcError is an error of a request to addr's path as the callers of
-// postJSON see it: errFencedOff for a 409, the path named for another
+// postJSON see it: errFencedOff for a 409, errMisdirected for a 421, the path named for another
 // status outside 2xx, else as it is (nil, or no answer).
 func rpcError(addr, path string, err error) error {
 	var se *transport.StatusError
 	if !errors.As(err, &se) {
 		return err
 	}
-	if se.Code == http.StatusConflict {
+	switch se.Code {
+	case http.StatusConflict:
 		return fmt.Errorf("%w: %s", errFencedOff, se.Message)
+	case http.StatusMisdirectedRequest:
+		return fmt.Errorf("%w: %s", errMisdirected, se.Message)
 	}
 	return fmt.Errorf("%s%s: %w", addr, path, se)
 }

@@ -2,6 +2,9 @@ package master
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
@@ -18,14 +21,21 @@ import (
 
 	"jobmaster/fsm"
 	"jobmaster/leader"
+	"jobmaster/pki"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
 // TestPostJSONErrors: the tracker tells a fenced-off leader from any other
-// failure with errors.Is(err, errFencedOff), and nothing else.
+// failure with errors.Is(err, errFencedOff), a request another executor
+// refused as not its own with errMisdirected, and nothing else. Every
+// request names the executor it is for.
 func TestPostJSONErrors(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if to := r.Header.Get(wire.HeaderExecutor); to != "e1" {
+			transport.Compact.WriteError(w, http.StatusMisdirectedRequest, "this is executor e1, not "+to)
+			return
+		}
 		switch r.URL.Path {
 		case wire.PathHeartbeat:
 			w.Header().Set("Content-Type", "application/json")
@@ -43,11 +53,11 @@ func TestPostJSONErrors(t *testing.T) {
 	addr := transport.HostPort(srv.URL)
 	ctx := context.Background()
 
-	err := postJSON(ctx, c, addr, wire.PathHeartbeat, struct{}{}, nil, time.Minute)
+	err := postJSON(ctx, c, "e1", addr, wire.PathHeartbeat, struct{}{}, nil, time.Minute)
 	require.ErrorIs(t, err, errFencedOff)
 	assert.Equal(t, "fenced off by a newer leader: stale fencing token 3: the newest seen is 7", err.Error())
 
-	err = postJSON(ctx, c, addr, wire.PathDeploy, struct{}{}, nil, time.Minute)
+	err = postJSON(ctx, c, "e1", addr, wire.PathDeploy, struct{}{}, nil, time.Minute)
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, errFencedOff)
 	var se *transport.StatusError
@@ -57,10 +67,17 @@ func TestPostJSONErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), addr+wire.PathDeploy)
 
 	var out wire.DeployResponse
-	require.NoError(t, postJSON(ctx, c, addr, wire.PathCancel, struct{}{}, &out, time.Minute))
+	require.NoError(t, postJSON(ctx, c, "e1", addr, wire.PathCancel, struct{}{}, &out, time.Minute))
+	err = postJSON(ctx, c, "e9", addr, wire.PathCancel, struct{}{}, &out, time.Minute)
+	require.ErrorIs(t, err, errMisdirected)
+	assert.NotErrorIs(t, err, errFencedOff)
+	_, err = postHeartbeat(ctx, c, "e9", addr, &wire.HeartbeatRequest{}, time.Minute)
+	require.ErrorIs(t, err, errMisdirected)
+	_, err = postDeploy(ctx, c, "e9", addr, &wire.DeployRequest{}, time.Minute)
+	require.ErrorIs(t, err, errMisdirected)
 
 	srv.Close()
-	err = postJSON(ctx, c, addr, wire.PathCancel, struct{}{}, nil, time.Minute)
+	err = postJSON(ctx, c, "e1", addr, wire.PathCancel, struct{}{}, nil, time.Minute)
 	require.Error(t, err, "no answer")
 	var none *transport.StatusError
 	assert.False(t, errors.As(err, &none), "no answer is no status: %v", err)
@@ -192,14 +209,55 @@ func TestPostHeartbeatTakesEitherFormat(t *testing.T) {
 	addr := srv.Listener.Addr().String()
 	for _, m := range []string{"binary", "json"} {
 		mode.Store(m)
-		got, err := postHeartbeat(context.Background(), srv.Client(), addr, &wire.HeartbeatRequest{}, time.Second)
+		got, err := postHeartbeat(context.Background(), srv.Client(), "e1", addr, &wire.HeartbeatRequest{}, time.Second)
 		require.NoError(t, err, m)
 		require.Equal(t, want, got, m)
 	}
 	mode.Store("other revision")
-	_, err := postHeartbeat(context.Background(), srv.Client(), addr, &wire.HeartbeatRequest{}, time.Second)
+	_, err := postHeartbeat(context.Background(), srv.Client(), "e1", addr, &wire.HeartbeatRequest{}, time.Second)
 	require.ErrorContains(t, err, "malformed answer")
 	mode.Store("fenced")
-	_, err = postHeartbeat(context.Background(), srv.Client(), addr, &wire.HeartbeatRequest{}, time.Second)
+	_, err = postHeartbeat(context.Background(), srv.Client(), "e1", addr, &wire.HeartbeatRequest{}, time.Second)
 	require.ErrorIs(t, err, errFencedOff)
+}
+
+// Under TLS an executor's answer counts only from that executor's
+// certificate: the certificate of executor e2 answering where the leader
+// heartbeats e1 is errMisdirected (a compromised e2 announcing a fake
+// member at its own address cannot take work under that name).
+func TestExecutorAnswerMustComeFromItsCertificate(t *testing.T) {
+	now := time.Now()
+	ca, err := pki.NewCA(rand.Reader, now, 2*time.Hour)
+	require.NoError(t, err)
+	cert := func(role pki.Role, id string) tls.Certificate {
+		is, err := ca.Issue(rand.Reader, pki.Request{Identity: pki.Identity{Role: role, NodeID: id}, Now: now, Validity: time.Hour})
+		require.NoError(t, err)
+		c, err := tls.X509KeyPair(is.CertPEM, is.KeyPEM)
+		require.NoError(t, err)
+		return c
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		transport.Compact.WriteJSON(w, http.StatusOK, wire.Report{Version: wire.Version, Executor: r.Header.Get(wire.HeaderExecutor)})
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert(pki.Executor, "e2")}}
+	srv.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	defer c.CloseIdleConnections()
+
+	_, err = postHeartbeat(context.Background(), c, "e1", srv.URL, &wire.HeartbeatRequest{}, time.Minute)
+	require.ErrorIs(t, err, errMisdirected)
+	require.ErrorContains(t, err, "the certificate there is of executor e2, not of executor e1")
+	err = postJSON(context.Background(), c, "e1", srv.URL, wire.PathCancel, wire.CancelRequest{}, nil, time.Minute)
+	require.ErrorIs(t, err, errMisdirected)
+	rep, err := postHeartbeat(context.Background(), c, "e2", srv.URL, &wire.HeartbeatRequest{}, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, "e2", rep.Executor)
+
+	srv.TLS.Certificates = []tls.Certificate{cert(pki.Server, "e2")}
+	c.CloseIdleConnections()
+	_, err = postHeartbeat(context.Background(), c, "e2", srv.URL, &wire.HeartbeatRequest{}, time.Minute)
+	require.ErrorIs(t, err, errMisdirected, "a master's certificate answered as an executor")
 }

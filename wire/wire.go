@@ -59,6 +59,15 @@ const (
 	PathLogs       = "/v1/executions/logs" // public: ?id=<execution id>&stream=stdout|stderr
 )
 
+// HeaderExecutor names, on every request a leader sends to an executor,
+// the executor it is meant for. An executor answers a request that names
+// another with 421 Misdirected Request and acts on none of it: an address
+// that gossip gives to another name (a member announced by a holder of the
+// gossip key, or an executor restarted on a port another one had) must not
+// make an executor run, cancel, release or forget another's work. A
+// request that names none, from a leader of an older release, is taken.
+const HeaderExecutor = "X-Jobmaster-Executor"
+
 // Master endpoint that executors push state changes to (the leader's, or any
 // master's, which forwards it).
 const PathExecutorUpdate = "/v1/internal/executor-update"
