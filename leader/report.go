@@ -50,7 +50,7 @@ func (c *Core) report(read Reader, executor string, reported []wire.ExecutionSta
 	r.Propose = append(reconcile.Commands(executor, res, c.token, now.UnixMilli(), c.cfg.AckDeadline), r.Propose...)
 	r.kickOnCommit = len(r.Propose) > 0
 	if len(res.Cancel) > 0 {
-		r.event(slog.LevelInfo, "cancelling executions", "executor", executor, "executions", res.Cancel)
+		r.event(slog.LevelInfo, "cancelling executions", "executor", executor, "count", len(res.Cancel), "executions", firstIDs(res.Cancel))
 		r.Cancel = append(r.Cancel, Cancel{Executor: executor, IDs: res.Cancel})
 	}
 	if len(res.Redeploy) > 0 {
@@ -121,4 +121,16 @@ func (c *Core) Cancels(read Reader) Ready {
 	}
 	sort.Slice(r.Cancel, func(i, j int) bool { return r.Cancel[i].Executor < r.Cancel[j].Executor })
 	return r
+}
+
+// logIDs is how many ids a log line lists: a report can name thousands.
+const logIDs = 20
+
+// firstIDs returns at most logIDs of ids, for a log line (count says how
+// many there are).
+func firstIDs(ids []string) []string {
+	if len(ids) <= logIDs {
+		return ids
+	}
+	return ids[:logIDs]
 }

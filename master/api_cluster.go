@@ -162,12 +162,15 @@ func decodeReport(r *http.Request, body []byte) (wire.Report, error) {
 	var rep wire.Report
 	switch ct := r.Header.Get("Content-Type"); {
 	case wire.IsReport(ct):
-		return wire.DecodeReport(body)
+		rep, err := wire.DecodeReport(body)
+		return rep, err
 	case wire.IsBinary(ct):
 		return rep, fmt.Errorf("%w (%q; it reads %s): send it as JSON", errReportRevision, ct, wire.ReportType)
 	}
-	err := json.Unmarshal(body, &rep)
-	return rep, err
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return rep, err
+	}
+	return rep, rep.CheckBounds()
 }
 
 // executorUpdate: POST /v1/internal/executor-update, an executor's push of

@@ -95,6 +95,8 @@ func (t *tracker) heartbeat(id string) {
 			// Once per silence: gossip gives this executor's name an
 			// address where another one answers.
 			t.m.log.Warn("another executor answers at this executor's address: it is not heard from", "executor", id, "addr", h.Addr, "err", err)
+		case errors.Is(err, errAnswerRefused) && h.ProbeStarted:
+			t.m.log.Warn("executor's answers are refused: it is not heard from", "executor", id, "err", err)
 		}
 		return
 	}

@@ -87,14 +87,20 @@ func postHeartbeat(ctx context.Context, c *http.Client, executor, addr string, r
 		return rep, err
 	}
 	if !wire.IsReport(resp.Header.Get("Content-Type")) {
-		return rep, rpcError(addr, wire.PathHeartbeat, transport.DecodeResponse(resp, transport.MaxResponseBytes, &rep))
+		if err := transport.DecodeResponse(resp, transport.MaxResponseBytes, &rep); err != nil {
+			return rep, rpcError(addr, wire.PathHeartbeat, err)
+		}
+	} else {
+		data, err := transport.ReadResponse(resp, transport.MaxResponseBytes)
+		if err != nil {
+			return rep, rpcError(addr, wire.PathHeartbeat, err)
+		}
+		if rep, err = wire.DecodeReport(data); err != nil {
+			return rep, fmt.Errorf("%w: malformed answer: %w", errAnswerRefused, err)
+		}
 	}
-	data, err := transport.ReadResponse(resp, transport.MaxResponseBytes)
-	if err != nil {
-		return rep, rpcError(addr, wire.PathHeartbeat, err)
-	}
-	if rep, err = wire.DecodeReport(data); err != nil {
-		return rep, fmt.Errorf("malformed answer: %w", err)
+	if err := rep.CheckBounds(); err != nil {
+		return wire.Report{}, fmt.Errorf("%w: %w", errAnswerRefused, err)
 	}
 	return rep, nil
 }
@@ -119,6 +125,10 @@ func doExecutor(c *http.Client, hr *http.Request, executor string) (*http.Respon
 	}
 	return resp, nil
 }
+
+// errAnswerRefused: an executor's report was malformed or past the
+// bounds of one (wire.CheckBounds); it counts as no answer.
+var errAnswerRefused = errors.New("executor's report refused")
 
 // errMisdirected: the executor at the address is not the one the request
 // named (wire.HeaderExecutor); it acted on nothing.

@@ -27,6 +27,7 @@ package reconcile
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"jobmaster/fsm"
 	"jobmaster/wire"
@@ -85,7 +86,11 @@ func Reconcile(in Input) Result {
 		expected[in.Expected[i].ID] = &in.Expected[i]
 	}
 	reported := make(map[string]bool, len(in.Reported))
-	for _, r := range in.Reported {
+	for i := range in.Reported {
+		r := &in.Reported[i]
+		if reported[r.ExecutionID] {
+			continue // listed twice: the first counts
+		}
 		reported[r.ExecutionID] = true
 		st := wire.State(r.State)
 		e, ok := expected[r.ExecutionID]
@@ -96,7 +101,7 @@ func Reconcile(in Input) Result {
 			out.Cancel = append(out.Cancel, r.ExecutionID)
 			out.Unknown = append(out.Unknown, r.ExecutionID)
 		case st.Terminal():
-			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st, Message: r.Message, Bytes: r.Bytes, Unavailable: r.Unavailable})
+			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st, Message: cut(r.Message, wire.MaxStatusMessage), Bytes: r.Bytes, Unavailable: r.Unavailable})
 		case !e.Deployed || (st == wire.StateRunning && e.State == wire.StateDeploying):
 			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st})
 			if e.State == wire.StateCanceling {
@@ -210,4 +215,22 @@ func Partitions(in PartitionInput) PartitionResult {
 		}
 	}
 	return out
+}
+
+// cut returns s cut to at most max bytes, marked "…" when cut, and not
+// in the middle of a rune: an executor's message is recorded in the
+// replicated state.
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const mark = "…"
+	s = s[:max-len(mark)]
+	for i := 0; i < utf8.UTFMax-1 && len(s) > 0; i++ {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size > 1 {
+			break
+		}
+		s = s[:len(s)-1] // a rune cut short
+	}
+	return s + mark
 }

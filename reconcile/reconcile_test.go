@@ -1,8 +1,10 @@
 package reconcile
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -65,6 +67,10 @@ func TestReconcile(t *testing.T) {
 		{name: "cancelling and pending past the deadline expires",
 			expected: []fsm.Execution{ex("a", wire.StateCanceling, false, 5, 0, 1_000)},
 			want:     Result{Expired: []string{"a"}}},
+		{name: "an id listed twice counts once",
+			expected: []fsm.Execution{ex("a", wire.StateRunning, true, 1, 2, 0)},
+			reported: []wire.ExecutionStatus{rep("x", "RUNNING"), rep("x", "RUNNING"), rep("a", "RUNNING"), rep("a", "FAILED"), rep("", "RUNNING"), rep("", "RUNNING")},
+			want:     Result{Cancel: []string{"x", ""}, Unknown: []string{"x", ""}}},
 		{name: "cancelling and pending: acknowledged and cancelled again",
 			expected: []fsm.Execution{ex("a", wire.StateCanceling, false, 1, 0, 9_000)},
 			reported: []wire.ExecutionStatus{rep("a", "RUNNING")},
@@ -118,5 +124,23 @@ func TestPartitions(t *testing.T) {
 			require.Equal(t, c.release, got.Release, "release")
 			require.Equal(t, c.lost, got.Lost, "lost")
 		})
+	}
+}
+
+// An executor's message is recorded cut to wire.MaxStatusMessage bytes,
+// marked, and still valid UTF-8 where it was cut in the middle of a rune.
+func TestLongMessageIsCut(t *testing.T) {
+	for _, msg := range []string{strings.Repeat("x", 1<<20), strings.Repeat("é", wire.MaxStatusMessage), strings.Repeat("x", wire.MaxStatusMessage)} {
+		got := Reconcile(Input{Executor: "e1", Expected: []fsm.Execution{ex("a", wire.StateRunning, true, 1, 2, 0)},
+			Reported: []wire.ExecutionStatus{{ExecutionID: "a", State: wire.StateFailed, Message: msg}}, BaseIndex: 10, Now: 10_000})
+		require.Len(t, got.Record, 1)
+		m := got.Record[0].Message
+		require.LessOrEqual(t, len(m), wire.MaxStatusMessage)
+		require.True(t, utf8.ValidString(m), "cut inside a rune")
+		if len(msg) <= wire.MaxStatusMessage {
+			require.Equal(t, msg, m)
+		} else {
+			require.True(t, strings.HasSuffix(m, "…") && strings.HasPrefix(msg, strings.TrimSuffix(m, "…")), "cut %q...", m[:20])
+		}
 	}
 }

@@ -226,7 +226,7 @@ func DecodeReport(data []byte) (Report, error) {
 	r.LeaseMs = d.int64()
 	r.Partial = d.bool()
 	r.Executions = d.statuses()
-	if n := d.count(minPartition); n > 0 {
+	if n := d.countMax(minPartition, MaxReportPartitions); n > 0 {
 		r.Partitions = make([]Partition, n)
 		for i := range r.Partitions {
 			p := &r.Partitions[i]
@@ -399,9 +399,18 @@ func (d *decoder) int() int {
 // count reads how many elements follow, each of which takes at least min
 // bytes: more than the bytes left can hold is an error.
 func (d *decoder) count(min int) int {
+	return d.countMax(min, math.MaxInt)
+}
+
+// countMax is count, and more than max elements is an error too.
+func (d *decoder) countMax(min, max int) int {
 	n := d.uvarint()
 	if n > uint64(len(d.data)/min) {
 		d.fail("%d elements in %d bytes", n, len(d.data))
+		return 0
+	}
+	if n > uint64(max) {
+		d.fail("%d elements, at most %d are read", n, max)
 		return 0
 	}
 	return int(n)
@@ -433,7 +442,12 @@ func (d *decoder) bool() bool {
 
 // strings reads a list of strings; an empty one is nil.
 func (d *decoder) strings() []string {
-	n := d.count(1)
+	return d.stringsMax(math.MaxInt)
+}
+
+// stringsMax is strings, of at most max.
+func (d *decoder) stringsMax(max int) []string {
+	n := d.countMax(1, max)
 	if n == 0 {
 		return nil
 	}
@@ -446,7 +460,7 @@ func (d *decoder) strings() []string {
 
 // statuses reads a list of execution statuses; an empty one is nil.
 func (d *decoder) statuses() []ExecutionStatus {
-	n := d.count(minStatus)
+	n := d.countMax(minStatus, MaxReportExecutions)
 	if n == 0 {
 		return nil
 	}
@@ -462,7 +476,7 @@ func (d *decoder) statuses() []ExecutionStatus {
 		s.State = State(d.string())
 		s.Message = d.string()
 		s.Bytes = d.int64()
-		s.Unavailable = d.strings()
+		s.Unavailable = d.stringsMax(MaxUnavailable)
 	}
 	return out
 }

@@ -314,6 +314,38 @@ type Report struct {
 // one.
 const MaxStorageError = 512
 
+// Bounds of a report as a leader reads it (a heartbeat's answer, a push).
+// An executor holds far fewer executions (a job has at most 100,000
+// subtasks) and partitions; a report past them is refused whole, before
+// anything in it is acted on, so that one executor's answer cannot make a
+// leader hold millions of entries.
+const (
+	MaxReportExecutions = 1 << 18
+	MaxReportPartitions = 1 << 18
+	// MaxUnavailable bounds the partitions one execution names as
+	// unreadable: a consumer reads at most this many sources.
+	MaxUnavailable = 1 << 16
+	// MaxStatusMessage bounds an execution's message as a leader records
+	// it; a longer one is cut.
+	MaxStatusMessage = 4 << 10
+)
+
+// CheckBounds refuses a report past the bounds above.
+func (r *Report) CheckBounds() error {
+	if n := len(r.Executions); n > MaxReportExecutions {
+		return fmt.Errorf("the report lists %d executions, at most %d are read", n, MaxReportExecutions)
+	}
+	if n := len(r.Partitions); n > MaxReportPartitions {
+		return fmt.Errorf("the report lists %d partitions, at most %d are read", n, MaxReportPartitions)
+	}
+	for i := range r.Executions {
+		if n := len(r.Executions[i].Unavailable); n > MaxUnavailable {
+			return fmt.Errorf("execution %.200q names %d unavailable partitions, at most %d are read", r.Executions[i].ExecutionID, n, MaxUnavailable)
+		}
+	}
+	return nil
+}
+
 // ExecutionStatus is one execution as an executor sees it.
 type ExecutionStatus struct {
 	ExecutionID string `json:"execution_id"`
