@@ -414,3 +414,44 @@ func TestResultEventsReadWhileLaterEntriesApply(t *testing.T) {
 	default:
 	}
 }
+
+// A restore that takes a master's state back (an operator restores a
+// backup older than what it had applied) tells every reader that had seen
+// past the backup that what it saw is gone; readers are told the state
+// stands just past what they had seen, and resume from there with the
+// entries that follow the restore. Without it, a stream went on silently
+// and a follower of a job that the backup did not hold waited forever.
+func TestARestoreBackInTimeSendsEveryReaderBack(t *testing.T) {
+	logs := logOf(t)
+	require.Greater(t, len(logs), 20)
+	src := New()
+	src.ApplyBatch(logs[:5])
+	var snap bytes.Buffer
+	_, err := src.Capture().WriteTo(&snap)
+	require.NoError(t, err)
+
+	f := New()
+	f.ApplyBatch(logs[:20])
+	at := uint64(20)
+	require.NoError(t, f.Restore(readCloser{&snap}))
+	_, err = f.Events(AllOf(at), nil, 10)
+	gone, ok := errors.AsType[*EventsGoneError](err)
+	require.True(t, ok, "a reader that had seen index %d read on: %v", at, err)
+	require.Equal(t, at+1, gone.Oldest)
+	var told uint64
+	f.Read(func(st *State) { told = f.IndexOf(st) })
+	require.Equal(t, at+1, told, "readers of the restored state are told its index")
+	r, err := f.Events(AllOf(told), nil, 10)
+	require.NoError(t, err, "a reader resuming where the state stands")
+	require.Empty(t, r.Events)
+	require.Equal(t, AllOf(told), r.Next)
+
+	// The entries after the restore come after it, and reach that reader.
+	next := &raft.Log{Index: at + 2, Type: raft.LogCommand, Data: MustEncode(&EstablishLeadership{Node: "m2"})}
+	f.ApplyBatch([]*raft.Log{next})
+	r, err = f.Events(AllOf(told), nil, 10)
+	require.NoError(t, err)
+	require.NotEmpty(t, r.Events, "the entry after the restore")
+	f.Read(func(st *State) { told = f.IndexOf(st) })
+	require.Equal(t, at+2, told)
+}

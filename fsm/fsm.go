@@ -23,6 +23,12 @@ type FSM struct {
 	// tokens is the state's tokens as of the last apply or restore, read
 	// without the lock (Tokens).
 	tokens atomic.Pointer[TokenTable]
+	// floor is, after a restore that took the state back to an older
+	// index (an operator's restore of a backup), the index this master had
+	// applied before it, plus one: readers are told the state stands
+	// there (IndexOf), and every event cursor up to it is gone. It is this
+	// master's own, not replicated.
+	floor atomic.Uint64
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -97,12 +103,13 @@ func (f *FSM) Events(c Cursor, filter *EventFilter, limit int) (EventsRead, erro
 	if err != nil {
 		return EventsRead{}, err
 	}
-	out := EventsRead{Events: evs, Next: AllOf(f.state.Index())}
+	at := f.IndexOf(f.state)
+	out := EventsRead{Events: evs, Next: AllOf(at)}
 	switch {
 	case limit > 0 && len(evs) >= limit:
 		last := evs[len(evs)-1]
 		out.Next = Cursor{Index: last.Index, Offset: last.Offset}
-	case c.Index > f.state.Index():
+	case c.Index > at:
 		out.Next = c // ahead of this master: it has not applied that far yet
 	}
 	return out, nil
@@ -137,9 +144,18 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	st.RecordEvents()
 	f.mu.Lock()
+	// What came before the snapshot is not known here any more. A snapshot
+	// older than what this master had applied (a backup restored) goes
+	// back in time: the readers that had seen up to prev must read the
+	// state again, and resume after prev+1, where the restored state
+	// stands for them (the entries after the restore come after it).
+	from := st.Index() + 1
+	if prev := f.IndexOf(f.state); prev > st.Index() {
+		from = prev + 2
+		f.floor.Store(prev + 1)
+	}
 	f.state = st
-	// What came before the snapshot is not known here any more.
-	f.events = newEventRing(f.events.max, st.Index()+1)
+	f.events = newEventRing(f.events.max, from)
 	f.tokens.Store(st.tokenTable(nil))
 	ch := f.changed
 	f.changed = make(chan struct{})
@@ -147,6 +163,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	close(ch)
 	return nil
 }
+
+// IndexOf is the index readers of st (this FSM's state, inside Read) are
+// told it stands at: its applied index, or, after a restore that took it
+// back, the index this master had passed before (floor), until entries pass
+// that. An event stream resumed from it continues the read exactly.
+func (f *FSM) IndexOf(st *State) uint64 { return max(st.Index(), f.floor.Load()) }
 
 type snapshot struct{ capture *Capture }
 

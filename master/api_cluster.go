@@ -40,7 +40,7 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 		inUse = st.ResourcesInUse()
 		drained = st.DrainStatus()
 		drains = st.Drains()
-		setIndex(w, st)
+		m.setIndex(w, st)
 	})
 	out.Masters = m.masters(leaderID)
 	if s != nil {

@@ -56,7 +56,7 @@ func (m *Master) listJobs(w http.ResponseWriter, _ *http.Request, _ []byte, _ *s
 	var jobs []fsm.JobSummary
 	m.fsm.Read(func(st *fsm.State) {
 		jobs = st.Jobs()
-		setIndex(w, st)
+		m.setIndex(w, st)
 	})
 	out := api.JobList{Jobs: make([]api.JobSummary, 0, len(jobs))}
 	for _, j := range jobs {
@@ -73,7 +73,7 @@ func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *ses
 	var ok bool
 	m.fsm.Read(func(st *fsm.State) {
 		v, ok = st.Job(id)
-		setIndex(w, st)
+		m.setIndex(w, st)
 	})
 	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("job %q not found", id))
@@ -85,8 +85,8 @@ func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *ses
 
 // setIndex names the applied index an answer is read at (api.IndexHeader):
 // an event stream resumed from it continues the answer exactly.
-func setIndex(w http.ResponseWriter, st *fsm.State) {
-	w.Header().Set(api.IndexHeader, strconv.FormatUint(st.Index(), 10))
+func (m *Master) setIndex(w http.ResponseWriter, st *fsm.State) {
+	w.Header().Set(api.IndexHeader, strconv.FormatUint(m.fsm.IndexOf(st), 10))
 }
 
 func jobToAPI(v *fsm.JobView) api.Job {

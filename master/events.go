@@ -97,7 +97,7 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 	}
 	cur := q.from
 	if q.now {
-		m.fsm.Read(func(st *fsm.State) { cur = fsm.AllOf(st.Index()) })
+		m.fsm.Read(func(st *fsm.State) { cur = fsm.AllOf(m.fsm.IndexOf(st)) })
 	}
 	// Check before answering 200 that the events after cur are held.
 	changed := m.fsm.Changed()

@@ -141,7 +141,9 @@ async function start() {
   }
   clearError();
   if (stream) stream.stop();
-  stream = new Stream({}, { primary: true, onEvent, onAuth: login });
+  // Gone: what came since the page was read is no longer held (a backup
+  // restored, or a long disconnection): read the page again.
+  stream = new Stream({}, { primary: true, onEvent, onGone: () => { refreshCluster(); if (page) page.refresh().catch(fail); }, onAuth: login });
   route();
 }
 

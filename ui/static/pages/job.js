@@ -150,6 +150,7 @@ export function mount(root, { arg: id, fail }) {
     },
     onGone(oldest) {
       historyNote.textContent = `What happened before log index ${oldest} is no longer held by the masters.`;
+      soon(); // the job may have changed, or be gone, meanwhile
     },
     onAuth: fail,
   });
