@@ -150,6 +150,18 @@ func (m *Master) authorize(w http.ResponseWriter, r *http.Request, route acl.Rou
 	return nil, false
 }
 
+// stillAllowed reports whether r's token still exists and still allows
+// r's route: a request that lasts (an event stream) ends once its token is
+// deleted, as every later request with it is refused.
+func (m *Master) stillAllowed(r *http.Request) bool {
+	c := callerOf(r)
+	if c == nil || c.unverified {
+		return true
+	}
+	t, ok := m.lookupToken(c.token.SecretHash)
+	return ok && t.Policy.Satisfies(c.need)
+}
+
 // confirmCaller checks, on the leader, the token of a request that arrived
 // here unverified. It answers 401 or 403 and returns false, or returns r
 // with its caller.

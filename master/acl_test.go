@@ -411,3 +411,26 @@ func TestHopCountNeedsAServerCertificate(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	}
 }
+
+// An event stream ends once its token is deleted: the events that follow
+// the delete do not reach it, and its reader's next request is refused.
+func TestEventStreamEndsWhenItsTokenIsDeleted(t *testing.T) {
+	c, _ := aclCluster(t, func(cfg *Config) { cfg.EventHeartbeat = 50 * time.Millisecond })
+	l, f := c.leader(), c.follower()
+	root := tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil))
+	reader := tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/tokens"), []byte(`{"name":"r","policy":"read"}`), auth(root.SecretID)...))
+	waitFor(t, "the follower to know the token", func() bool {
+		return do(t, "GET", c.url(f, "/v1/jobs?stale"), nil, auth(reader.SecretID)...).status == http.StatusOK
+	})
+	next, resp := stream(t, c.url(f, "/v1/events?topic=job"), auth(reader.SecretID)...)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/before"), []byte(simpleJob), auth(root.SecretID)...))
+	require.Equal(t, "before", until(t, next, func(e api.Event) bool { return e.Job == "before" })[0].Job)
+
+	require.Equal(t, http.StatusOK, do(t, "DELETE", c.url(l, "/v1/acl/tokens/"+reader.AccessorID), nil, auth(root.SecretID)...).status)
+	requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/after"), []byte(simpleJob), auth(root.SecretID)...))
+	for l := next(); l != ""; l = next() {
+		require.NotEqual(t, "after", parseEvent(t, l).Job, "an event after the token's delete reached its stream")
+	}
+	require.Equal(t, http.StatusUnauthorized, do(t, "GET", c.url(f, "/v1/events"), nil, auth(reader.SecretID)...).status)
+}

@@ -157,6 +157,11 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		if !m.stillAllowed(r) {
+			// Its token was deleted: the stream ends, and the reader's
+			// next request is refused (401).
+			return
+		}
 		changed = m.fsm.Changed()
 		read, err = m.fsm.Events(cur, &q.filter, eventsBatch)
 		if gone, ok := errors.AsType[*fsm.EventsGoneError](err); ok {

@@ -175,6 +175,9 @@ setInterval(() => {
   if (!page || !stream) return;
   if (page.tick) page.tick();
 }, 2000);
-setInterval(() => { if (stream) refreshCluster().catch(() => {}); }, 10000);
+// A token deleted meanwhile shows the sign-in form (its stream has ended).
+setInterval(() => {
+  if (stream) refreshCluster().catch((err) => { if (err instanceof AuthError) login(err); });
+}, 10000);
 
 start();
