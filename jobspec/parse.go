@@ -95,10 +95,14 @@ func Check(s *Spec) error {
 		return err
 	}
 	for _, r := range s.Name {
-		if unicode.IsControl(r) {
-			// Checked at submission only, as the sizes are: a name
-			// accepted before still applies from the log.
+		// Checked at submission only, as the sizes are: a name accepted
+		// before still applies from the log.
+		switch {
+		case unicode.IsControl(r):
 			return fieldErr("name", "has the control character %U: a name is shown in terminals and pages", r)
+		case unicode.Is(unicode.Bidi_Control, r):
+			// "invoice\u202egnp.exe" shows as "invoice...exe.png".
+			return fieldErr("name", "has the bidirectional control character %U: a name is shown in terminals and pages, and would show reordered", r)
 		}
 	}
 	return checkSizes(s)

@@ -88,6 +88,11 @@ func TestNameWithoutControlCharacters(t *testing.T) {
 		_, err := Parse([]byte(fmt.Sprintf(`{"name":%s,"vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`, quoted)))
 		require.ErrorContains(t, err, "name: has the control character", "%q", name)
 	}
-	_, err := Parse([]byte(`{"name":"word count — ünïcode ✓","vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`))
+	for _, name := range []string{"invoice‮gnp.exe", "a⁦b", "rlm‏"} {
+		quoted, _ := json.Marshal(name)
+		_, err := Parse([]byte(fmt.Sprintf(`{"name":%s,"vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`, quoted)))
+		require.ErrorContains(t, err, "name: has the bidirectional control character", "%q", name)
+	}
+	_, err := Parse([]byte(`{"name":"word count — ünïcode ✓ 👩‍💻 עברית","vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`))
 	require.NoError(t, err)
 }

@@ -434,3 +434,18 @@ func TestEventStreamEndsWhenItsTokenIsDeleted(t *testing.T) {
 	}
 	require.Equal(t, http.StatusUnauthorized, do(t, "GET", c.url(f, "/v1/events"), nil, auth(reader.SecretID)...).status)
 }
+
+// An answer that carries a token's secret is neither cached nor sniffed,
+// nor is any other answer of the API.
+func TestAnswersAreNotCached(t *testing.T) {
+	c, _ := aclCluster(t)
+	l := c.leader()
+	boot := do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil)
+	root := tokenOf(t, boot)
+	created := do(t, "POST", c.url(l, "/v1/acl/tokens"), []byte(`{"name":"r","policy":"read"}`), auth(root.SecretID)...)
+	tokenOf(t, created)
+	for _, r := range []httpResult{boot, created, do(t, "GET", c.url(l, "/v1/jobs"), nil, auth(root.SecretID)...), do(t, "GET", c.url(l, "/v1/jobs"), nil)} {
+		require.Equal(t, "no-store", r.header.Get("Cache-Control"))
+		require.Equal(t, "nosniff", r.header.Get("X-Content-Type-Options"))
+	}
+}

@@ -11,7 +11,8 @@ import (
 )
 
 // guard is what every request meets once its path is canonical and before
-// it is routed (docs/security.md): in every mode, drive-by requests are
+// it is routed (docs/security.md): every answer is marked not to be cached
+// or sniffed; in every mode, drive-by requests are
 // refused (a write with a body of another type than its endpoint takes:
 // 415; another origin: 403, but the reads the UI's pages make of the
 // cluster's other masters, see crossOrigin), and the headers only masters may set are
@@ -19,6 +20,10 @@ import (
 // request's token is checked against the route's need (authorize).
 func (m *Master) guard(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// No answer is cached or sniffed (a token's secret is in one);
+		// the UI's files and the event stream set their own caching.
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		_, pattern := mux.Handler(r)
 		handled, peerRead := m.crossOrigin(w, r, pattern)
 		if handled {

@@ -16,6 +16,7 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"path"
 	"strings"
 )
 
@@ -36,6 +37,14 @@ func Handler(peers func() []string) http.Handler {
 	fsrv := http.StripPrefix(Prefix, http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		SetHeaders(w.Header(), peers())
+		// Files only: a directory other than the UI's own (its
+		// index.html) is no page, and its listing is nobody's business.
+		if p := strings.Trim(path.Clean("/"+strings.TrimPrefix(r.URL.Path, Prefix)), "/"); p != "" {
+			if st, err := fs.Stat(sub, p); err == nil && st.IsDir() {
+				http.NotFound(w, r)
+				return
+			}
+		}
 		fsrv.ServeHTTP(w, r)
 	})
 }

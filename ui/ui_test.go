@@ -96,8 +96,12 @@ func TestHandlerServesTheEmbeddedFiles(t *testing.T) {
 		assert.NotContains(t, string(body), "innerHTML", "%s builds markup from strings", path)
 		assert.NotContains(t, string(body), "localStorage", "%s keeps something beyond the session", path)
 	}
-	resp, err := http.Get(srv.URL + "/ui/nope.js")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	for _, p := range []string{"/ui/nope.js", "/ui/pages/", "/ui/pages", "/ui/./pages/", "/ui/pages/../pages/"} {
+		resp, err := http.Get(srv.URL + p)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, p)
+		assert.NotContains(t, string(body), "dag.js", "%s lists a directory", p)
+	}
 }
