@@ -67,6 +67,28 @@ func TestUI(t *testing.T) {
 		browse(t, ctx, "ui-dag in the list", uiWait,
 			chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="ui-dag"]`)))
 	})
+	t.Run("a long id and name wrap instead of pushing the columns off the page", func(t *testing.T) {
+		long := strings.Repeat("j", 128)
+		c.Submit(long, `{"name": "`+strings.Repeat("W", 250)+`", "vertices": [{"id": "v", "parallelism": 1, "command": ["true"]}]}`)
+		var fits bool
+		browse(t, ctx, "the long job in the list", uiWait,
+			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs")),
+			chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="`+long+`"]`)),
+			eval(`document.querySelector('#jobs').getBoundingClientRect().right <= document.documentElement.clientWidth`, &fits))
+		require.True(t, fits, "the jobs table is wider than the window")
+		browse(t, ctx, "the long job's page", uiWait,
+			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs/"+long)),
+			js(`document.querySelector('#job-status')?.textContent === 'FINISHED'`),
+			eval(`document.documentElement.scrollWidth <= document.documentElement.clientWidth`, &fits))
+		require.True(t, fits, "the job's page is wider than the window")
+	})
+	t.Run("a malformed address is no page", func(t *testing.T) {
+		browse(t, ctx, "a malformed escape in the address", uiWait,
+			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs/%E0%A4%A")),
+			js(`document.querySelector('main')?.textContent.includes('No such page')`),
+			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs")),
+			chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="ui-dag"]`)))
+	})
 	t.Run("the job page shows the graph and a subtask finishing", func(t *testing.T) {
 		var vertices, edge string
 		browse(t, ctx, "the graph of ui-dag", uiWait,

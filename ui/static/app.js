@@ -45,7 +45,13 @@ function route() {
   let found = null;
   for (const [re, mod, nav] of routes) {
     const m = hash.match(re);
-    if (m) { found = { mod, nav, arg: m[1] ? decodeURIComponent(m[1]) : '' }; break; }
+    if (!m) continue;
+    try {
+      found = { mod, nav, arg: m[1] ? decodeURIComponent(m[1]) : '' };
+    } catch (_) { // a malformed escape: no page of ours
+      found = null;
+    }
+    break;
   }
   for (const a of document.querySelectorAll('nav a')) {
     a.classList.toggle('active', !!found && a.dataset.page === found.nav);

@@ -66,12 +66,17 @@ export function fmtTime(t) {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${clock}`;
 }
 
-// debounce runs f once, wait ms after the last call.
-export function debounce(f, wait) {
+// debounce runs f once, wait ms after the last call, and at the latest
+// maxWait ms after the first call it has not run for: calls that keep
+// coming (a busy cluster's events) still see f run every maxWait.
+export function debounce(f, wait, maxWait = 1000) {
   let timer = null;
+  let first = 0;
   return () => {
+    const now = Date.now();
+    if (timer === null) first = now;
     clearTimeout(timer);
-    timer = setTimeout(f, wait);
+    timer = setTimeout(() => { timer = null; f(); }, Math.max(0, Math.min(wait, first + maxWait - now)));
   };
 }
 
