@@ -42,9 +42,10 @@ const (
 )
 
 // slotNote explains why a job has nothing placed: the free slots of the
-// alive executors against need, the slots the job needs to start
-// (jobspec.StartSlots; 0 when the spec is not at hand). It is "" when
-// something is placed.
+// executors that take work (alive, not draining, disk not full) against
+// need, the slots the job needs to start (jobspec.StartSlots; 0 when the
+// spec is not at hand). With enough slots free, what it waits for is the
+// CPU or memory its tasks declare. It is "" when something is placed.
 func slotNote(job *api.Job, cl *api.Cluster, need int) string {
 	for _, v := range job.Vertices {
 		for _, st := range v.Subtasks {
@@ -53,22 +54,38 @@ func slotNote(job *api.Job, cl *api.Cluster, need int) string {
 			}
 		}
 	}
-	total, free := 0, 0
+	total, free, alive := 0, 0, 0
+	var cpu, mem int64 // the most free on one executor
 	for _, x := range cl.Executors {
-		if x.Status == "alive" {
-			total += x.Slots
-			free += x.FreeSlots
+		if x.Status != "alive" {
+			continue
+		}
+		alive++
+		if x.Draining || x.DiskFull {
+			continue
+		}
+		total += x.Slots
+		free += x.FreeSlots
+		if x.FreeCPUMillis != nil {
+			cpu = max(cpu, *x.FreeCPUMillis)
+		}
+		if x.FreeMemoryMB != nil {
+			mem = max(mem, *x.FreeMemoryMB)
 		}
 	}
 	switch {
-	case total == 0:
+	case alive == 0:
 		return "Waiting: no executor is alive to run it (see 'jobmaster members')."
+	case total == 0:
+		return "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list')."
 	case need > total:
-		return fmt.Sprintf("Waiting: it needs %d slots at once to start and the alive executors have %d in all; it starts when more executors join.", need, total)
+		return fmt.Sprintf("Waiting: it needs %d slots at once to start and the executors that take work have %d in all; it starts when more executors join.", need, total)
+	case need > 0 && free >= need:
+		return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it starts when other jobs free them.", free, total, need, cpu, mem)
 	case need > 0:
 		return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once to start, and starts when other jobs free them.", free, total, need)
 	}
-	return fmt.Sprintf("Waiting for slots: %d of %d are free; it starts when enough are free for its first region.", free, total)
+	return fmt.Sprintf("Waiting for slots: %d of %d are free; it starts when enough are free for its first region (and the CPU and memory its tasks declare).", free, total)
 }
 
 // waitOpts is how a waiting command polls: every interval; after

@@ -149,12 +149,24 @@ func TestSlotNote(t *testing.T) {
 	assert.Empty(t, slotNote(job("SCHEDULED", "DEPLOYING"), cluster(exec(4, 0, "alive")), 12), "something is placed")
 	assert.Equal(t, "Waiting: no executor is alive to run it (see 'jobmaster members').",
 		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "dead")), 12))
-	assert.Equal(t, "Waiting: it needs 12 slots at once to start and the alive executors have 8 in all; it starts when more executors join.",
+	assert.Equal(t, "Waiting: it needs 12 slots at once to start and the executors that take work have 8 in all; it starts when more executors join.",
 		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "alive"), exec(4, 4, "alive"), exec(4, 4, "dead")), 12))
 	assert.Equal(t, "Waiting for slots: 3 of 16 are free; it needs 12 at once to start, and starts when other jobs free them.",
 		slotNote(job("SCHEDULED"), cluster(exec(8, 1, "alive"), exec(8, 2, "alive")), 12))
-	assert.Equal(t, "Waiting for slots: 3 of 16 are free; it starts when enough are free for its first region.",
+	assert.Equal(t, "Waiting for slots: 3 of 16 are free; it starts when enough are free for its first region (and the CPU and memory its tasks declare).",
 		slotNote(job("SCHEDULED"), cluster(exec(8, 1, "alive"), exec(8, 2, "alive")), 0), "the spec is not at hand")
+
+	// Slots enough: the tasks' CPU or memory is what it waits for.
+	withMem := func(x api.Executor, cpu, mem int64) api.Executor { x.FreeCPUMillis, x.FreeMemoryMB = &cpu, &mem; return x }
+	assert.Equal(t, "Waiting: 9 of 12 slots are free, enough for the 3 it needs, but not the CPU or memory its tasks declare (the freest executor has 2000 millicores, 224 MiB free); it starts when other jobs free them.",
+		slotNote(job("SCHEDULED"), cluster(withMem(exec(4, 3, "alive"), 2000, 224), withMem(exec(4, 3, "alive"), 1000, 224), withMem(exec(4, 3, "alive"), 0, 100)), 3))
+	// Draining and disk-full executors take no work: their slots do not count.
+	draining, full := exec(8, 8, "alive"), exec(8, 8, "alive")
+	draining.Draining, full.DiskFull = true, true
+	assert.Equal(t, "Waiting for slots: 1 of 4 are free; it needs 2 at once to start, and starts when other jobs free them.",
+		slotNote(job("SCHEDULED"), cluster(exec(4, 1, "alive"), draining, full), 2))
+	assert.Equal(t, "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list').",
+		slotNote(job("SCHEDULED"), cluster(draining, full), 2))
 }
 
 // A job that stays CREATED gets one line saying why, once, in the plain
@@ -167,7 +179,7 @@ func TestJobRunWaitSaysWhyAJobWaits(t *testing.T) {
 	f := newFakeMaster(t, append(script, "RUNNING", "FINISHED")...)
 	r := runCLI(f.addr(), "job", "run", "--wait", "--id", "wc", specFile(t, wcSpec))
 	assert.Equal(t, 0, r.code, r.stderr)
-	assert.Equal(t, 1, strings.Count(r.stdout, "Waiting for slots: 2 of 4 are free; it needs 1 at once to start"), r.stdout)
+	assert.Equal(t, 1, strings.Count(r.stdout, "Waiting: 2 of 4 slots are free, enough for the 1 it needs, but not the CPU or memory"), r.stdout)
 
 	f = newFakeMaster(t)
 	r = runCLI(f.addr(), "job", "run", "--wait", "--id", "wc2", specFile(t, wcSpec))
