@@ -157,7 +157,10 @@ func TestSlotNote(t *testing.T) {
 		slotNote(job("SCHEDULED"), cluster(exec(8, 1, "alive"), exec(8, 2, "alive")), 0), "the spec is not at hand")
 
 	// Slots enough: the tasks' CPU or memory is what it waits for.
-	withMem := func(x api.Executor, cpu, mem int64) api.Executor { x.FreeCPUMillis, x.FreeMemoryMB = &cpu, &mem; return x }
+	withMem := func(x api.Executor, cpu, mem int64) api.Executor {
+		x.FreeCPUMillis, x.FreeMemoryMB = &cpu, &mem
+		return x
+	}
 	assert.Equal(t, "Waiting: 9 of 12 slots are free, enough for the 3 it needs, but not the CPU or memory its tasks declare (the freest executor has 2000 millicores, 224 MiB free); it starts when other jobs free them.",
 		slotNote(job("SCHEDULED"), cluster(withMem(exec(4, 3, "alive"), 2000, 224), withMem(exec(4, 3, "alive"), 1000, 224), withMem(exec(4, 3, "alive"), 0, 100)), 3))
 	// Draining and disk-full executors take no work: their slots do not count.
