@@ -1,6 +1,9 @@
 package launch
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/spf13/pflag"
 
 	"jobmaster/executor"
@@ -51,6 +54,37 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", "text", "text (key=value) or json (one object per line), on stderr")
 	securityFlags(fs, &c.TLS, &c.GossipKeys, &c.GossipKeyring, &c.Insecure)
+}
+
+// Check refuses flag values that mean nothing an operator could want: the
+// executor's configuration takes 0 for "the default" in these, so an
+// explicit 0 (or a negative drain) would otherwise pass for something the
+// flag's help does not say.
+func (o *Executor) Check() error {
+	c := &o.Config
+	var errs []error
+	if c.DrainGrace < 0 {
+		errs = append(errs, fmt.Errorf("--drain-grace must not be negative, got %s (0: stop at once)", c.DrainGrace))
+	}
+	if c.TaskLogMaxFiles < 1 {
+		errs = append(errs, fmt.Errorf("--task-log-max-files must be between 1 and 1000, got %d", c.TaskLogMaxFiles))
+	}
+	if c.TaskLogMaxSize <= 0 {
+		errs = append(errs, fmt.Errorf("--task-log-max-size must be positive, got %d", c.TaskLogMaxSize))
+	}
+	if c.TaskPidsMax == 0 || c.TaskPidsMax < -1 {
+		errs = append(errs, fmt.Errorf("--task-pids-max must be positive, or -1 for no bound, got %d", c.TaskPidsMax))
+	}
+	errs = append(errs, checkMaxConns(c.MaxConnsPerClient))
+	return errors.Join(errs...)
+}
+
+// checkMaxConns checks --http-max-conns-per-client.
+func checkMaxConns(n int) error {
+	if n == 0 || n < -1 {
+		return fmt.Errorf("--http-max-conns-per-client must be positive, or -1 for no bound, got %d", n)
+	}
+	return nil
 }
 
 // DefaultExecutor is the options of an executor started with no flags.

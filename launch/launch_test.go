@@ -151,3 +151,28 @@ func vary(t *testing.T, f *pflag.Flag) string {
 	t.Fatalf("--%s is of type %q: teach vary a value for it", f.Name, f.Value.Type())
 	return ""
 }
+
+// Flag values the configuration would take for "the default" (0) or
+// silently as something else (a negative drain) are refused, each named;
+// the defaults and the documented bounds pass.
+func TestCheckRefusesMeaninglessFlagValues(t *testing.T) {
+	ok := DefaultExecutor()
+	require.NoError(t, ok.Check())
+	ok.TaskPidsMax, ok.MaxConnsPerClient, ok.TaskLogMaxFiles = -1, -1, 1000
+	require.NoError(t, ok.Check())
+	for flag, set := range map[string]func(*Executor){
+		"--drain-grace must not be negative":              func(o *Executor) { o.DrainGrace = -time.Second },
+		"--task-log-max-files must be between 1 and 1000": func(o *Executor) { o.TaskLogMaxFiles = 0 },
+		"--task-log-max-size must be positive":            func(o *Executor) { o.TaskLogMaxSize = 0 },
+		"--task-pids-max must be positive, or -1":         func(o *Executor) { o.TaskPidsMax = 0 },
+		"--http-max-conns-per-client must be positive":    func(o *Executor) { o.MaxConnsPerClient = -7 },
+	} {
+		o := DefaultExecutor()
+		set(&o)
+		require.ErrorContains(t, o.Check(), flag)
+	}
+	s := DefaultServer()
+	require.NoError(t, s.Check())
+	s.MaxConnsPerClient = 0
+	require.ErrorContains(t, s.Check(), "--http-max-conns-per-client must be positive, or -1 for no bound, got 0")
+}

@@ -60,5 +60,9 @@ func DefaultServer() Server {
 	return o
 }
 
+// Check refuses flag values that mean nothing an operator could want (the
+// master's configuration takes 0 for "the default").
+func (o *Server) Check() error { return checkMaxConns(o.MaxConnsPerClient) }
+
 // Args is the argv (without the binary) that starts a master with o.
 func (o Server) Args() []string { return render(ServerCommand, o, ServerFlags, o.Extra) }

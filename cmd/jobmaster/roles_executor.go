@@ -51,6 +51,9 @@ runs finish, and has what is left moved elsewhere, then stops.`,
 			if len(o.Join) == 0 {
 				return usageErrorf(cmd, "--join is required: the gossip addresses of the masters")
 			}
+			if err := o.Check(); err != nil {
+				return usageErrorf(cmd, "%v", err)
+			}
 			logger, err := newLogger(cmd, o.LogLevel, o.LogFormat)
 			if err != nil {
 				return err

@@ -40,6 +40,9 @@ certificates and the --gossip-keyring file.`,
 			if err := checkNodeID(cmd, o.NodeID); err != nil {
 				return err
 			}
+			if err := o.Check(); err != nil {
+				return usageErrorf(cmd, "%v", err)
+			}
 			switch strings.ToLower(o.RaftLogLevel) {
 			case "trace", "debug", "info", "warn", "error", "off":
 			default:
