@@ -69,16 +69,58 @@ func (e *UnreachableError) NotMasters() bool {
 	return len(e.Attempts) > 0
 }
 
-// Untrusted reports whether every master tried failed the TLS handshake
-// on a certificate (see TrustFailure): retrying cannot fix that, a
-// different CA or client certificate can.
+// Untrusted reports whether every master that could be reached failed
+// the TLS handshake on a certificate (see TrustFailure), the others being
+// out of reach (down, or the connection failed): retrying cannot fix that
+// (the masters share a CA), a different CA or client certificate can.
 func (e *UnreachableError) Untrusted() bool {
+	return e.trustFailure() != nil
+}
+
+// trustFailure is the first trust failure of an Untrusted error, nil if
+// it is not one.
+func (e *UnreachableError) trustFailure() error {
+	var first error
 	for _, a := range e.Attempts {
-		if !TrustFailure(a.Err) {
-			return false
+		switch {
+		case TrustFailure(a.Err):
+			if first == nil {
+				first = a.Err
+			}
+		case answered(a.Err):
+			return nil
 		}
 	}
-	return len(e.Attempts) > 0
+	return first
+}
+
+// RefusedCertificate reports whether the trust failure of an Untrusted
+// error is the master's refusal of this client's certificate.
+func (e *UnreachableError) RefusedCertificate() bool {
+	err := e.trustFailure()
+	return err != nil && RefusedCertificate(err)
+}
+
+// answered reports whether err is an answer from a server (a status, or
+// another role's answer) rather than a failure to reach it.
+func answered(err error) bool {
+	if _, ok := errors.AsType[*APIError](err); ok {
+		return true
+	}
+	_, ok := errors.AsType[*NotMasterError](err)
+	return ok
+}
+
+// TimedOut reports whether some master accepted the request but gave no
+// answer in time (one waiting for a leader holds a request up to its
+// request wait, 5 s by default), rather than being out of reach.
+func (e *UnreachableError) TimedOut() bool {
+	for _, a := range e.Attempts {
+		if describe(a.Err) == "timed out" {
+			return true
+		}
+	}
+	return false
 }
 
 // TrustFailure reports whether err is a TLS handshake that failed on a

@@ -109,4 +109,17 @@ func TestUntrustedMastersFailWithoutRetrying(t *testing.T) {
 	require.True(t, ok, "%v", err)
 	assert.True(t, u.Untrusted(), "%v", err)
 	assert.True(t, RefusedCertificate(u.Attempts[0].Err), "%v", err)
+	assert.True(t, u.RefusedCertificate(), "%v", err)
+
+	// One master down (its port refuses connections), the others
+	// untrusted: waiting for the one that is down changes nothing.
+	c3, err := New(deadAddr(t)+","+addrs, WithCACert(other.CAFile()), WithTimeout(0), WithRetryNotify(retried))
+	require.NoError(t, err)
+	defer c3.Close()
+	_, err = c3.Jobs(context.Background())
+	u, ok = errors.AsType[*UnreachableError](err)
+	require.True(t, ok, "%v", err)
+	assert.True(t, u.Untrusted(), "%v", err)
+	assert.False(t, u.RefusedCertificate(), "%v", err)
+	assert.Len(t, u.Attempts, 3, "each master was tried once")
 }

@@ -274,6 +274,27 @@ func TestUnreachableCluster(t *testing.T) {
 	assert.Empty(t, r.stdout)
 }
 
+// A master that takes the request and holds it past --timeout (waiting
+// for a leader, as masters do for 5 s) is up: the hint says what may hold
+// it, not that no cluster runs.
+func TestHeldRequestHint(t *testing.T) {
+	release := make(chan struct{})
+	held := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer held.Close()
+	defer close(release)
+	r := runCLI(held.Listener.Addr().String()+","+deadAddr(t), "job", "list", "--timeout", "200ms")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "(timed out)")
+	assert.Contains(t, r.stderr, "it may be\nwaiting for a leader")
+	assert.Contains(t, r.stderr, "add --stale")
+	assert.NotContains(t, r.stderr, "Is a cluster running?")
+}
+
 // A master that answers 503 is up without a quorum: the hint says so
 // instead of suggesting that no cluster runs; a POST it refused may have
 // been committed, and the hint says that too.

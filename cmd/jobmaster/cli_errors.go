@@ -143,7 +143,7 @@ func hint(err error) string {
 		return "A majority of the masters must run and reach each other to elect a leader\n" +
 			"(2 of 3, 3 of 5). Reads work without one: add --stale (the answer may be\n" +
 			"behind the last leader's). See docs/operations.md, \"No leader\"."
-	case errors.As(err, &unreachable) && unreachable.Untrusted() && client.RefusedCertificate(unreachable.Attempts[0].Err):
+	case errors.As(err, &unreachable) && unreachable.Untrusted() && unreachable.RefusedCertificate():
 		return "The masters refused this client's certificate: they require one their CA\n" +
 			"signed. Give it with --client-cert and --client-key (or " + clientCertEnv + "\n" +
 			"and " + clientKeyEnv + "); 'jobmaster tls cert create --role client' makes one."
@@ -154,6 +154,10 @@ func hint(err error) string {
 	case errors.As(err, &unreachable) && unreachable.NotMasters():
 		return "Those are not masters' addresses: give --address (or JOBMASTER_ADDR) the\n" +
 			"masters' HTTP addresses ('jobmaster members' lists them)."
+	case errors.As(err, &unreachable) && unreachable.TimedOut():
+		return "A master took the request but did not answer within --timeout: it may be\n" +
+			"waiting for a leader (a majority of the masters must run), or be overloaded.\n" +
+			"Reads work without a leader: add --stale. Or raise --timeout."
 	case errors.As(err, &unreachable):
 		return "Is a cluster running? Start a local one with 'make run' or 'jobmaster dev',\n" +
 			"or point --address or JOBMASTER_ADDR at its masters."
