@@ -60,6 +60,7 @@ func (e *Executor) Reload() error {
 	if e.tls != nil {
 		if err := e.tls.Reload(); err != nil {
 			errs = append(errs, fmt.Errorf("TLS: %w", err))
+			e.log.Error("TLS certificates not reloaded: the ones in use are kept", "err", err)
 		} else {
 			e.log.Info("TLS certificates reloaded", "expires", e.tls.NotAfter().UTC().Format(time.RFC3339))
 		}
@@ -68,6 +69,7 @@ func (e *Executor) Reload() error {
 		c, err := e.gossip.ReloadKeyring(e.cfg.GossipKeyring)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("gossip keyring: %w", err))
+			e.log.Error("gossip keyring not reloaded: the keys in use are kept", "err", err)
 		} else {
 			e.log.Info("gossip keyring reloaded", "installed", len(c.Install), "primary_changed", c.Use != nil, "removed", len(c.Remove))
 		}

@@ -80,6 +80,7 @@ func (m *Master) Reload() error {
 	if m.tls != nil {
 		if err := m.tls.Reload(); err != nil {
 			errs = append(errs, fmt.Errorf("TLS: %w", err))
+			m.log.Error("TLS certificates not reloaded: the ones in use are kept", "err", err)
 		} else {
 			m.log.Info("TLS certificates reloaded", "expires", m.tls.NotAfter().UTC().Format(time.RFC3339))
 		}
@@ -88,6 +89,7 @@ func (m *Master) Reload() error {
 		c, err := m.gossip.ReloadKeyring(m.cfg.GossipKeyring)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("gossip keyring: %w", err))
+			m.log.Error("gossip keyring not reloaded: the keys in use are kept", "err", err)
 		} else {
 			m.log.Info("gossip keyring reloaded", "installed", len(c.Install), "primary_changed", c.Use != nil, "removed", len(c.Remove))
 		}

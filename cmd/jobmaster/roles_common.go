@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -56,9 +54,9 @@ func requireFlags(cmd *cobra.Command, names ...string) error {
 
 // serveUntilDone waits until ctx ends, and on every SIGHUP calls reload
 // (certificates and gossip keys are reread, as Nomad rereads its
-// configuration), reporting its error on stderr: a failed reload leaves the
-// node as it was.
-func serveUntilDone(ctx context.Context, stderr io.Writer, name string, reload func() error) {
+// configuration), which logs what it reloaded and what it kept (a part
+// that fails to load is kept as it was).
+func serveUntilDone(ctx context.Context, reload func() error) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -67,9 +65,7 @@ func serveUntilDone(ctx context.Context, stderr io.Writer, name string, reload f
 		case <-ctx.Done():
 			return
 		case <-hup:
-			if err := reload(); err != nil {
-				fmt.Fprintf(stderr, "%s: reload on SIGHUP: %v\n", name, err)
-			}
+			_ = reload() // logged by the node
 		}
 	}
 }

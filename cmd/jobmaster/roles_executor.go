@@ -68,7 +68,7 @@ runs finish, and has what is left moved elsewhere, then stops.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster executor %s: %d slots, HTTP on %s\n", cfg.NodeID, cfg.Slots, e.Addr())
-			serveUntilDone(cmd.Context(), cmd.ErrOrStderr(), "jobmaster executor "+cfg.NodeID, e.Reload)
+			serveUntilDone(cmd.Context(), e.Reload)
 			if cfg.DrainGrace > 0 {
 				dctx, dcancel := context.WithTimeout(context.Background(), cfg.DrainGrace+cfg.CancelGrace+5*time.Second)
 				_ = e.Drain(dctx, cfg.DrainGrace) // a failed drain stops at once; Drain logs why

@@ -61,7 +61,7 @@ certificates and the --gossip-keyring file.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster server %s: HTTP API on %s\n", cfg.NodeID, m.HTTPAddr())
-			serveUntilDone(cmd.Context(), cmd.ErrOrStderr(), "jobmaster server "+cfg.NodeID, m.Reload)
+			serveUntilDone(cmd.Context(), m.Reload)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			return m.Shutdown(ctx)
