@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"jobmaster/executor/partition"
+	"jobmaster/internal/dirlock"
 	"jobmaster/internal/privatedir"
 	"jobmaster/membership"
 	"jobmaster/metrics"
@@ -104,6 +105,9 @@ type Executor struct {
 	// the last collection.
 	gcMu      sync.Mutex
 	execBytes int64
+	// dirLock keeps another executor out of the data directory until
+	// Shutdown.
+	dirLock *dirlock.Lock
 }
 
 // New validates cfg, creates the data directory and loads the persisted
@@ -123,12 +127,19 @@ func New(cfg Config) (*Executor, error) {
 	} else if was != 0 {
 		cfg.Logger.Warn("data directory made private: it holds the tasks' directories, logs and partitions", "executor", cfg.NodeID, "dir", cfg.DataDir, "was", was.String(), "now", "drwx------")
 	}
+	// Before anything in it is read or swept: another executor's.
+	lock, err := dirlock.Acquire(cfg.DataDir, "executor")
+	if err != nil {
+		return nil, err
+	}
 	fc, err := loadFence(cfg.DataDir)
 	if err != nil {
+		lock.Release()
 		return nil, err
 	}
 	store, err := partition.Open(filepath.Join(cfg.DataDir, partitionsDir), cfg.Logger.With("node", cfg.NodeID))
 	if err != nil {
+		lock.Release()
 		return nil, err
 	}
 	sweepExecutions(cfg.DataDir, cfg.Logger.With("node", cfg.NodeID))
@@ -143,10 +154,12 @@ func New(cfg Config) (*Executor, error) {
 	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
+		lock.Release()
 		return nil, fmt.Errorf("instance id: %w", err)
 	}
 	e := &Executor{
 		cfg:       cfg,
+		dirLock:   lock,
 		log:       cfg.Logger.With("node", cfg.NodeID),
 		instance:  hex.EncodeToString(b[:]),
 		held:      newHeldSet(),
@@ -306,6 +319,7 @@ func (e *Executor) Shutdown(ctx context.Context) error {
 	if e.phase != phaseRunning {
 		if e.phase == phaseNew {
 			e.phase = phaseStopped
+			e.dirLock.Release()
 		}
 		e.mu.Unlock()
 		return nil
@@ -365,6 +379,7 @@ func (e *Executor) Shutdown(ctx context.Context) error {
 	e.dataStop()
 	e.dataWG.Wait()
 	e.fetchCl.CloseIdleConnections()
+	e.dirLock.Release()
 	e.log.Info("executor stopped")
 	return errors.Join(errs...)
 }
@@ -406,6 +421,7 @@ func (e *Executor) Crash() {
 	<-e.served
 	e.client.CloseIdleConnections()
 	e.fetchCl.CloseIdleConnections()
+	e.dirLock.Release() // as the process's end would
 }
 
 // waitTasks waits until no execution is live.

@@ -845,3 +845,18 @@ func TestRequestForAnotherExecutorIsMisdirected(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, code, body)
 	l.waitState(tk.ExecutionID, wire.StateCanceled)
 }
+
+// Two executors never share a data directory: the second is refused
+// before it reads or sweeps anything there, until the first stops.
+func TestDataDirectoryOfOneExecutorOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := New(Config{NodeID: "e1", DataDir: dir, HTTPAddr: "127.0.0.1:0", Runtime: RuntimeSim, Logger: testLogger(t)})
+	require.NoError(t, err)
+	_, err = New(Config{NodeID: "e2", DataDir: dir, HTTPAddr: "127.0.0.1:0", Runtime: RuntimeSim, Logger: testLogger(t)})
+	require.ErrorContains(t, err, "is in use by another executor")
+	require.NoError(t, first.Shutdown(context.Background()))
+	second, err := New(Config{NodeID: "e1", DataDir: dir, HTTPAddr: "127.0.0.1:0", Runtime: RuntimeSim, Logger: testLogger(t)})
+	require.NoError(t, err)
+	require.NoError(t, second.Shutdown(context.Background()))
+}

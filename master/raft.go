@@ -69,6 +69,9 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 	// time.
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"),
 		BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second}})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("open raft log: %s is locked by another process: another master runs with --data-dir %s; each master needs a data directory of its own", filepath.Join(dir, "raft.db"), cfg.DataDir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open raft log: %w", err)
 	}
