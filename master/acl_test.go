@@ -449,3 +449,29 @@ func TestAnswersAreNotCached(t *testing.T) {
 		require.Equal(t, "nosniff", r.header.Get("X-Content-Type-Options"))
 	}
 }
+
+// A master started without --acl in a cluster whose ACLs are bootstrapped
+// says so, once, at ERROR: it answers every request without a token.
+func TestMasterWithoutACLInAnACLClusterSaysSo(t *testing.T) {
+	c, logs := aclCluster(t, func(cfg *Config) { cfg.ACL = cfg.NodeID != "m3" })
+	var l int
+	for i, m := range c.masters {
+		if m.ID() != "m3" && m.IsLeader() {
+			l = i
+		}
+	}
+	if c.masters[l].ID() == "m3" || !c.masters[l].IsLeader() {
+		t.Skip("m3 leads: the bootstrap goes through a master with ACLs off")
+	}
+	const warn = "this master runs without --acl in a cluster whose ACLs are bootstrapped"
+	require.NotContains(t, logs.String(), warn, "before the bootstrap")
+	tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil))
+	waitFor(t, "m3's warning", func() bool { return strings.Contains(logs.String(), warn) })
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, warn) {
+			require.Contains(t, line, "level=ERROR")
+			require.Contains(t, line, "node=m3")
+		}
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), warn))
+}

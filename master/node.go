@@ -183,8 +183,31 @@ func New(cfg Config) (*Master, error) {
 		}
 	})
 	m.log.Info("master started", "http", m.httpAddr, "raft", rp.advertise, "gossip", cfg.GossipAddr,
-		"existing_state", rp.hadState, "bootstrap_expect", cfg.BootstrapExpect, "tls", tl != nil, "gossip_encrypted", len(gossipKeys) > 0)
+		"existing_state", rp.hadState, "bootstrap_expect", cfg.BootstrapExpect, "tls", tl != nil, "gossip_encrypted", len(gossipKeys) > 0, "acl", cfg.ACL)
+	if !cfg.ACL {
+		m.goFunc(m.warnACLOff)
+	}
 	return m, nil
+}
+
+// warnACLOff says, once, that this master has ACLs off in a cluster whose
+// ACL system is bootstrapped: it serves every request on its own port,
+// snapshots included, to anyone, while the others check tokens.
+func (m *Master) warnACLOff() {
+	for {
+		changed := m.fsm.Changed()
+		var on bool
+		m.fsm.Read(func(st *fsm.State) { on = st.ACLBootstrapped() })
+		if on {
+			m.log.Error("this master runs without --acl in a cluster whose ACLs are bootstrapped: it answers every request, backups included, without a token; restart it with --acl as the others")
+			return
+		}
+		select {
+		case <-changed:
+		case <-m.stop:
+			return
+		}
+	}
 }
 
 func (m *Master) goFunc(f func()) {
