@@ -14,7 +14,7 @@ func (s *State) applySubmit(index uint64, c *SubmitJob) Result {
 		if reflect.DeepEqual(old.Spec, c.Spec) {
 			return Result{}
 		}
-		return Result{Err: fmt.Errorf("%w: %q", ErrConflict, c.ID)}
+		return Result{Err: fmt.Errorf("%w: %q", ErrConflict, c.ID), Status: old.Status}
 	}
 	// Specs arrive normalized; normalizing again is a cheap guard against a
 	// proposer that skipped it, and is deterministic.

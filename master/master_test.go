@@ -115,7 +115,7 @@ func TestRestartAllMastersKeepsEveryJob(t *testing.T) {
 }
 
 func TestSubmitIsIdempotentAcrossMasters(t *testing.T) {
-	c := newTestCluster(t, 3)
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.JobRetention = time.Hour })
 	c.leader()
 	r := do(t, "PUT", c.url(0, "/v1/jobs/a"), []byte(simpleJob))
 	requireAccepted(t, r)
@@ -126,6 +126,14 @@ func TestSubmitIsIdempotentAcrossMasters(t *testing.T) {
 	r = do(t, "PUT", c.url(1, "/v1/jobs/a"), []byte(`{"vertices":[{"id":"other","parallelism":1,"command":["x"]}]}`))
 	require.Equal(t, http.StatusConflict, r.status)
 	require.Contains(t, decode[api.Error](t, r).Error, "different spec")
+	require.NotContains(t, decode[api.Error](t, r).Error, "ended", "a job that runs")
+
+	// The id of an ended job: the answer says when it is free again.
+	require.Equal(t, http.StatusAccepted, do(t, "POST", c.url(0, "/v1/jobs/a/cancel"), nil).status)
+	waitFor(t, "a CANCELED", func() bool { return decode[api.Job](t, do(t, "GET", c.url(0, "/v1/jobs/a"), nil)).Status == "CANCELED" })
+	r = do(t, "PUT", c.url(2, "/v1/jobs/a"), []byte(`{"vertices":[{"id":"other","parallelism":1,"command":["x"]}]}`))
+	require.Equal(t, http.StatusConflict, r.status)
+	require.Contains(t, decode[api.Error](t, r).Error, "it ended (CANCELED), and its id is free again once it is forgotten, --job-retention (1h0m0s) after it ended")
 
 	// POST chooses the id, prefixed with the name.
 	r = do(t, "POST", c.url(2, "/v1/jobs"), []byte(simpleJob))

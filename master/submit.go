@@ -147,7 +147,14 @@ func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submi
 		case errors.Is(res.Err, fsm.ErrStaleToken):
 			return nil, res.Err // a newer leader: every submission goes to it
 		case errors.Is(res.Err, fsm.ErrConflict):
-			answers[i] = errorAnswer(http.StatusConflict, fmt.Sprintf("job %q already exists with a different spec", sub.ID))
+			msg := fmt.Sprintf("job %q already exists with a different spec", sub.ID)
+			if res.Status.Terminal() {
+				msg = fmt.Sprintf("job %q exists with a different spec: it ended (%s), and its id is free again once it is forgotten, --job-retention (%s) after it ended", sub.ID, res.Status, m.cfg.JobRetention)
+				if m.cfg.JobRetention == 0 {
+					msg = fmt.Sprintf("job %q exists with a different spec: it ended (%s), and is kept for good (--job-retention 0): choose another id", sub.ID, res.Status)
+				}
+			}
+			answers[i] = errorAnswer(http.StatusConflict, msg)
 		case res.Err != nil:
 			answers[i] = errorAnswer(http.StatusInternalServerError, res.Err.Error())
 		case res.Created || sub.Generated:
