@@ -127,8 +127,12 @@ func (m *Master) authorize(w http.ResponseWriter, r *http.Request, route acl.Rou
 	}
 	secret := requestSecret(r)
 	if secret == "" {
-		m.refuse(w, r, http.StatusUnauthorized, fmt.Sprintf("this request needs an ACL token (%s): send its secret in %s or %s: Bearer (jobmaster: --token or $JOBMASTER_TOKEN)",
-			acl.Describe(need), tokenHeader, authHeader))
+		msg := fmt.Sprintf("this request needs an ACL token (%s): send its secret in %s or %s: Bearer (jobmaster: --token or $JOBMASTER_TOKEN)",
+			acl.Describe(need), tokenHeader, authHeader)
+		if !m.aclBootstrapped() {
+			msg += "; no token exists yet: create the first, a management token, with POST /v1/acl/bootstrap (jobmaster acl bootstrap)"
+		}
+		m.refuse(w, r, http.StatusUnauthorized, msg)
 		return nil, false
 	}
 	hash := ""
@@ -148,6 +152,14 @@ func (m *Master) authorize(w http.ResponseWriter, r *http.Request, route acl.Rou
 	}
 	m.refuse(w, r, http.StatusUnauthorized, "ACL token not found: it was deleted, or never created")
 	return nil, false
+}
+
+// aclBootstrapped reports whether this master has applied the ACL
+// bootstrap.
+func (m *Master) aclBootstrapped() bool {
+	var on bool
+	m.fsm.Read(func(st *fsm.State) { on = st.ACLBootstrapped() })
+	return on
 }
 
 // stillAllowed reports whether r's token still exists and still allows

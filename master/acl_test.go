@@ -70,6 +70,7 @@ func TestACLTokensDecideEveryRequest(t *testing.T) {
 	r := do(t, "GET", c.url(f, "/v1/jobs"), nil)
 	require.Equal(t, http.StatusUnauthorized, r.status, "%s", r.body)
 	assert.Contains(t, string(r.body), "this request needs an ACL token (a read, submit or management token)")
+	assert.Contains(t, string(r.body), "no token exists yet: create the first, a management token, with POST /v1/acl/bootstrap (jobmaster acl bootstrap)")
 	assert.Equal(t, `Bearer realm="jobmaster"`, r.header.Get("WWW-Authenticate"))
 	require.Equal(t, http.StatusOK, do(t, "GET", c.url(f, "/v1/health"), nil).status)
 
@@ -87,6 +88,9 @@ func TestACLTokensDecideEveryRequest(t *testing.T) {
 		require.Equal(t, http.StatusConflict, do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil).status)
 	}
 	assert.Less(t, c.masters[l].Raft().LastIndex()-before, uint64(5), "Raft entries for 20 refused bootstraps")
+	r = do(t, "GET", c.url(l, "/v1/jobs"), nil)
+	require.Equal(t, http.StatusUnauthorized, r.status)
+	assert.NotContains(t, string(r.body), "no token exists yet", "after the bootstrap")
 
 	// Management creates tokens; the list never shows a secret.
 	mk := func(name, policy string) api.ACLToken {

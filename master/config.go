@@ -221,6 +221,9 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("%s (%s) must not exceed %s: executors remember forgotten executions for a time derived from it", d.name, d.v, wire.MaxRequestTimeout)
 		}
 	}
+	if c.RaftElectionTimeout < c.RaftHeartbeatTimeout {
+		return fmt.Errorf("--raft-election-timeout (%s) must be at least --raft-heartbeat-timeout (%s)", c.RaftElectionTimeout, c.RaftHeartbeatTimeout)
+	}
 	if need := c.minExecutorTimeout(c.ExecutorLease); c.ExecutorTimeout < need {
 		return fmt.Errorf("--executor-timeout (%s) must be at least %s: the executor lease (%s), plus the heartbeat request timeout (%s), plus two heartbeat intervals (%s) in which heartbeats may renew the lease; otherwise a lost executor may still run a task when its replacement starts, or healthy executors stop being renewed",
 			c.ExecutorTimeout, need, c.ExecutorLease, c.heartbeatRPCTimeout(), 2*c.ExecutorHeartbeat)

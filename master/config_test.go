@@ -47,6 +47,10 @@ func TestConfigRefusesNegativeDurations(t *testing.T) {
 	}
 	c := Config{NodeID: "m1", DataDir: t.TempDir(), HTTPAddr: "a:1", RaftAddr: "a:2", GossipAddr: "a:3", JobRetention: -time.Hour}
 	require.ErrorContains(t, c.setDefaults(), "0 keeps ended jobs forever")
+	// Raft's own check names its fields, not the flags, and comes after
+	// the data directory is made.
+	c = Config{NodeID: "m1", DataDir: t.TempDir(), HTTPAddr: "a:1", RaftAddr: "a:2", GossipAddr: "a:3", RaftElectionTimeout: 100 * time.Millisecond}
+	require.ErrorContains(t, c.setDefaults(), "--raft-election-timeout (100ms) must be at least --raft-heartbeat-timeout (250ms)")
 }
 
 // TestRetryable: the errors after which a write is handed to the next

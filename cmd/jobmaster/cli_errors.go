@@ -129,6 +129,9 @@ func hint(err error) string {
 	var unreachable *client.UnreachableError
 	var apiErr *client.APIError
 	switch {
+	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized && strings.Contains(apiErr.Message, "no token exists yet"):
+		return "This cluster's ACLs are not bootstrapped: 'jobmaster acl bootstrap' creates the\n" +
+			"first management token and prints its secret, once."
 	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized:
 		return "This cluster has ACLs on: give a token's secret with --token or " + tokenEnv + "\n" +
 			"(a management token's holder makes one with 'jobmaster acl token create')."
