@@ -435,6 +435,27 @@ func TestJSONOnEveryCommand(t *testing.T) {
 	var saved snapshotSaved
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &saved), r.stdout)
 	assert.Equal(t, snapshotSaved{File: file, Bytes: 14, Index: 17}, saved)
+
+	// A backup is not overwritten unless asked; with --force it is
+	// replaced whole, private, and nothing else is left beside it.
+	require.NoError(t, os.WriteFile(file, []byte("older backup"), 0o600))
+	r = runCLI(snap, "operator", "snapshot", "save", file)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "backup.snap exists: give another file, or --force to replace it")
+	got, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, "older backup", string(got))
+	r = runCLI(snap, "operator", "snapshot", "save", file, "--force")
+	require.Equal(t, 0, r.code, r.stderr)
+	got, err = os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, "snapshot bytes", string(got))
+	st, err := os.Stat(file)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	left, err := filepath.Glob(dir + "/.backup.snap.*")
+	require.NoError(t, err)
+	assert.Empty(t, left)
 }
 
 // newServerAt serves h and returns its host:port.

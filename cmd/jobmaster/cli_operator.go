@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -30,17 +31,21 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 		RunE:  runGroup,
 	}
 	addClientFlags(cmd, o)
+	var force bool
 	snap := &cobra.Command{Use: "snapshot", Short: "Save or restore the replicated state", Args: groupArgs, RunE: runGroup}
 	save := &cobra.Command{
 		Use:   "save FILE",
 		Short: "Save the replicated state to FILE (a backup)",
 		Args:  exactArgs("FILE"),
 		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			if _, err := os.Lstat(args[0]); err == nil && !force {
+				return fmt.Errorf("%s exists: give another file, or --force to replace it", args[0])
+			}
 			data, index, err := c.Snapshot(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if err := os.WriteFile(args[0], data, 0o600); err != nil {
+			if err := writeFileAtomic(args[0], data, 0o600); err != nil {
 				return err
 			}
 			if o.json {
@@ -51,6 +56,7 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 		}),
 	}
 	o.staleFlag(save)
+	save.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
 	snap.AddCommand(save, &cobra.Command{
 		Use:   "restore FILE",
 		Short: "Replace the cluster's state with a snapshot saved earlier (disaster recovery)",
@@ -113,4 +119,31 @@ expects but no executor runs are failed and restarted).`,
 	})
 	cmd.AddCommand(snap, rft, newGossipCmd(o))
 	return cmd
+}
+
+// writeFileAtomic writes data to path through a file beside it, synced and
+// then renamed over path: a backup is either the old one or the new one,
+// whole, whatever stops the write.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // once renamed, there is nothing to remove
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
