@@ -140,3 +140,36 @@ func TestReportFromAnotherExecutorIsNoAnswer(t *testing.T) {
 		t.Fatalf("e1 is %s", st)
 	}
 }
+
+// An executor that leaves gossip cleanly holding nothing (stopped, or
+// decommissioned) is dropped at once and not taken on again while gossip
+// lists it as left: it is never shown, nor counted, lost. One that left
+// with work is kept until it is lost (its executions are failed then);
+// one that comes back is taken on again.
+func TestALeftExecutorWithNothingIsForgotten(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	c := New(Config{Heartbeat: time.Second, Timeout: 15 * time.Second}, 1, t0)
+	added, _ := c.Refresh(t0, []Member{{ID: "e1", Addr: "e1:1", Slots: 2}, {ID: "e2", Addr: "e2:1", Slots: 2}}, nil)
+	if len(added) != 2 {
+		t.Fatalf("added %v", added)
+	}
+	left := []Member{{ID: "e1", Addr: "e1:1", Slots: 2, Gone: true, Left: true}, {ID: "e2", Addr: "e2:1", Slots: 2, Gone: true, Left: true}}
+	_, dropped := c.Refresh(t0.Add(time.Second), left, []string{"e2"})
+	if len(dropped) != 1 || dropped[0] != "e1" {
+		t.Fatalf("dropped %v, want e1 (e2 still has work)", dropped)
+	}
+	if added, _ = c.Refresh(t0.Add(2*time.Second), left, []string{"e2"}); len(added) != 0 {
+		t.Fatalf("a departed executor taken on again: %v", added)
+	}
+	if view := c.Executors(nil, nil, t0.Add(2*time.Second)); len(view) != 1 || view[0].ID != "e2" {
+		t.Fatalf("view %+v, want e2 alone", view)
+	}
+	// e2's work ends: it goes too.
+	if _, dropped = c.Refresh(t0.Add(3*time.Second), left, nil); len(dropped) != 1 || dropped[0] != "e2" {
+		t.Fatalf("dropped %v, want e2 once it holds nothing", dropped)
+	}
+	// e1 starts again under its name.
+	if added, _ = c.Refresh(t0.Add(4*time.Second), []Member{{ID: "e1", Addr: "e1:2", Slots: 2}}, nil); len(added) != 1 || added[0] != "e1" {
+		t.Fatalf("added %v, want e1 back", added)
+	}
+}

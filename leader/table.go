@@ -56,13 +56,18 @@ type Member struct {
 	Slots int
 	// Gone: gossip says it left or failed; it takes no new work.
 	Gone bool
+	// Left: it left gossip, saying goodbye (a clean stop), rather than
+	// failing.
+	Left bool
 }
 
 // Refresh brings the table in step with gossip (members) and the state
 // (withWork: the executors with live executions placed on them): it adds
-// executors either knows of and drops those gone from both that are lost.
-// It returns the executors added and dropped, in id order; the caller
-// starts and stops their heartbeats.
+// executors either knows of and drops those gone from both that are lost,
+// and those that left gossip cleanly holding nothing (a stopped or
+// decommissioned executor is not shown lost, nor counted so, for the half
+// hour gossip remembers it). It returns the executors added and dropped,
+// in id order; the caller starts and stops their heartbeats.
 func (c *Core) Refresh(now time.Time, members []Member, withWork []string) (added, dropped []string) {
 	work := make(map[string]bool, len(withWork))
 	for _, id := range withWork {
@@ -71,8 +76,15 @@ func (c *Core) Refresh(now time.Time, members []Member, withWork []string) (adde
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	seen := make(map[string]bool, len(members))
+	left := make(map[string]bool)
 	for _, mem := range members {
 		seen[mem.ID] = true
+		if mem.Left && !work[mem.ID] {
+			left[mem.ID] = true
+			if c.execs[mem.ID] == nil {
+				continue // departed with nothing: not taken on
+			}
+		}
 		x, isNew := c.ensure(mem.ID, now)
 		if isNew {
 			added = append(added, mem.ID)
@@ -93,7 +105,7 @@ func (c *Core) Refresh(now time.Time, members []Member, withWork []string) (adde
 	// it while gossip still lists it would only bring it back, alive again,
 	// with a fresh timeout.
 	for id, x := range c.execs {
-		if !seen[id] && !work[id] && x.status == Lost {
+		if left[id] || !seen[id] && !work[id] && x.status == Lost {
 			delete(c.execs, id)
 			dropped = append(dropped, id)
 		}

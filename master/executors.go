@@ -150,7 +150,7 @@ func (t *tracker) refresh(now time.Time) {
 	members := make([]leader.Member, len(gossip))
 	for i, mem := range gossip {
 		gone := mem.Status == membership.StatusLeft || mem.Status == membership.StatusDead
-		members[i] = leader.Member{ID: mem.ID, Addr: mem.Meta.HTTPAddr, Slots: mem.Meta.Slots, Gone: gone}
+		members[i] = leader.Member{ID: mem.ID, Addr: mem.Meta.HTTPAddr, Slots: mem.Meta.Slots, Gone: gone, Left: mem.Status == membership.StatusLeft}
 		t.noteSlotClaim(mem.ID, mem.Meta.Slots)
 	}
 	var withWork []string
