@@ -13,6 +13,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/fsm"
+	"jobmaster/membership"
 	"jobmaster/transport"
 )
 
@@ -190,6 +191,15 @@ func (m *Master) removePeer(w http.ResponseWriter, r *http.Request, _ []byte, _ 
 	if !found {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no master %q in the Raft configuration", id))
 		return nil
+	}
+	for _, mem := range m.gossip.Role(membership.RoleMaster) {
+		if mem.ID == id && mem.Status == membership.StatusAlive {
+			// The leader adds an alive master back to the configuration
+			// (it asks to be in the cluster): the removal would be
+			// undone within a second.
+			writeError(w, http.StatusConflict, fmt.Sprintf("master %q is alive in gossip, and would be added back at once: stop it first, then remove it", id))
+			return nil
+		}
 	}
 	if err := m.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
 		return err

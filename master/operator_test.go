@@ -55,6 +55,10 @@ func TestRemoveDeadMaster(t *testing.T) {
 	l := c.leader()
 	victim := (l + 1) % 3
 	id := c.masters[victim].ID()
+	// An alive master is not removed: it would be added back at once.
+	alive := do(t, "DELETE", c.url(l, "/v1/operator/raft/peers/"+id), nil)
+	require.Equal(t, http.StatusConflict, alive.status, "%s", alive.body)
+	require.Contains(t, string(alive.body), "is alive in gossip, and would be added back at once: stop it first")
 	c.stop(victim)
 	// Until gossip finds it dead, the leader takes the stopped master for
 	// an alive one and adds it back as a voter (reconcileVoters).
