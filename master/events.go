@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/fsm"
+	"jobmaster/jobspec"
 )
 
 // eventsPath is the event stream's route (docs/api.md, "GET /v1/events").
@@ -32,8 +34,18 @@ type eventsQuery struct {
 
 // parseEventsQuery reads the query and headers of a stream request.
 func parseEventsQuery(r *http.Request) (eventsQuery, error) {
-	q := r.URL.Query()
+	q, err := url.ParseQuery(r.URL.RawQuery)
 	out := eventsQuery{sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
+	if err != nil {
+		return out, fmt.Errorf("malformed query: %v", err)
+	}
+	for k := range q {
+		switch k {
+		case "index", "offset", "topic", "job":
+		default:
+			return out, fmt.Errorf("unknown parameter %.100q: the event stream takes index, offset, topic and job", k)
+		}
+	}
 	index, offset := q.Get("index"), q.Get("offset")
 	// An EventSource resumes by itself with the id of the last line it
 	// got: that wins over the URL it was opened with.
@@ -80,7 +92,12 @@ func parseEventsQuery(r *http.Request) (eventsQuery, error) {
 	if len(q["job"]) > 1 {
 		return out, errors.New("job may be given once")
 	}
-	out.filter.Job = q.Get("job")
+	if job := q.Get("job"); job != "" {
+		if err := jobspec.CheckID(job); err != nil {
+			return out, fmt.Errorf("job: %w", err)
+		}
+		out.filter.Job = job
+	}
 	return out, nil
 }
 

@@ -147,9 +147,17 @@ func TestEventStreamRefusesWhatItNoLongerHolds(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, gone.OldestIndex, parseEvent(t, next()).Index)
 
-	for _, bad := range []string{"index=x", "offset=1", "index=1&topic=jobs", "index=1&index=2", "index=1&offset=-1"} {
+	for bad, says := range map[string]string{
+		"index=x": `index "x"`, "offset=1": "offset needs an index", "index=1&topic=jobs": `topic "jobs"`,
+		"index=1&index=2": "given once", "index=1&offset=-1": `offset "-1"`,
+		"topics=job":                      `unknown parameter "topics": the event stream takes index, offset, topic and job`,
+		"index=1&%zz":                     "malformed query",
+		"job=%3Cscript%3E":                `job: "<script>" has the character '<'`,
+		"job=" + strings.Repeat("j", 200): "job: longer than 128 characters",
+	} {
 		r := do(t, http.MethodGet, c.url(l, "/v1/events?"+bad), nil)
 		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", bad, r.body)
+		require.Contains(t, decode[api.Error](t, r).Error, says, bad)
 	}
 }
 
