@@ -1,7 +1,7 @@
 // The jobmaster UI: one page per route (#/jobs, #/jobs/ID, #/executors,
 // #/masters), each refreshed from the API when the event stream says that
 // something it shows changed.
-import { conn, get, AuthError, Stream } from './conn.js';
+import { conn, get, AuthError, APIError, Stream } from './conn.js';
 import { h, fmtTime } from './dom.js';
 import * as jobsPage from './pages/jobs.js';
 import * as jobPage from './pages/job.js';
@@ -78,9 +78,14 @@ function fail(err) {
     main.prepend(bar);
   }
   bar.textContent = err && err.message ? err.message : String(err);
+  // A master's answer that the request was wrong (an id that is no id, a
+  // job that does not exist) stays until the page changes; a failure to
+  // reach the masters goes with the next read that succeeds.
+  bar.dataset.answer = err instanceof APIError && err.status < 500 ? '1' : '';
 }
 
-// A read that succeeds clears the error line; a stale one says so.
+// A read that succeeds clears the error line (but a master's answer to
+// this page); a stale one says so.
 conn.readers.add((staleFrom) => {
   if (!staleFrom) { clearError(); return; }
   fail(new Error(`No master knows a leader: showing what ${staleFrom} knows, which may be behind.`));
@@ -88,7 +93,7 @@ conn.readers.add((staleFrom) => {
 
 function clearError() {
   const bar = document.getElementById('error');
-  if (bar) bar.remove();
+  if (bar && !bar.dataset.answer) bar.remove();
 }
 
 function login(err) {
