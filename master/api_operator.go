@@ -91,6 +91,10 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	// over from the snapshot's): it gets a new id, written into the state
 	// Raft installs, so the old cluster is fenced off whoever leads next.
 	st.RenameCluster(newClusterID())
+	// It stands past every index the cluster has seen (Raft installs it
+	// after its last entry), on every master alike: each reader of the
+	// event stream, wherever it reconnects, is told what it saw is gone.
+	st.SetIndex(m.raft.LastIndex() + 1)
 	renamed, err := os.CreateTemp(m.cfg.DataDir, "restore-*.snap")
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())

@@ -3,6 +3,7 @@ package master
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,6 +29,14 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, bad.status, "%s", bad.body)
 	require.Equal(t, http.StatusOK, do(t, "GET", c.url(0, "/v1/jobs/later"), nil).status, "a bad snapshot changes nothing")
 
+	// A reader of the event stream that had seen "later" is told, on
+	// whichever master it reads, that what it saw is gone.
+	seen := do(t, "GET", c.url(0, "/v1/jobs/later"), nil)
+	at, err := strconv.ParseUint(seen.header.Get(api.IndexHeader), 10, 64)
+	require.NoError(t, err)
+	next, _ := stream(t, c.url(2, fmt.Sprintf("/v1/events?index=%d", at)))
+	require.Equal(t, api.EventHeartbeat, parseEvent(t, next()).Type)
+
 	r := do(t, "PUT", c.url(c.follower(), "/v1/operator/snapshot"), backup.body)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	waitFor(t, "the restored state on every master", func() bool {
@@ -38,6 +47,19 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 		}
 		return true
 	})
+	for l := next(); ; l = next() {
+		require.NotEmpty(t, l, "the stream ended without a gone line")
+		if e := parseEvent(t, l); e.Type == api.EventGone {
+			break
+		}
+	}
+	for i := range c.masters {
+		gone := do(t, "GET", c.url(i, fmt.Sprintf("/v1/events?index=%d", at)), nil)
+		require.Equal(t, http.StatusGone, gone.status, "master %d: %s", i, gone.body)
+		told, err := strconv.ParseUint(do(t, "GET", c.url(i, "/v1/jobs?stale"), nil).header.Get(api.IndexHeader), 10, 64)
+		require.NoError(t, err)
+		require.Greater(t, told, at, "master %d tells readers the state stands before what they saw", i)
+	}
 	for i := 0; i < 5; i++ {
 		require.Equal(t, http.StatusOK, do(t, "GET", c.url(i%3, fmt.Sprintf("/v1/jobs/keep-%d", i)), nil).status)
 	}

@@ -82,6 +82,13 @@ export function debounce(f, wait, maxWait = 1000) {
 
 export const TERMINAL_JOB = new Set(['FAILED', 'CANCELED', 'FINISHED']);
 
+// selecting reports whether the user has text selected inside el: a
+// table rebuilt then would drop the selection, so its refresh waits.
+export function selecting(el) {
+  const sel = window.getSelection();
+  return !!sel && !sel.isCollapsed && el.contains(sel.anchorNode);
+}
+
 // setText changes an element's text only when it differs, so that a
 // refresh leaves alone what did not change (selection, focus, a click
 // under way).

@@ -1,7 +1,7 @@
 // The executors: status, drain, slots in use, partitions held, and how
 // long since each last answered the leader.
 import { get } from '../conn.js';
-import { h, pill, fmtDuration, debounce } from '../dom.js';
+import { h, pill, fmtDuration, debounce, selecting } from '../dom.js';
 
 export function mount(root, { fail }) {
   const body = h('tbody', { id: 'executors-body' });
@@ -15,6 +15,7 @@ export function mount(root, { fail }) {
 
   async function refresh() {
     const { body: c } = await get('/v1/cluster');
+    if (selecting(body)) return; // the next tick, once the user lets go
     const execs = (c.executors || []).slice().sort((a, b) => a.id.localeCompare(b.id));
     let slots = 0, used = 0;
     for (const x of execs) {

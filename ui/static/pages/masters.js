@@ -2,7 +2,7 @@
 // applied index, and a line for every leadership change seen while the
 // page is open.
 import { conn, get } from '../conn.js';
-import { h, pill, fmtAgo, fmtTime, debounce } from '../dom.js';
+import { h, pill, fmtAgo, fmtTime, debounce, selecting } from '../dom.js';
 
 export function mount(root, { fail, shared }) {
   const summary = h('div', { class: 'leader-line', id: 'leader-line' });
@@ -21,7 +21,7 @@ export function mount(root, { fail, shared }) {
   const applied = {}; // master id -> applied index, or null when it does not answer
 
   function render() {
-    if (!cluster) return;
+    if (!cluster || selecting(body)) return; // the next tick, once the user lets go
     const leader = cluster.leader;
     const last = shared.leaders[shared.leaders.length - 1];
     summary.replaceChildren(leader
@@ -48,7 +48,7 @@ export function mount(root, { fail, shared }) {
     await Promise.all((cluster.masters || []).map(async (m) => {
       if (!m.http_addr) { applied[m.id] = null; return; }
       try {
-        const res = await fetch(`${location.protocol}//${m.http_addr}/v1/state/hash`, { headers: conn.headers(), signal: AbortSignal.timeout(3000), cache: 'no-store' });
+        const res = await fetch(`${originOf(m.http_addr)}/v1/state/hash`, { headers: conn.headers(), signal: AbortSignal.timeout(3000), cache: 'no-store' });
         applied[m.id] = res.ok ? (await res.json()).applied_index : null;
       } catch (_) {
         applied[m.id] = null;
@@ -76,4 +76,16 @@ export function mount(root, { fail, shared }) {
     tick: () => refresh(false).catch(fail),
     onEvent(e) { if (e.topic === 'leader') { render(); soon(); } },
   };
+}
+
+// originOf is where the page asks the master at addr: its own origin for
+// the master that served it, also when the page was opened by another name
+// of the same loopback address and port (localhost for 127.0.0.1), which
+// the other masters would take for a foreign page.
+function originOf(addr) {
+  const loopback = (host) => host === 'localhost' || host === '[::1]' || host.startsWith('127.');
+  const i = addr.lastIndexOf(':');
+  const host = addr.slice(0, i), port = addr.slice(i + 1);
+  if (addr === location.host || (port === location.port && loopback(host) && loopback(location.hostname))) return location.origin;
+  return `${location.protocol}//${addr}`;
 }
