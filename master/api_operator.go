@@ -197,11 +197,11 @@ func (m *Master) removePeer(w http.ResponseWriter, r *http.Request, _ []byte, _ 
 		return nil
 	}
 	for _, mem := range m.gossip.Role(membership.RoleMaster) {
-		if mem.ID == id && mem.Status == membership.StatusAlive {
-			// The leader adds an alive master back to the configuration
-			// (it asks to be in the cluster): the removal would be
-			// undone within a second.
-			writeError(w, http.StatusConflict, fmt.Sprintf("master %q is alive in gossip, and would be added back at once: stop it first, then remove it", id))
+		// The leader adds back a master that is alive in gossip (and,
+		// with TLS, proves its id at its Raft address): the removal would
+		// be undone within a second (reconcileVotersOnce).
+		if mem.ID == id && mem.Status == membership.StatusAlive && m.verifyServer(raft.ServerID(id), raft.ServerAddress(mem.Meta.RaftAddr)) == nil {
+			writeError(w, http.StatusConflict, fmt.Sprintf("master %q is alive in gossip, and would be added back at once: stop it first, then remove it (if it is stopped, gossip has not noticed yet: retry in a few seconds)", id))
 			return nil
 		}
 	}
