@@ -66,7 +66,7 @@ func cancelJob(cmd *cobra.Command, o *clientOpts, id string, wait bool) error {
 	if !o.json {
 		fmt.Fprintf(out, "Cancel requested for job %s; waiting for it to end\n", id)
 	}
-	job, _, err := o.follow(cmd, c, id, 0)
+	job, _, err := o.follow(cmd, c, id, nil)
 	if errors.Is(err, errStoppedWaiting) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "Stopped waiting; job %s is still being canceled.\n", id)
 		return &exitError{code: exitInterrupted}

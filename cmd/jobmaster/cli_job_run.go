@@ -82,11 +82,8 @@ func runJob(cmd *cobra.Command, o *clientOpts, file, id string, wait bool) error
 	if !o.json {
 		fmt.Fprintln(out, id)
 	}
-	need := 0 // the slots it needs to start, for the note if it waits
-	if parsed, err := jobspec.Parse(spec); err == nil {
-		need = parsed.StartSlots()
-	}
-	job, elapsed, err := o.follow(cmd, c, id, need)
+	parsed, _ := jobspec.Parse(spec) // for the note if it waits: nil if not parsed here
+	job, elapsed, err := o.follow(cmd, c, id, parsed)
 	if errors.Is(err, errStoppedWaiting) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "Stopped waiting; job %s keeps running.\nTo cancel it: %s\n", id, o.cancelHint(cmd, id))
 		return &exitError{code: exitInterrupted}

@@ -70,7 +70,7 @@ func followStatus(cmd *cobra.Command, o *clientOpts, c *client.Client, id string
 	} else {
 		view = o.newView(cmd)
 	}
-	job, elapsed, err := followJob(cmd.Context(), c, id, view, o.env.waitOpts(0))
+	job, elapsed, err := followJob(cmd.Context(), c, id, view, o.env.waitOpts(nil))
 	view.close()
 	if errors.Is(err, errStoppedWaiting) {
 		return &exitError{code: exitInterrupted}

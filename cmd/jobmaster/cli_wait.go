@@ -12,6 +12,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/client"
+	"jobmaster/jobspec"
 )
 
 // defaultPollInterval is how often a waiting command asks for the job.
@@ -44,9 +45,10 @@ const (
 // slotNote explains why a job has nothing placed: the free slots of the
 // executors that take work (alive, not draining, disk not full) against
 // need, the slots the job needs to start (jobspec.StartSlots; 0 when the
-// spec is not at hand). With enough slots free, what it waits for is the
-// CPU or memory its tasks declare. It is "" when something is placed.
-func slotNote(job *api.Job, cl *api.Cluster, need int) string {
+// spec is not at hand). With enough slots free, what a job whose tasks
+// declare resources waits for is their CPU or memory. It is "" when
+// something is placed.
+func slotNote(job *api.Job, cl *api.Cluster, need int, resources bool) string {
 	for _, v := range job.Vertices {
 		for _, st := range v.Subtasks {
 			if st.State != "SCHEDULED" {
@@ -80,8 +82,10 @@ func slotNote(job *api.Job, cl *api.Cluster, need int) string {
 		return "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list')."
 	case need > total:
 		return fmt.Sprintf("Waiting: it needs %d slots at once to start and the executors that take work have %d in all; it starts when more executors join.", need, total)
-	case need > 0 && free >= need:
+	case need > 0 && free >= need && resources:
 		return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it starts when other jobs free them.", free, total, need, cpu, mem)
+	case need > 0 && free >= need:
+		return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs; the leader has not placed it yet (if it stays so, see the leader's log).", free, total, need)
 	case need > 0:
 		return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once to start, and starts when other jobs free them.", free, total, need)
 	}
@@ -90,10 +94,11 @@ func slotNote(job *api.Job, cl *api.Cluster, need int) string {
 
 // waitOpts is how a waiting command polls: every interval; after
 // stuckAfter with nothing placed it says why, knowing the job needs need
-// slots to start (0: unknown).
+// slots to start (0: unknown) and whether its tasks declare resources.
 type waitOpts struct {
 	interval, stuckAfter time.Duration
 	need                 int
+	resources            bool
 }
 
 // waitJob polls job id every interval, showing each answer on view, until
@@ -142,13 +147,13 @@ func pollJob(ctx context.Context, c *client.Client, id string, view progressView
 }
 
 // follow waits for job id to end, showing its progress as newView picks;
-// need is the slots the job needs to start (0: unknown).
-func (o *clientOpts) follow(cmd *cobra.Command, c *client.Client, id string, need int) (*api.Job, time.Duration, error) {
+// spec is the job's, when at hand (for the note if it waits).
+func (o *clientOpts) follow(cmd *cobra.Command, c *client.Client, id string, spec *jobspec.Spec) (*api.Job, time.Duration, error) {
 	o.waiting = true
 	defer func() { o.waiting = false }()
 	view := o.newView(cmd)
 	defer view.close()
-	return followJob(cmd.Context(), c, id, view, o.env.waitOpts(need))
+	return followJob(cmd.Context(), c, id, view, o.env.waitOpts(spec))
 }
 
 // newView picks how a waiting command shows progress: nothing with --json,

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/jobspec"
 	"jobmaster/wire"
 )
 
@@ -146,15 +147,15 @@ func TestSlotNote(t *testing.T) {
 	}
 	cluster := func(xs ...api.Executor) *api.Cluster { return &api.Cluster{Executors: xs} }
 
-	assert.Empty(t, slotNote(job("SCHEDULED", "DEPLOYING"), cluster(exec(4, 0, "alive")), 12), "something is placed")
+	assert.Empty(t, slotNote(job("SCHEDULED", "DEPLOYING"), cluster(exec(4, 0, "alive")), 12, false), "something is placed")
 	assert.Equal(t, "Waiting: no executor is alive to run it (see 'jobmaster members').",
-		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "dead")), 12))
+		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "dead")), 12, false))
 	assert.Equal(t, "Waiting: it needs 12 slots at once to start and the executors that take work have 8 in all; it starts when more executors join.",
-		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "alive"), exec(4, 4, "alive"), exec(4, 4, "dead")), 12))
+		slotNote(job("SCHEDULED"), cluster(exec(4, 4, "alive"), exec(4, 4, "alive"), exec(4, 4, "dead")), 12, false))
 	assert.Equal(t, "Waiting for slots: 3 of 16 are free; it needs 12 at once to start, and starts when other jobs free them.",
-		slotNote(job("SCHEDULED"), cluster(exec(8, 1, "alive"), exec(8, 2, "alive")), 12))
+		slotNote(job("SCHEDULED"), cluster(exec(8, 1, "alive"), exec(8, 2, "alive")), 12, false))
 	assert.Equal(t, "Waiting for slots: 3 of 16 are free; it starts when enough are free for its first region (and the CPU and memory its tasks declare).",
-		slotNote(job("SCHEDULED"), cluster(exec(8, 1, "alive"), exec(8, 2, "alive")), 0), "the spec is not at hand")
+		slotNote(job("SCHEDULED"), cluster(exec(8, 1, "alive"), exec(8, 2, "alive")), 0, false), "the spec is not at hand")
 
 	// Slots enough: the tasks' CPU or memory is what it waits for.
 	withMem := func(x api.Executor, cpu, mem int64) api.Executor {
@@ -162,14 +163,17 @@ func TestSlotNote(t *testing.T) {
 		return x
 	}
 	assert.Equal(t, "Waiting: 9 of 12 slots are free, enough for the 3 it needs, but not the CPU or memory its tasks declare (the freest executor has 2000 millicores, 224 MiB free); it starts when other jobs free them.",
-		slotNote(job("SCHEDULED"), cluster(withMem(exec(4, 3, "alive"), 2000, 224), withMem(exec(4, 3, "alive"), 1000, 224), withMem(exec(4, 3, "alive"), 0, 100)), 3))
+		slotNote(job("SCHEDULED"), cluster(withMem(exec(4, 3, "alive"), 2000, 224), withMem(exec(4, 3, "alive"), 1000, 224), withMem(exec(4, 3, "alive"), 0, 100)), 3, true))
+	// ... of tasks that declare none: nothing it can name.
+	assert.Equal(t, "Waiting: 9 of 12 slots are free, enough for the 3 it needs; the leader has not placed it yet (if it stays so, see the leader's log).",
+		slotNote(job("SCHEDULED"), cluster(exec(4, 3, "alive"), exec(4, 3, "alive"), exec(4, 3, "alive")), 3, false))
 	// Draining and disk-full executors take no work: their slots do not count.
 	draining, full := exec(8, 8, "alive"), exec(8, 8, "alive")
 	draining.Draining, full.DiskFull = true, true
 	assert.Equal(t, "Waiting for slots: 1 of 4 are free; it needs 2 at once to start, and starts when other jobs free them.",
-		slotNote(job("SCHEDULED"), cluster(exec(4, 1, "alive"), draining, full), 2))
+		slotNote(job("SCHEDULED"), cluster(exec(4, 1, "alive"), draining, full), 2, false))
 	assert.Equal(t, "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list').",
-		slotNote(job("SCHEDULED"), cluster(draining, full), 2))
+		slotNote(job("SCHEDULED"), cluster(draining, full), 2, false))
 }
 
 // A job that stays CREATED gets one line saying why, once, in the plain
@@ -182,7 +186,7 @@ func TestJobRunWaitSaysWhyAJobWaits(t *testing.T) {
 	f := newFakeMaster(t, append(script, "RUNNING", "FINISHED")...)
 	r := runCLI(f.addr(), "job", "run", "--wait", "--id", "wc", specFile(t, wcSpec))
 	assert.Equal(t, 0, r.code, r.stderr)
-	assert.Equal(t, 1, strings.Count(r.stdout, "Waiting: 2 of 4 slots are free, enough for the 1 it needs, but not the CPU or memory"), r.stdout)
+	assert.Equal(t, 1, strings.Count(r.stdout, "Waiting: 2 of 4 slots are free, enough for the 1 it needs; the leader has not placed it yet"), r.stdout)
 
 	f = newFakeMaster(t)
 	r = runCLI(f.addr(), "job", "run", "--wait", "--id", "wc2", specFile(t, wcSpec))
@@ -198,4 +202,19 @@ func TestJobOutcomeGivesTheJobsDuration(t *testing.T) {
 	job := &api.Job{ID: "wide-1", Status: "FINISHED", SubmitTime: 1_000, EndTime: 4_200}
 	require.NoError(t, jobOutcome(&out, job, 0, true))
 	assert.Equal(t, "Job wide-1 finished after "+formatElapsed(3200*time.Millisecond)+"\n", out.String())
+}
+
+// A waiting command knows from the spec how many slots the job needs and
+// whether its tasks declare resources; without a spec, neither.
+func TestWaitOptsFromTheSpec(t *testing.T) {
+	env := &cliEnv{}
+	spec, err := jobspec.Parse([]byte(`{"vertices":[{"id":"a","parallelism":3,"command":["x"]},{"id":"b","parallelism":2,"command":["x"],"resources":{"memory_mb":800}}]}`))
+	require.NoError(t, err)
+	w := env.waitOpts(spec)
+	assert.Equal(t, 2, w.need, "its smaller region")
+	assert.True(t, w.resources)
+	plain, err := jobspec.Parse([]byte(wcSpec))
+	require.NoError(t, err)
+	assert.False(t, env.waitOpts(plain).resources)
+	assert.Equal(t, waitOpts{}, env.waitOpts(nil))
 }

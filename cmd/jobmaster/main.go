@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"jobmaster/executor"
+	"jobmaster/jobspec"
 )
 
 func main() {
@@ -58,10 +59,17 @@ type cliEnv struct {
 	terminal func(w io.Writer) (size termSize, ok bool)
 }
 
-// waitOpts is how a waiting command polls a job that needs need slots to
-// start (0: unknown).
-func (e *cliEnv) waitOpts(need int) waitOpts {
-	return waitOpts{interval: e.pollInterval, stuckAfter: e.stuckAfter, need: need}
+// waitOpts is how a waiting command polls a job of spec (nil: not at
+// hand).
+func (e *cliEnv) waitOpts(spec *jobspec.Spec) waitOpts {
+	w := waitOpts{interval: e.pollInterval, stuckAfter: e.stuckAfter}
+	if spec != nil {
+		w.need = spec.StartSlots()
+		for _, v := range spec.Vertices {
+			w.resources = w.resources || v.Resources != nil && !v.Resources.IsZero()
+		}
+	}
+	return w
 }
 
 // run executes the command line args and returns the exit code. It never

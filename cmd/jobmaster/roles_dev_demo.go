@@ -47,11 +47,8 @@ func (c *devCluster) demo(cmd *cobra.Command, env *cliEnv, cl *client.Client, le
 	if o.failoverDemo || o.lossDemo { // the clock goes on from the submission
 		view = sinceView{view, time.Since(start)}
 	}
-	need := 0
-	if spec, err := jobspec.Parse(examples.WordCount()); err == nil {
-		need = spec.StartSlots()
-	}
-	job, _, err := waitJob(ctx, cl, id, view, env.waitOpts(need))
+	spec, _ := jobspec.Parse(examples.WordCount())
+	job, _, err := waitJob(ctx, cl, id, view, env.waitOpts(spec))
 	view.close()
 	if err != nil {
 		return false, err
