@@ -226,7 +226,7 @@ func DecodeReport(data []byte) (Report, error) {
 	r.LeaseMs = d.int64()
 	r.Partial = d.bool()
 	r.Executions = d.statuses()
-	if n := d.countMax(minPartition, MaxReportPartitions); n > 0 {
+	if n := d.countMax(minPartition, MaxReportPartitions, "partitions"); n > 0 {
 		r.Partitions = make([]Partition, n)
 		for i := range r.Partitions {
 			p := &r.Partitions[i]
@@ -399,18 +399,19 @@ func (d *decoder) int() int {
 // count reads how many elements follow, each of which takes at least min
 // bytes: more than the bytes left can hold is an error.
 func (d *decoder) count(min int) int {
-	return d.countMax(min, math.MaxInt)
+	return d.countMax(min, math.MaxInt, "elements")
 }
 
-// countMax is count, and more than max elements is an error too.
-func (d *decoder) countMax(min, max int) int {
+// countMax is count, and more than max elements (what, for the error) is
+// an error too.
+func (d *decoder) countMax(min, max int, what string) int {
 	n := d.uvarint()
 	if n > uint64(len(d.data)/min) {
 		d.fail("%d elements in %d bytes", n, len(d.data))
 		return 0
 	}
 	if n > uint64(max) {
-		d.fail("%d elements, at most %d are read", n, max)
+		d.fail("%d %s, at most %d are read", n, what, max)
 		return 0
 	}
 	return int(n)
@@ -442,12 +443,12 @@ func (d *decoder) bool() bool {
 
 // strings reads a list of strings; an empty one is nil.
 func (d *decoder) strings() []string {
-	return d.stringsMax(math.MaxInt)
+	return d.stringsMax(math.MaxInt, "strings")
 }
 
-// stringsMax is strings, of at most max.
-func (d *decoder) stringsMax(max int) []string {
-	n := d.countMax(1, max)
+// stringsMax is strings, of at most max (what, for the error).
+func (d *decoder) stringsMax(max int, what string) []string {
+	n := d.countMax(1, max, what)
 	if n == 0 {
 		return nil
 	}
@@ -460,7 +461,7 @@ func (d *decoder) stringsMax(max int) []string {
 
 // statuses reads a list of execution statuses; an empty one is nil.
 func (d *decoder) statuses() []ExecutionStatus {
-	n := d.countMax(minStatus, MaxReportExecutions)
+	n := d.countMax(minStatus, MaxReportExecutions, "executions")
 	if n == 0 {
 		return nil
 	}
@@ -476,7 +477,7 @@ func (d *decoder) statuses() []ExecutionStatus {
 		s.State = State(d.string())
 		s.Message = d.string()
 		s.Bytes = d.int64()
-		s.Unavailable = d.stringsMax(MaxUnavailable)
+		s.Unavailable = d.stringsMax(MaxUnavailable, "unavailable partitions")
 	}
 	return out
 }

@@ -341,18 +341,18 @@ func TestReportPastItsBoundsIsRefused(t *testing.T) {
 	empty := make([]ExecutionStatus, MaxReportExecutions+1)
 	data := AppendReport(nil, &Report{Version: Version, Executor: "e1", Executions: empty})
 	_, err := DecodeReport(data)
-	require.ErrorContains(t, err, fmt.Sprintf("%d elements, at most %d are read", MaxReportExecutions+1, MaxReportExecutions))
+	require.ErrorContains(t, err, fmt.Sprintf("%d executions, at most %d are read", MaxReportExecutions+1, MaxReportExecutions))
 	r := Report{Executions: empty}
 	require.ErrorContains(t, r.CheckBounds(), "executions, at most")
 
 	parts := Report{Version: Version, Executor: "e1", Partitions: make([]Partition, MaxReportPartitions+1)}
 	_, err = DecodeReport(AppendReport(nil, &parts))
-	require.ErrorContains(t, err, "at most")
+	require.ErrorContains(t, err, "partitions, at most")
 	require.ErrorContains(t, parts.CheckBounds(), "partitions, at most")
 
 	unav := Report{Version: Version, Executor: "e1", Executions: []ExecutionStatus{{ExecutionID: "j/v/0/0", State: StateFailed, Unavailable: make([]string, MaxUnavailable+1)}}}
 	_, err = DecodeReport(AppendReport(nil, &unav))
-	require.ErrorContains(t, err, "at most")
+	require.ErrorContains(t, err, "unavailable partitions, at most")
 	require.ErrorContains(t, unav.CheckBounds(), "unavailable partitions, at most")
 
 	atBounds := Report{Version: Version, Executor: "e1", Executions: empty[:MaxReportExecutions], Partitions: parts.Partitions[:MaxReportPartitions]}

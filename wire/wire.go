@@ -323,8 +323,9 @@ const (
 	MaxReportExecutions = 1 << 18
 	MaxReportPartitions = 1 << 18
 	// MaxUnavailable bounds the partitions one execution names as
-	// unreadable: a consumer reads at most this many sources.
-	MaxUnavailable = 1 << 16
+	// unreadable: a consumer reads fewer sources than a job has subtasks
+	// (at most 100,000).
+	MaxUnavailable = 1 << 17
 	// MaxStatusMessage bounds an execution's message as a leader records
 	// it; a longer one is cut.
 	MaxStatusMessage = 4 << 10
