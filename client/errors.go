@@ -111,16 +111,55 @@ func answered(err error) bool {
 	return ok
 }
 
-// TimedOut reports whether some master accepted the request but gave no
+// TimedOut reports whether some master took the request but gave no
 // answer in time (one waiting for a leader holds a request up to its
 // request wait, 5 s by default), rather than being out of reach.
 func (e *UnreachableError) TimedOut() bool {
 	for _, a := range e.Attempts {
-		if describe(a.Err) == "timed out" {
+		if describe(a.Err) == "timed out" && !sentNothing(a.Err) {
 			return true
 		}
 	}
 	return false
+}
+
+// sharedTrustFailure reports whether the failures of a round (nil: not
+// tried) say that no master of this cluster can be trusted, whatever the
+// wait: some refused on the CA (the master's certificate is of a CA this
+// client does not trust, or the master refused this client's), which the
+// masters share, and every other one failed on trust too or was out of
+// reach (refused or unroutable; not one that took the request and held
+// it, nor one whose own certificate failed on its name or dates).
+func sharedTrustFailure(last []error) bool {
+	ca := false
+	for _, err := range last {
+		switch {
+		case err == nil:
+		case caTrustFailure(err):
+			ca = true
+		case TrustFailure(err), outOfReach(err):
+		default:
+			return false
+		}
+	}
+	return ca
+}
+
+// caTrustFailure reports whether err is a handshake refused on the CA: the
+// master's certificate is of a CA this client does not trust, or the
+// master refused this client's certificate.
+func caTrustFailure(err error) bool {
+	var unknownCA x509.UnknownAuthorityError
+	return errors.As(err, &unknownCA) || RefusedCertificate(err)
+}
+
+// outOfReach reports whether err says no server was there to take the
+// request: the connection was refused, or the host cannot be reached or
+// resolved.
+func outOfReach(err error) bool {
+	var dnsErr *net.DNSError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH) || errors.As(err, &dnsErr)
 }
 
 // TrustFailure reports whether err is a TLS handshake that failed on a

@@ -109,11 +109,11 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 			// certificates trusted.
 			return nil, unreachable(c.addrs, last)
 		}
-		if u := unreachable(c.addrs, last); untrusted > 0 && u.Untrusted() {
-			// The masters that could be reached refused on a
-			// certificate, the others are out of reach: they share the
-			// CA, and waiting for them changes nothing.
-			return nil, u
+		if untrusted > 0 && sharedTrustFailure(last) {
+			// The masters that could be reached refused on the CA (they
+			// share one), the others are out of reach: waiting for them
+			// changes nothing.
+			return nil, unreachable(c.addrs, last)
 		}
 		if c.notify != nil {
 			c.notify(unreachable(c.addrs, last))

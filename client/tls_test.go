@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -116,7 +117,9 @@ func TestUntrustedMastersFailWithoutRetrying(t *testing.T) {
 	c3, err := New(deadAddr(t)+","+addrs, WithCACert(other.CAFile()), WithTimeout(0), WithRetryNotify(retried))
 	require.NoError(t, err)
 	defer c3.Close()
-	_, err = c3.Jobs(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a retrying client fails, not hangs
+	defer cancel()
+	_, err = c3.Jobs(ctx)
 	u, ok = errors.AsType[*UnreachableError](err)
 	require.True(t, ok, "%v", err)
 	assert.True(t, u.Untrusted(), "%v", err)
