@@ -68,16 +68,32 @@ export function fmtTime(t) {
 
 // debounce runs f once, wait ms after the last call, and at the latest
 // maxWait ms after the first call it has not run for: calls that keep
-// coming (a busy cluster's events) still see f run every maxWait.
+// coming (a busy cluster's events) still see f run every maxWait. One run
+// at a time: calls during a run (f may return a promise) make one more run
+// after it, so a slow refresh is never overtaken by a newer one.
 export function debounce(f, wait, maxWait = 1000) {
   let timer = null;
   let first = 0;
-  return () => {
+  let running = false;
+  let again = false;
+  const schedule = () => {
     const now = Date.now();
     if (timer === null) first = now;
     clearTimeout(timer);
-    timer = setTimeout(() => { timer = null; f(); }, Math.max(0, Math.min(wait, first + maxWait - now)));
+    timer = setTimeout(run, Math.max(0, Math.min(wait, first + maxWait - now)));
   };
+  const run = async () => {
+    timer = null;
+    if (running) { again = true; return; }
+    running = true;
+    try {
+      await f();
+    } finally {
+      running = false;
+      if (again) { again = false; schedule(); }
+    }
+  };
+  return schedule;
 }
 
 export const TERMINAL_JOB = new Set(['FAILED', 'CANCELED', 'FINISHED']);
