@@ -456,6 +456,18 @@ func TestJSONOnEveryCommand(t *testing.T) {
 	left, err := filepath.Glob(dir + "/.backup.snap.*")
 	require.NoError(t, err)
 	assert.Empty(t, left)
+	// Through a link, the file it names is replaced; the link stays.
+	link := dir + "/latest.snap"
+	require.NoError(t, os.Symlink(file, link))
+	require.NoError(t, os.WriteFile(file, []byte("older backup"), 0o600))
+	r = runCLI(snap, "operator", "snapshot", "save", link, "--force")
+	require.Equal(t, 0, r.code, r.stderr)
+	lst, err := os.Lstat(link)
+	require.NoError(t, err)
+	assert.NotZero(t, lst.Mode()&os.ModeSymlink, "the link was replaced by a file")
+	got, err = os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, "snapshot bytes", string(got))
 }
 
 // newServerAt serves h and returns its host:port.

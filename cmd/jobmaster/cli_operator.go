@@ -38,14 +38,21 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 		Short: "Save the replicated state to FILE (a backup)",
 		Args:  exactArgs("FILE"),
 		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
-			if _, err := os.Lstat(args[0]); err == nil && !force {
+			st, statErr := os.Stat(args[0])
+			stream := statErr == nil && !st.Mode().IsRegular() // /dev/stdout, a pipe: written as it is
+			if statErr == nil && !stream && !force {
 				return fmt.Errorf("%s exists: give another file, or --force to replace it", args[0])
 			}
 			data, index, err := c.Snapshot(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if err := writeFileAtomic(args[0], data, 0o600); err != nil {
+			if stream {
+				err = os.WriteFile(args[0], data, 0o600)
+			} else {
+				err = writeFileAtomic(args[0], data, 0o600)
+			}
+			if err != nil {
 				return err
 			}
 			if o.json {
@@ -122,10 +129,15 @@ expects but no executor runs are failed and restarted).`,
 }
 
 // writeFileAtomic writes data to path through a file beside it, synced and
-// then renamed over path: a backup is either the old one or the new one,
+// then renamed over path (the file a symbolic link names, for a link), the
+// directory synced after: a backup is either the old one or the new one,
 // whole, whatever stops the write.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
@@ -145,5 +157,13 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
