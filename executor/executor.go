@@ -397,6 +397,7 @@ func (e *Executor) Crash() {
 	e.phase = phaseStopped
 	e.mu.Unlock()
 	if p != phaseRunning {
+		e.dirLock.Release() // as the process's end would
 		return
 	}
 	e.log.Warn("executor crashing (test)")

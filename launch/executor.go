@@ -66,7 +66,7 @@ func (o *Executor) Check() error {
 	if c.DrainGrace < 0 {
 		errs = append(errs, fmt.Errorf("--drain-grace must not be negative, got %s (0: stop at once)", c.DrainGrace))
 	}
-	if c.TaskLogMaxFiles < 1 {
+	if c.TaskLogMaxFiles < 1 || c.TaskLogMaxFiles > 1000 {
 		errs = append(errs, fmt.Errorf("--task-log-max-files must be between 1 and 1000, got %d", c.TaskLogMaxFiles))
 	}
 	if c.TaskLogMaxSize <= 0 {

@@ -161,11 +161,12 @@ func TestCheckRefusesMeaninglessFlagValues(t *testing.T) {
 	ok.TaskPidsMax, ok.MaxConnsPerClient, ok.TaskLogMaxFiles = -1, -1, 1000
 	require.NoError(t, ok.Check())
 	for flag, set := range map[string]func(*Executor){
-		"--drain-grace must not be negative":              func(o *Executor) { o.DrainGrace = -time.Second },
-		"--task-log-max-files must be between 1 and 1000": func(o *Executor) { o.TaskLogMaxFiles = 0 },
-		"--task-log-max-size must be positive":            func(o *Executor) { o.TaskLogMaxSize = 0 },
-		"--task-pids-max must be positive, or -1":         func(o *Executor) { o.TaskPidsMax = 0 },
-		"--http-max-conns-per-client must be positive":    func(o *Executor) { o.MaxConnsPerClient = -7 },
+		"--drain-grace must not be negative":               func(o *Executor) { o.DrainGrace = -time.Second },
+		"--task-log-max-files must be between 1 and 1000":  func(o *Executor) { o.TaskLogMaxFiles = 0 },
+		"--task-log-max-files must be between 1 and 1000,": func(o *Executor) { o.TaskLogMaxFiles = 1001 },
+		"--task-log-max-size must be positive":             func(o *Executor) { o.TaskLogMaxSize = 0 },
+		"--task-pids-max must be positive, or -1":          func(o *Executor) { o.TaskPidsMax = 0 },
+		"--http-max-conns-per-client must be positive":     func(o *Executor) { o.MaxConnsPerClient = -7 },
 	} {
 		o := DefaultExecutor()
 		set(&o)

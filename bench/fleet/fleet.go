@@ -113,7 +113,9 @@ func start(ctx context.Context, first, n, slots int, prefix, dir string, join []
 				Logger:     fleetLogger(),
 			})
 			if err == nil {
-				err = e.Start()
+				if err = e.Start(); err != nil {
+					_ = e.Shutdown(context.Background()) // gives its data directory back
+				}
 			}
 			if err != nil {
 				errs[i] = fmt.Errorf("executor %s: %w", id, err)
