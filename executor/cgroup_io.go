@@ -52,7 +52,7 @@ const cgroupRemoveWait = 2 * time.Second
 // setupCgroups chooses and prepares the executor's layout; what it could
 // not use is in why.
 func setupCgroups(cfg Config) *cgroups {
-	cg := &cgroups{pidsMax: cfg.TaskPidsMax, log: cfg.Logger}
+	cg := &cgroups{pidsMax: cfg.TaskPidsMax, log: cfg.Logger.With("node", cfg.NodeID)}
 	if cfg.DisableCgroups {
 		cg.why = "turned off (--disable-cgroups)"
 		return cg
