@@ -326,3 +326,40 @@ func TestAFetchEndsWithItsContext(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	s.Discard(m.ID)
 }
+
+// A pipelined consumer of a producer that writes nothing for longer than
+// a fetch waits for an answer to begin keeps waiting: the answer begins at
+// once, and the bytes follow when the producer writes them. (Its headers
+// waited for the first byte: the fetch gave up after HeaderTimeout, again
+// and again, and the consumer failed with "no answer within 10s".)
+func TestFollowingASilentProducerWaits(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	out := filepath.Join(t.TempDir(), "output")
+	require.NoError(t, os.MkdirAll(filepath.Join(out, "count"), 0o700))
+	m := meta(0)
+	m.Outputs = pipelined()
+	s.Begin(m, out)
+	addr := startHolder(t, &holder{s: s})
+	f := fetcher(t, 200*time.Millisecond)
+	f.HeaderTimeout = 50 * time.Millisecond
+
+	got := &sink{}
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count", Index: 0, Follow: true}, got)
+	}()
+	// Silent for five times what a fetch bounds its failures to: the
+	// fetch failed within that before.
+	select {
+	case err := <-done:
+		t.Fatalf("the fetch of a silent running producer ended: %v", err)
+	case <-time.After(time.Second):
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(out, "count", "0"), []byte("late"), 0o600))
+	_, err = s.Commit(m.ID)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	require.Equal(t, "late", got.String())
+}

@@ -153,6 +153,12 @@ func (s *Store) serveLive(w http.ResponseWriter, r *http.Request, lv *live, q Re
 		return
 	}
 	rc := http.NewResponseController(w)
+	// The answer begins now, not with the producer's first byte, which may
+	// be minutes away: the consumer's fetch bounds only the wait for it to
+	// begin (Fetcher.HeaderTimeout).
+	if rc.Flush() != nil {
+		return
+	}
 	name := strconv.Itoa(q.Index)
 	off := q.Offset
 	var f *os.File
