@@ -301,14 +301,7 @@ func (s *State) applyLosePartitions(c *LosePartitions) Result {
 // whether any was lost, in which case the failure is part of the restart
 // that re-produces them rather than one of its own.
 func (s *State) unavailable(e *Execution, ids []string, now int64, msg string) bool {
-	var ps []*Partition
-	for _, id := range ids {
-		if p := s.partitions[id]; p != nil {
-			ps = append(ps, p)
-		} else if p := s.releasedOutput(e, id); p != nil {
-			ps = append(ps, p)
-		}
-	}
+	ps := s.unreadable(e, ids)
 	if len(ps) == 0 {
 		return false
 	}
@@ -318,6 +311,61 @@ func (s *State) unavailable(e *Execution, ids []string, now int64, msg string) b
 	}
 	s.losePartitions(ps, now, why)
 	return true
+}
+
+// UnavailableInputs returns, of ids that consumer execution names as
+// unreadable, those a report of it would act on (unavailable): partitions,
+// tracked or released, of what it reads, each once. The leader proposes
+// only these: an executor's list is bounded by what it sends, not by what
+// the consumer reads.
+func (s *State) UnavailableInputs(consumer string, ids []string) []string {
+	e := s.execs[consumer]
+	if e == nil {
+		return nil
+	}
+	ps := s.unreadable(e, ids)
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.ID
+	}
+	return out
+}
+
+// unreadable returns the partitions, tracked or released, that ids name
+// and that e reads (an output of a vertex its own vertex takes as input,
+// in its own job), each once, in the order named. An executor names what
+// its consumer could not read; it has no say over other partitions.
+func (s *State) unreadable(e *Execution, ids []string) []*Partition {
+	var ps []*Partition
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if p := s.partitions[id]; p != nil && s.reads(e, p.Job, p.VertexIndex) {
+			ps = append(ps, p)
+		} else if p := s.releasedOutput(e, id); p != nil && s.reads(e, p.Job, p.VertexIndex) {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// reads reports whether execution e reads the output of vertex (an index)
+// of job: its own job's, of a vertex its vertex takes as input.
+func (s *State) reads(e *Execution, job string, vertex int) bool {
+	j := s.jobs[e.Job]
+	if job != e.Job || j == nil || vertex < 0 || vertex >= len(j.Spec.Vertices) || e.VertexIndex >= len(j.Spec.Vertices) {
+		return false
+	}
+	from := j.Spec.Vertices[vertex].ID
+	for _, in := range j.Spec.Vertices[e.VertexIndex].Inputs {
+		if in.From == from {
+			return true
+		}
+	}
+	return false
 }
 
 // releasedOutput returns, untracked, the partition the consumer e read from

@@ -349,3 +349,24 @@ func TestTaskSpecsCarryResources(t *testing.T) {
 	}
 	require.Equal(t, map[string]wire.Resources{"a": {CPUMillis: 250, MemoryMB: 64}, "b": {}}, got)
 }
+
+// A consumer's report of what it could not read counts only for the
+// partitions it reads: another job's, or its own job's that it does not
+// take as input, are left alone (an executor names what it could not
+// read; it has no say over other jobs' partitions), and a name listed
+// twice counts once.
+func TestUnavailableCountsOnlyWhatTheConsumerReads(t *testing.T) {
+	h := newHarness(t)
+	finishGen(t, h) // job j: gen (2 subtasks, FINISHED, partitions on e1) feeds sum
+	before := partitionIDs(h.s)
+	require.Len(t, before, 2)
+	h.submit("other", `{"vertices":[{"id":"v","parallelism":1,"command":["x"]}],"restart":{"strategy":"fixed-delay","attempts":3,"delay":"1s"}}`)
+	r := h.apply(&PlaceRegion{Fenced: h.fenced(), Job: "other", Region: 0, Slots: []SlotAssign{{Group: "default", Index: 0, Executor: "e9", Slot: 0}}})
+	require.NoError(t, r.Err)
+	h.report("e9", ReportUpdate{ID: "other/v/0/0", State: wire.StateFailed, Message: "x",
+		Unavailable: []string{"j/gen/0/0", "j/gen/1/0", "j/gen/0/0", "j/sum/0/0"}})
+	require.Equal(t, before, partitionIDs(h.s), "another job's failure lost j's partitions")
+	require.Equal(t, wire.StateFinished, h.exec("j/gen/0/0").State)
+	require.NotContains(t, h.job("other").Message, "partition")
+	checkInvariants(t, h.s)
+}

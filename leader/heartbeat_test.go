@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -171,5 +172,37 @@ func TestALeftExecutorWithNothingIsForgotten(t *testing.T) {
 	// e1 starts again under its name.
 	if added, _ = c.Refresh(t0.Add(4*time.Second), []Member{{ID: "e1", Addr: "e1:2", Slots: 2}}, nil); len(added) != 1 || added[0] != "e1" {
 		t.Fatalf("added %v, want e1 back", added)
+	}
+}
+
+// What an executor says its consumer could not read goes into the Raft
+// entry only as far as the consumer reads it: names of partitions that are
+// not its inputs (any number of them) are dropped before the proposal.
+func TestUnavailableProposedOnlyForTheConsumersInputs(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	w := newWorld(t, Config{Heartbeat: time.Second, Timeout: 15 * time.Second, AckDeadline: 10 * time.Second}, t0, "e1")
+	w.submit("a", `{"vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`)
+	w.schedule()
+	w.commit(w.core.Partial(w.read, "e1", []wire.ExecutionStatus{{ExecutionID: "a/v/0/0", JobID: "a", Vertex: "v", State: wire.StateRunning}}, nil, t0))
+	names := make([]string, 10000)
+	for i := range names {
+		names[i] = fmt.Sprintf("other/p/%d/0", i)
+	}
+	r := w.core.Partial(w.read, "e1", []wire.ExecutionStatus{{ExecutionID: "a/v/0/0", JobID: "a", Vertex: "v", State: wire.StateFailed, Message: "x", Unavailable: names}}, nil, t0)
+	var found bool
+	for _, c := range r.Propose {
+		if rep, ok := c.(*fsm.ReportExecutions); ok {
+			for _, u := range rep.Updates {
+				if u.ID == "a/v/0/0" {
+					found = true
+					if len(u.Unavailable) != 0 {
+						t.Fatalf("%d names of other jobs' partitions proposed", len(u.Unavailable))
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no report of a/v/0/0 proposed: %+v", r.Propose)
 	}
 }

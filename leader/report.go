@@ -43,6 +43,11 @@ func (c *Core) report(read Reader, executor string, reported []wire.ExecutionSta
 	if res.Empty() {
 		return r
 	}
+	for i := range res.Record {
+		if u := &res.Record[i]; len(u.Unavailable) > 0 {
+			read(func(st *fsm.State) { u.Unavailable = st.UnavailableInputs(u.ID, u.Unavailable) })
+		}
+	}
 	r.Ack = res.Ack
 	r.Tally.UnknownCancelled += len(res.Unknown)
 	r.pending.MissingFailed += len(res.Missing)
