@@ -72,7 +72,9 @@ func postDeploy(ctx context.Context, c *http.Client, executor, addr string, req 
 // postHeartbeat sends a heartbeat to an executor, asking for the report in
 // binary (wire.AcceptReport), and decodes the report in whichever format
 // it came: an executor that predates binary reports, or writes another
-// revision of them, answers JSON. Its errors are postJSON's.
+// revision of them, answers JSON, read up to 1 MiB. A report past the
+// bounds of one (wire.CheckBounds) is errAnswerRefused. Its errors are
+// postJSON's.
 func postHeartbeat(ctx context.Context, c *http.Client, executor, addr string, req *wire.HeartbeatRequest, timeout time.Duration) (wire.Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -87,7 +89,10 @@ func postHeartbeat(ctx context.Context, c *http.Client, executor, addr string, r
 		return rep, err
 	}
 	if !wire.IsReport(resp.Header.Get("Content-Type")) {
-		if err := transport.DecodeResponse(resp, transport.MaxResponseBytes, &rep); err != nil {
+		// JSON (from an executor that predates binary reports) is read
+		// whole before its entries can be counted: it gets what a pushed
+		// report gets, not 64 MiB of "{}," (millions of statuses).
+		if err := transport.DecodeResponse(resp, transport.MaxRequestBytes, &rep); err != nil {
 			return rep, rpcError(addr, wire.PathHeartbeat, err)
 		}
 	} else {

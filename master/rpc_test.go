@@ -1,6 +1,7 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -203,6 +204,12 @@ func TestPostHeartbeatTakesEitherFormat(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusConflict)
 			_, _ = w.Write([]byte(`{"error":"stale fencing token 3","token":5}`))
+		case "json bomb":
+			// 2 MiB of empty statuses: 700,000 of them in 3 bytes each.
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"version":3,"executor":"e1","executions":[{}`))
+			_, _ = w.Write(bytes.Repeat([]byte(`,{}`), 700_000))
+			_, _ = w.Write([]byte(`]}`))
 		}
 	}))
 	defer srv.Close()
@@ -219,6 +226,10 @@ func TestPostHeartbeatTakesEitherFormat(t *testing.T) {
 	mode.Store("fenced")
 	_, err = postHeartbeat(context.Background(), srv.Client(), "e1", addr, &wire.HeartbeatRequest{}, time.Second)
 	require.ErrorIs(t, err, errFencedOff)
+	mode.Store("json bomb")
+	_, err = postHeartbeat(context.Background(), srv.Client(), "e1", addr, &wire.HeartbeatRequest{}, time.Second)
+	require.Error(t, err, "a JSON report past what a push may carry")
+	require.ErrorContains(t, err, "larger than")
 }
 
 // Under TLS an executor's answer counts only from that executor's
