@@ -250,10 +250,43 @@ func (t *tracker) sendRelease(x leader.Release) {
 	if addr == "" {
 		return
 	}
-	err := postJSON(t.s.ctx, t.m.client, x.Executor, addr, wire.PathRelease, wire.ReleaseRequest{Leader: t.leader(), IDs: x.IDs}, nil, t.m.cfg.CancelRPCTimeout)
-	if err != nil {
-		t.m.log.Debug("release failed; the next report repeats it", "executor", x.Executor, "err", err)
+	for _, ids := range chunkIDs(x.IDs, idsPerRequestBytes) {
+		err := postJSON(t.s.ctx, t.m.client, x.Executor, addr, wire.PathRelease, wire.ReleaseRequest{Leader: t.leader(), IDs: ids}, nil, t.m.cfg.CancelRPCTimeout)
+		if err != nil {
+			t.m.log.Debug("release failed; the next report repeats it", "executor", x.Executor, "err", err)
+			return
+		}
 	}
+}
+
+// idsPerRequestBytes bounds the ids of one cancel or release, as JSON,
+// well below what an executor reads of a request (1 MiB).
+const idsPerRequestBytes = 768 << 10
+
+// chunkIDs splits ids into runs of at most max bytes as a JSON list (an
+// id counted as if each of its bytes were escaped when it holds any byte
+// JSON escapes). One id longer than max goes alone.
+func chunkIDs(ids []string, max int) [][]string {
+	var out [][]string
+	start, size := 0, 0
+	for i, id := range ids {
+		n := len(id) + 3 // quotes and comma
+		for k := 0; k < len(id); k++ {
+			if c := id[k]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 || c == '<' || c == '>' || c == '&' {
+				n = 6*len(id) + 3
+				break
+			}
+		}
+		if size+n > max && i > start {
+			out = append(out, ids[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(ids) {
+		out = append(out, ids[start:])
+	}
+	return out
 }
 
 // sendCancel asks an executor to stop executions.
@@ -262,8 +295,11 @@ func (t *tracker) sendCancel(c leader.Cancel) {
 	if addr == "" {
 		return
 	}
-	err := postJSON(t.s.ctx, t.m.client, c.Executor, addr, wire.PathCancel, wire.CancelRequest{Leader: t.leader(), IDs: c.IDs}, nil, t.m.cfg.CancelRPCTimeout)
-	if err != nil {
-		t.m.log.Debug("cancel failed; the reconciler retries it", "executor", c.Executor, "err", err)
+	for _, ids := range chunkIDs(c.IDs, idsPerRequestBytes) {
+		err := postJSON(t.s.ctx, t.m.client, c.Executor, addr, wire.PathCancel, wire.CancelRequest{Leader: t.leader(), IDs: ids}, nil, t.m.cfg.CancelRPCTimeout)
+		if err != nil {
+			t.m.log.Debug("cancel failed; the reconciler retries it", "executor", c.Executor, "err", err)
+			return
+		}
 	}
 }

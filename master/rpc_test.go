@@ -8,10 +8,12 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -271,4 +273,30 @@ func TestExecutorAnswerMustComeFromItsCertificate(t *testing.T) {
 	c.CloseIdleConnections()
 	_, err = postHeartbeat(context.Background(), c, "e2", srv.URL, &wire.HeartbeatRequest{}, time.Minute)
 	require.ErrorIs(t, err, errMisdirected, "a master's certificate answered as an executor")
+}
+
+// A cancel or release of many ids goes in requests that an executor reads
+// whole (below its 1 MiB body limit), every id once, in order, also ids
+// that JSON escapes.
+func TestChunkIDsFitAnExecutorsBodyLimit(t *testing.T) {
+	var ids []string
+	for i := range 300_000 {
+		id := fmt.Sprintf("job-%d/vertex/%d/0", i%97, i)
+		if i%1000 == 0 {
+			id = strings.Repeat("\x01<", 50) // what a report may name
+		}
+		ids = append(ids, id)
+	}
+	chunks := chunkIDs(ids, idsPerRequestBytes)
+	require.Greater(t, len(chunks), 1)
+	var back []string
+	for _, c := range chunks {
+		body, err := json.Marshal(wire.CancelRequest{Leader: wire.Leader{Version: wire.Version, Cluster: strings.Repeat("c", 64), Node: "m1", Addr: "127.0.0.1:7401"}, IDs: c})
+		require.NoError(t, err)
+		require.Less(t, len(body), transport.MaxRequestBytes, "a request an executor refuses (413)")
+		back = append(back, c...)
+	}
+	require.Equal(t, ids, back)
+	require.Equal(t, [][]string{{strings.Repeat("x", 2000)}, {"a"}}, chunkIDs([]string{strings.Repeat("x", 2000), "a"}, 100))
+	require.Empty(t, chunkIDs(nil, 100))
 }
