@@ -27,13 +27,22 @@ var noRestart = map[string]any{"strategy": "none"}
 // executorView is one executor as the leader shows it.
 func (c *Cluster) executorView(t *testing.T, id string) api.Executor {
 	t.Helper()
+	x, ok := c.findExecutor(id)
+	if !ok {
+		t.Fatalf("executor %s not in /v1/cluster", id)
+	}
+	return x
+}
+
+// findExecutor is the leader's view of an executor, if it lists it (one
+// that left gossip holding nothing is not listed until it is back).
+func (c *Cluster) findExecutor(id string) (api.Executor, bool) {
 	for _, x := range c.ClusterView().Executors {
 		if x.ID == id {
-			return x
+			return x, true
 		}
 	}
-	t.Fatalf("executor %s not in /v1/cluster", id)
-	return api.Executor{}
+	return api.Executor{}, false
 }
 
 // waitDrained waits until the leader shows the executor drained.
@@ -155,11 +164,16 @@ func TestSIGTERMDrainsTheExecutorFirst(t *testing.T) {
 	for k, s := range subtasks(j) {
 		require.NotEqual(t, n.ID, s.Executor, k)
 	}
-	// Started again, the executor ends the drain it asked for.
+	// It left gossip holding nothing: the leader forgets it. Started
+	// again, it is listed again, and ends the drain it asked for.
+	WaitFor(t, n.ID+" to be forgotten", 30*time.Second, func() bool {
+		_, listed := c.findExecutor(n.ID)
+		return !listed
+	})
 	n.Start()
 	WaitFor(t, n.ID+" to be eligible again", 30*time.Second, func() bool {
-		x := c.executorView(t, n.ID)
-		return !x.Draining && x.Status == "alive"
+		x, ok := c.findExecutor(n.ID)
+		return ok && !x.Draining && x.Status == "alive"
 	})
 }
 
