@@ -92,7 +92,9 @@ func postHeartbeat(ctx context.Context, c *http.Client, executor, addr string, r
 		// JSON (from an executor that predates binary reports) is read
 		// whole before its entries can be counted: it gets what a pushed
 		// report gets, not 64 MiB of "{}," (millions of statuses).
-		if err := transport.DecodeResponse(resp, transport.MaxRequestBytes, &rep); err != nil {
+		if err := transport.DecodeResponse(resp, transport.MaxRequestBytes, &rep); errors.Is(err, transport.ErrTooLarge) {
+			return rep, fmt.Errorf("%w: %w", errAnswerRefused, err)
+		} else if err != nil {
 			return rep, rpcError(addr, wire.PathHeartbeat, err)
 		}
 	} else {

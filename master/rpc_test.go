@@ -230,7 +230,7 @@ func TestPostHeartbeatTakesEitherFormat(t *testing.T) {
 	require.ErrorIs(t, err, errFencedOff)
 	mode.Store("json bomb")
 	_, err = postHeartbeat(context.Background(), srv.Client(), "e1", addr, &wire.HeartbeatRequest{}, time.Second)
-	require.Error(t, err, "a JSON report past what a push may carry")
+	require.ErrorIs(t, err, errAnswerRefused, "a JSON report past what a push may carry")
 	require.ErrorContains(t, err, "larger than")
 }
 
