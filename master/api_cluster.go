@@ -167,15 +167,30 @@ func decodeReport(r *http.Request, body []byte) (wire.Report, error) {
 	case wire.IsBinary(ct):
 		return rep, fmt.Errorf("%w (%q; it reads %s): send it as JSON", errReportRevision, ct, wire.ReportType)
 	}
+	if err := wire.CheckJSONReport(body); err != nil {
+		return rep, err
+	}
 	if err := json.Unmarshal(body, &rep); err != nil {
 		return rep, err
 	}
 	return rep, rep.CheckBounds()
 }
 
+// pushBudget bounds the bytes of pushed reports being decoded and carried
+// out at once on a master.
+const pushBudget = 8 << 20
+
 // executorUpdate: POST /v1/internal/executor-update, an executor's push of
 // state changes. The answer acknowledges terminal states now recorded.
 func (m *Master) executorUpdate(w http.ResponseWriter, r *http.Request, body []byte, s *session) error {
+	// Pushes decode at once only up to pushBudget bytes of bodies: a
+	// report decodes to many times its bytes, and one executor may send
+	// any number at once.
+	n := int64(max(1, min(len(body), pushBudget)))
+	if err := m.pushes.Acquire(r.Context(), n); err != nil {
+		return nil // the request has ended
+	}
+	defer m.pushes.Release(n)
 	rep, err := decodeReport(r, body)
 	if errors.Is(err, errReportRevision) {
 		writeError(w, http.StatusUnsupportedMediaType, err.Error())

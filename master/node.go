@@ -77,6 +77,8 @@ type Master struct {
 	relay *relay
 	// bigReads is the budget that reads of big jobs share (readbudget.go).
 	bigReads *semaphore.Weighted
+	// pushes bounds the executors' pushes decoded at once (pushBudget).
+	pushes *semaphore.Weighted
 	// bigReadWrite bounds the writing of a big read's answer
 	// (bigReadWriteTimeout; tests shorten it).
 	bigReadWrite time.Duration
@@ -121,6 +123,7 @@ func New(cfg Config) (*Master, error) {
 		log:            cfg.Logger.With("node", cfg.NodeID),
 		fsm:            fsm.NewWithEvents(cfg.EventBuffer),
 		bigReads:       semaphore.NewWeighted(readBudget),
+		pushes:         semaphore.NewWeighted(pushBudget),
 		bigReadWrite:   bigReadWriteTimeout,
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),

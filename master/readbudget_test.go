@@ -1,6 +1,7 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"jobmaster/fsm"
 	"jobmaster/jobspec"
+	"jobmaster/wire"
 )
 
 // A read of a big job waits for room in the budget of the master it is
@@ -96,4 +98,25 @@ func TestBigReadNotReadGivesItsBudgetBack(t *testing.T) {
 		}
 		return false
 	}, 10*time.Second, 10*time.Millisecond, "the stalled read kept its share of the budget")
+}
+
+// Pushes share a budget of the bytes being decoded at once: with the
+// leader's budget held, a push waits (its executor gives up and pushes
+// again), and goes through once the budget is back.
+func TestPushesShareABudget(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	m := c.masters[l]
+	body := []byte(`{"version":3,"executor":"e1","partial":true,"executions":[]}`)
+	require.NoError(t, m.pushes.Acquire(context.Background(), pushBudget))
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	req, err := http.NewRequestWithContext(ctx, "POST", c.url(l, wire.PathExecutorUpdate), bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	_, err = http.DefaultClient.Do(req)
+	cancel()
+	require.True(t, errors.Is(err, context.DeadlineExceeded), "a push was decoded with the budget taken: %v", err)
+	m.pushes.Release(pushBudget)
+	r := do(t, "POST", c.url(l, wire.PathExecutorUpdate), body)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 }

@@ -3,6 +3,7 @@ package master
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -92,10 +93,17 @@ func postHeartbeat(ctx context.Context, c *http.Client, executor, addr string, r
 		// JSON (from an executor that predates binary reports) is read
 		// whole before its entries can be counted: it gets what a pushed
 		// report gets, not 64 MiB of "{}," (millions of statuses).
-		if err := transport.DecodeResponse(resp, transport.MaxRequestBytes, &rep); errors.Is(err, transport.ErrTooLarge) {
+		data, err := transport.ReadResponse(resp, transport.MaxRequestBytes)
+		if errors.Is(err, transport.ErrTooLarge) {
 			return rep, fmt.Errorf("%w: %w", errAnswerRefused, err)
 		} else if err != nil {
 			return rep, rpcError(addr, wire.PathHeartbeat, err)
+		}
+		if err := wire.CheckJSONReport(data); err != nil {
+			return rep, fmt.Errorf("%w: %w", errAnswerRefused, err)
+		}
+		if err := json.Unmarshal(data, &rep); err != nil {
+			return rep, fmt.Errorf("%w: malformed answer: %w", errAnswerRefused, err)
 		}
 	} else {
 		data, err := transport.ReadResponse(resp, transport.MaxResponseBytes)

@@ -466,6 +466,7 @@ func (d *decoder) statuses() []ExecutionStatus {
 		return nil
 	}
 	out := make([]ExecutionStatus, n)
+	total := 0 // unavailable partitions so far
 	for i := range out {
 		s := &out[i]
 		s.ExecutionID = d.string()
@@ -477,7 +478,8 @@ func (d *decoder) statuses() []ExecutionStatus {
 		s.State = State(d.string())
 		s.Message = d.string()
 		s.Bytes = d.int64()
-		s.Unavailable = d.stringsMax(MaxUnavailable, "unavailable partitions")
+		s.Unavailable = d.stringsMax(min(MaxUnavailable, MaxReportUnavailable-total), "unavailable partitions")
+		total += len(s.Unavailable)
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -354,6 +355,19 @@ func TestReportPastItsBoundsIsRefused(t *testing.T) {
 	_, err = DecodeReport(AppendReport(nil, &unav))
 	require.ErrorContains(t, err, "unavailable partitions, at most")
 	require.ErrorContains(t, unav.CheckBounds(), "unavailable partitions, at most")
+
+	// Unavailable partitions are bounded in the whole report too.
+	many := Report{Version: Version, Executor: "e1"}
+	for i := 0; i <= MaxReportUnavailable/MaxUnavailable; i++ {
+		many.Executions = append(many.Executions, ExecutionStatus{ExecutionID: fmt.Sprintf("j/v/%d/0", i), State: StateFailed, Unavailable: make([]string, MaxUnavailable)})
+	}
+	_, err = DecodeReport(AppendReport(nil, &many))
+	require.ErrorContains(t, err, "unavailable partitions, at most")
+	require.ErrorContains(t, many.CheckBounds(), "unavailable partitions in all")
+
+	// JSON is counted before it is decoded.
+	require.NoError(t, CheckJSONReport([]byte(`{"executions":[{},{}]}`)))
+	require.ErrorContains(t, CheckJSONReport(append([]byte(`{"executions":[`), bytes.Repeat([]byte(`{},`), MaxJSONReportObjects)...)), "objects, at most")
 
 	atBounds := Report{Version: Version, Executor: "e1", Executions: empty[:MaxReportExecutions], Partitions: parts.Partitions[:MaxReportPartitions]}
 	got, err := DecodeReport(AppendReport(nil, &atBounds))

@@ -15,6 +15,7 @@
 package wire
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -324,12 +325,28 @@ const (
 	MaxReportPartitions = 1 << 18
 	// MaxUnavailable bounds the partitions one execution names as
 	// unreadable: a consumer reads fewer sources than a job has subtasks
-	// (at most 100,000).
-	MaxUnavailable = 1 << 17
+	// (at most 100,000); MaxReportUnavailable bounds them in a whole
+	// report (each costs a string header however short).
+	MaxUnavailable       = 1 << 17
+	MaxReportUnavailable = 1 << 18
+	// MaxJSONReportObjects bounds the objects of a report in JSON (from an
+	// executor that predates binary reports), counted before it is
+	// decoded: an empty status is 3 bytes of JSON and 150 of memory.
+	MaxJSONReportObjects = 1 << 14
 	// MaxStatusMessage bounds an execution's message as a leader records
 	// it; a longer one is cut.
-	MaxStatusMessage = 4 << 10
+	MaxStatusMessage = 1 << 10
 )
+
+// CheckJSONReport refuses, before it is decoded, a report in JSON with
+// more objects than MaxJSONReportObjects (an upper bound: braces in
+// strings count too).
+func CheckJSONReport(body []byte) error {
+	if n := bytes.Count(body, []byte("{")); n > MaxJSONReportObjects {
+		return fmt.Errorf("the report in JSON holds %d objects, at most %d are read (send it in binary)", n, MaxJSONReportObjects)
+	}
+	return nil
+}
 
 // CheckBounds refuses a report past the bounds above.
 func (r *Report) CheckBounds() error {
@@ -339,9 +356,14 @@ func (r *Report) CheckBounds() error {
 	if n := len(r.Partitions); n > MaxReportPartitions {
 		return fmt.Errorf("the report lists %d partitions, at most %d are read", n, MaxReportPartitions)
 	}
+	total := 0
 	for i := range r.Executions {
-		if n := len(r.Executions[i].Unavailable); n > MaxUnavailable {
+		n := len(r.Executions[i].Unavailable)
+		if n > MaxUnavailable {
 			return fmt.Errorf("execution %.200q names %d unavailable partitions, at most %d are read", r.Executions[i].ExecutionID, n, MaxUnavailable)
+		}
+		if total += n; total > MaxReportUnavailable {
+			return fmt.Errorf("the report names more than %d unavailable partitions in all", MaxReportUnavailable)
 		}
 	}
 	return nil
