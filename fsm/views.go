@@ -105,6 +105,34 @@ func (s *State) JobSubtasks(id string) int {
 	return 0
 }
 
+// JobReadCost is what an answer to a read of job id costs, in subtasks of
+// about readUnit bytes: one per subtask, and one more per readUnit bytes
+// of the messages its subtasks' current and previous attempts carry
+// (escaped in JSON, a message may take six times its bytes).
+func (s *State) JobReadCost(id string) int {
+	j, ok := s.jobs[id]
+	if !ok {
+		return 0
+	}
+	bytes := 0
+	for _, subs := range s.current[id] {
+		for _, e := range subs {
+			if e != nil {
+				bytes += len(e.Message)
+			}
+		}
+	}
+	for vi := range j.Vertices {
+		for _, p := range j.Vertices[vi].Previous {
+			bytes += len(p.Message)
+		}
+	}
+	return j.Spec.TotalSubtasks() + 6*bytes/readUnit
+}
+
+// readUnit is the bytes of a subtask in a job's answer without messages.
+const readUnit = 600
+
 // Job returns a view of one job.
 func (s *State) Job(id string) (*JobView, bool) {
 	j, ok := s.jobs[id]

@@ -13,10 +13,12 @@ import (
 // the job's subtasks three times while it is made (the state's view, the
 // API value and its JSON), about 600 B a subtask: a job of 100,000
 // subtasks answers 20 MB, and 40 reads of one at once took a master from
-// 0.84 to 2.27 GB. A read of a job of more than smallRead subtasks takes
-// that many units of readBudget (two of the largest jobs) while its
-// answer is made and written; other such reads wait for their turn, or
-// end with their request.
+// 0.84 to 2.27 GB. A read of a job that costs more than smallRead
+// (fsm.State.JobReadCost: its subtasks, and its messages' bytes in
+// subtasks' worth) takes that many units of readBudget (two of the largest
+// jobs) while its answer is made and written; other such reads wait for
+// their turn, or end with their request. Every answer's writing is bounded
+// in time.
 const (
 	readBudget = 2 * jobspec.MaxTotalSubtasks
 	smallRead  = 1000
@@ -34,15 +36,15 @@ const (
 func (m *Master) bigRead(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var size int
-		m.fsm.Read(func(st *fsm.State) { size = st.JobSubtasks(r.PathValue("id")) })
+		m.fsm.Read(func(st *fsm.State) { size = st.JobReadCost(r.PathValue("id")) })
 		release, err := m.acquireRead(r.Context(), size)
 		if err != nil {
 			return // the request has ended
 		}
 		defer release()
-		if size > smallRead {
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(m.bigReadWrite))
-		}
+		// Every answer's writing is bounded: a reader that stops reading
+		// holds it, whatever its size, for no longer than this.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(m.bigReadWrite))
 		h(w, r)
 	}
 }
