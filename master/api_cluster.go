@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft"
+	"golang.org/x/sync/semaphore"
 
 	"jobmaster/api"
 	"jobmaster/fsm"
@@ -180,15 +181,58 @@ func decodeReport(r *http.Request, body []byte) (wire.Report, error) {
 // out at once on a master.
 const pushBudget = 8 << 20
 
+// maxPushLocks bounds the executors that have a push lock of their own;
+// past it (names no cluster has), the others share one.
+const maxPushLocks = 4096
+
+// pushLock is the lock that serializes the pushes of executor.
+func (m *Master) pushLock(executor string) *semaphore.Weighted {
+	m.pushMu.Lock()
+	defer m.pushMu.Unlock()
+	if l := m.pushLocks[executor]; l != nil {
+		return l
+	}
+	if len(m.pushLocks) >= maxPushLocks {
+		executor = "" // the shared one
+		if l := m.pushLocks[executor]; l != nil {
+			return l
+		}
+	}
+	l := semaphore.NewWeighted(1)
+	m.pushLocks[executor] = l
+	return l
+}
+
+// pushedName is the executor a push names, read without decoding the
+// report: the name at the head of a binary one, the executor field of a
+// JSON one ("" if none).
+func pushedName(r *http.Request, body []byte) string {
+	if wire.IsReport(r.Header.Get("Content-Type")) {
+		name, _ := wire.ReportExecutor(body)
+		return name
+	}
+	var head struct {
+		Executor string `json:"executor"`
+	}
+	_ = json.Unmarshal(body, &head)
+	return head.Executor
+}
+
 // executorUpdate: POST /v1/internal/executor-update, an executor's push of
 // state changes. The answer acknowledges terminal states now recorded.
 func (m *Master) executorUpdate(w http.ResponseWriter, r *http.Request, body []byte, s *session) error {
-	// Pushes decode at once only up to pushBudget bytes of bodies: a
-	// report decodes to many times its bytes, and one executor may send
-	// any number at once.
+	// One push of an executor at a time (it sends them one after another),
+	// and at most pushBudget bytes of bodies decoded at once: a report
+	// decodes to many times its bytes, and an executor's certificate
+	// could otherwise send any number at once.
+	one := m.pushLock(pushedName(r, body))
+	if err := one.Acquire(r.Context(), 1); err != nil {
+		return nil // the request has ended
+	}
+	defer one.Release(1)
 	n := int64(max(1, min(len(body), pushBudget)))
 	if err := m.pushes.Acquire(r.Context(), n); err != nil {
-		return nil // the request has ended
+		return nil
 	}
 	defer m.pushes.Release(n)
 	rep, err := decodeReport(r, body)

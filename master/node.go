@@ -77,8 +77,11 @@ type Master struct {
 	relay *relay
 	// bigReads is the budget that reads of big jobs share (readbudget.go).
 	bigReads *semaphore.Weighted
-	// pushes bounds the executors' pushes decoded at once (pushBudget).
-	pushes *semaphore.Weighted
+	// pushes bounds the executors' pushes decoded at once (pushBudget);
+	// pushLocks serialize each executor's (pushLock).
+	pushes    *semaphore.Weighted
+	pushMu    sync.Mutex
+	pushLocks map[string]*semaphore.Weighted
 	// bigReadWrite bounds the writing of a big read's answer
 	// (bigReadWriteTimeout; tests shorten it).
 	bigReadWrite time.Duration
@@ -124,6 +127,7 @@ func New(cfg Config) (*Master, error) {
 		fsm:            fsm.NewWithEvents(cfg.EventBuffer),
 		bigReads:       semaphore.NewWeighted(readBudget),
 		pushes:         semaphore.NewWeighted(pushBudget),
+		pushLocks:      map[string]*semaphore.Weighted{},
 		bigReadWrite:   bigReadWriteTimeout,
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),

@@ -120,3 +120,30 @@ func TestPushesShareABudget(t *testing.T) {
 	r := do(t, "POST", c.url(l, wire.PathExecutorUpdate), body)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 }
+
+// An executor's pushes are decoded one at a time: with e1's lock held, its
+// push waits while e2's goes through.
+func TestAnExecutorsPushesGoOneAtATime(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	m := c.masters[l]
+	push := func(executor string, wait time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "POST", c.url(l, wire.PathExecutorUpdate),
+			bytes.NewReader([]byte(`{"version":3,"executor":"`+executor+`","partial":true,"executions":[]}`)))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	lock := m.pushLock("e1")
+	require.NoError(t, lock.Acquire(context.Background(), 1))
+	require.ErrorIs(t, push("e1", 500*time.Millisecond), context.DeadlineExceeded, "e1's push went through beside one of its own")
+	require.NoError(t, push("e2", 10*time.Second))
+	lock.Release(1)
+	require.NoError(t, push("e1", 10*time.Second))
+}
