@@ -132,14 +132,18 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	made := false
+	defer func() {
+		if !made {
+			lock.Release()
+		}
+	}()
 	fc, err := loadFence(cfg.DataDir)
 	if err != nil {
-		lock.Release()
 		return nil, err
 	}
 	store, err := partition.Open(filepath.Join(cfg.DataDir, partitionsDir), cfg.Logger.With("node", cfg.NodeID))
 	if err != nil {
-		lock.Release()
 		return nil, err
 	}
 	sweepExecutions(cfg.DataDir, cfg.Logger.With("node", cfg.NodeID))
@@ -154,9 +158,9 @@ func New(cfg Config) (*Executor, error) {
 	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		lock.Release()
 		return nil, fmt.Errorf("instance id: %w", err)
 	}
+	made = true
 	e := &Executor{
 		cfg:       cfg,
 		dirLock:   lock,

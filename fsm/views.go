@@ -96,15 +96,6 @@ type VertexView struct {
 	Previous []PreviousAttempt
 }
 
-// JobSubtasks is the number of subtasks of job id (0 if unknown): how big
-// its view is.
-func (s *State) JobSubtasks(id string) int {
-	if j, ok := s.jobs[id]; ok {
-		return j.Spec.TotalSubtasks()
-	}
-	return 0
-}
-
 // JobReadCost is what an answer to a read of job id costs, in subtasks of
 // about readUnit bytes: one per subtask, and one more per readUnit bytes
 // of the messages its subtasks' current and previous attempts carry

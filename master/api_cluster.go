@@ -157,22 +157,24 @@ func (m *Master) stateHash(w http.ResponseWriter, _ *http.Request) {
 // does not read (wire.ReportRevision).
 var errReportRevision = errors.New("a binary report of a revision this master does not read")
 
-// decodeReport decodes a pushed report, in binary or as JSON by the
-// request's Content-Type.
-func decodeReport(r *http.Request, body []byte) (wire.Report, error) {
+// decodeReport decodes a report (a push, or a heartbeat's answer), in
+// binary or as JSON by its media type ct, within the bounds of one
+// (wire.CheckBounds; JSON counted before it is decoded).
+func decodeReport(ct string, body []byte) (wire.Report, error) {
 	var rep wire.Report
-	switch ct := r.Header.Get("Content-Type"); {
+	var err error
+	switch {
 	case wire.IsReport(ct):
-		rep, err := wire.DecodeReport(body)
-		return rep, err
+		rep, err = wire.DecodeReport(body)
 	case wire.IsBinary(ct):
 		return rep, fmt.Errorf("%w (%q; it reads %s): send it as JSON", errReportRevision, ct, wire.ReportType)
+	default:
+		if err = wire.CheckJSONReport(body); err == nil {
+			err = json.Unmarshal(body, &rep)
+		}
 	}
-	if err := wire.CheckJSONReport(body); err != nil {
-		return rep, err
-	}
-	if err := json.Unmarshal(body, &rep); err != nil {
-		return rep, err
+	if err != nil {
+		return wire.Report{}, err
 	}
 	return rep, rep.CheckBounds()
 }
@@ -235,7 +237,7 @@ func (m *Master) executorUpdate(w http.ResponseWriter, r *http.Request, body []b
 		return nil
 	}
 	defer m.pushes.Release(n)
-	rep, err := decodeReport(r, body)
+	rep, err := decodeReport(r.Header.Get("Content-Type"), body)
 	if errors.Is(err, errReportRevision) {
 		writeError(w, http.StatusUnsupportedMediaType, err.Error())
 		return nil

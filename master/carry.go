@@ -250,10 +250,18 @@ func (t *tracker) sendRelease(x leader.Release) {
 	if addr == "" {
 		return
 	}
-	for _, ids := range chunkIDs(x.IDs, idsPerRequestBytes) {
-		err := postJSON(t.s.ctx, t.m.client, x.Executor, addr, wire.PathRelease, wire.ReleaseRequest{Leader: t.leader(), IDs: ids}, nil, t.m.cfg.CancelRPCTimeout)
-		if err != nil {
-			t.m.log.Debug("release failed; the next report repeats it", "executor", x.Executor, "err", err)
+	t.postIDs(x.Executor, addr, wire.PathRelease, x.IDs, func(ids []string) any { return wire.ReleaseRequest{Leader: t.leader(), IDs: ids} },
+		"release failed; the next report repeats it")
+}
+
+// postIDs sends a request of ids (a cancel or a release) to executor at
+// addr, in requests an executor reads whole (chunkIDs); the first that
+// fails is logged at debug with failed and ends it (the caller's
+// reconciliation repeats what is left).
+func (t *tracker) postIDs(executor, addr, path string, ids []string, req func([]string) any, failed string) {
+	for _, chunk := range chunkIDs(ids, idsPerRequestBytes) {
+		if err := postJSON(t.s.ctx, t.m.client, executor, addr, path, req(chunk), nil, t.m.cfg.CancelRPCTimeout); err != nil {
+			t.m.log.Debug(failed, "executor", executor, "err", err)
 			return
 		}
 	}
@@ -295,11 +303,6 @@ func (t *tracker) sendCancel(c leader.Cancel) {
 	if addr == "" {
 		return
 	}
-	for _, ids := range chunkIDs(c.IDs, idsPerRequestBytes) {
-		err := postJSON(t.s.ctx, t.m.client, c.Executor, addr, wire.PathCancel, wire.CancelRequest{Leader: t.leader(), IDs: ids}, nil, t.m.cfg.CancelRPCTimeout)
-		if err != nil {
-			t.m.log.Debug("cancel failed; the reconciler retries it", "executor", c.Executor, "err", err)
-			return
-		}
-	}
+	t.postIDs(c.Executor, addr, wire.PathCancel, c.IDs, func(ids []string) any { return wire.CancelRequest{Leader: t.leader(), IDs: ids} },
+		"cancel failed; the reconciler retries it")
 }

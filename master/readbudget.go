@@ -49,13 +49,13 @@ func (m *Master) bigRead(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// acquireRead waits for room in the budget to read a job of subtasks
-// subtasks, and returns what gives it back.
-func (m *Master) acquireRead(ctx context.Context, subtasks int) (release func(), err error) {
-	if subtasks <= smallRead {
+// acquireRead waits for room in the budget to read a job that costs cost
+// (fsm.State.JobReadCost), and returns what gives it back.
+func (m *Master) acquireRead(ctx context.Context, cost int) (release func(), err error) {
+	if cost <= smallRead {
 		return func() {}, nil
 	}
-	n := int64(min(subtasks, readBudget))
+	n := int64(min(cost, readBudget))
 	if err := m.bigReads.Acquire(ctx, n); err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package master
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -89,33 +88,22 @@ func postHeartbeat(ctx context.Context, c *http.Client, executor, addr string, r
 	if err != nil {
 		return rep, err
 	}
-	if !wire.IsReport(resp.Header.Get("Content-Type")) {
-		// JSON (from an executor that predates binary reports) is read
-		// whole before its entries can be counted: it gets what a pushed
-		// report gets, not 64 MiB of "{}," (millions of statuses).
-		data, err := transport.ReadResponse(resp, transport.MaxRequestBytes)
-		if errors.Is(err, transport.ErrTooLarge) {
-			return rep, fmt.Errorf("%w: %w", errAnswerRefused, err)
-		} else if err != nil {
-			return rep, rpcError(addr, wire.PathHeartbeat, err)
-		}
-		if err := wire.CheckJSONReport(data); err != nil {
-			return rep, fmt.Errorf("%w: %w", errAnswerRefused, err)
-		}
-		if err := json.Unmarshal(data, &rep); err != nil {
-			return rep, fmt.Errorf("%w: malformed answer: %w", errAnswerRefused, err)
-		}
-	} else {
-		data, err := transport.ReadResponse(resp, transport.MaxResponseBytes)
-		if err != nil {
-			return rep, rpcError(addr, wire.PathHeartbeat, err)
-		}
-		if rep, err = wire.DecodeReport(data); err != nil {
-			return rep, fmt.Errorf("%w: malformed answer: %w", errAnswerRefused, err)
-		}
+	// JSON (from an executor that predates binary reports) is read whole
+	// before its entries can be counted: it gets what a pushed report
+	// gets, not 64 MiB of "{}," (millions of statuses).
+	ct := resp.Header.Get("Content-Type")
+	limit := int64(transport.MaxResponseBytes)
+	if !wire.IsReport(ct) {
+		limit = transport.MaxRequestBytes
 	}
-	if err := rep.CheckBounds(); err != nil {
-		return wire.Report{}, fmt.Errorf("%w: %w", errAnswerRefused, err)
+	data, err := transport.ReadResponse(resp, limit)
+	if errors.Is(err, transport.ErrTooLarge) {
+		return rep, fmt.Errorf("%w: %w", errAnswerRefused, err)
+	} else if err != nil {
+		return rep, rpcError(addr, wire.PathHeartbeat, err)
+	}
+	if rep, err = decodeReport(ct, data); err != nil {
+		return wire.Report{}, fmt.Errorf("%w: malformed answer: %w", errAnswerRefused, err)
 	}
 	return rep, nil
 }

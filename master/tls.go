@@ -3,7 +3,6 @@ package master
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -150,18 +149,10 @@ func pushedFor(r *http.Request, peer pki.Identity, hasPeer bool, body []byte) st
 	if !hasPeer || peer.Role != pki.Executor {
 		return ""
 	}
-	switch ct := r.Header.Get("Content-Type"); {
-	case wire.IsReport(ct):
-		name, _ := wire.ReportExecutor(body)
-		return name
-	case wire.IsBinary(ct):
+	if ct := r.Header.Get("Content-Type"); wire.IsBinary(ct) && !wire.IsReport(ct) {
 		return peer.NodeID
 	}
-	var rep struct {
-		Executor string `json:"executor"`
-	}
-	_ = json.Unmarshal(body, &rep)
-	return rep.Executor
+	return pushedName(r, body)
 }
 
 // requireServer guards an endpoint only masters call: with TLS on, the

@@ -190,7 +190,9 @@ func pipelined() []wire.Output {
 	return []wire.Output{{Vertex: "count", Parallelism: 2, Mode: wire.ModePipelined}}
 }
 
-func TestFollowARunningProducer(t *testing.T) {
+// runningProducer is a store serving a running producer whose pipelined
+// output for "count" is written in out, and its address.
+func runningProducer(t *testing.T) (*Store, string, Meta, string) {
 	s, err := Open(t.TempDir(), quiet())
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
@@ -199,7 +201,11 @@ func TestFollowARunningProducer(t *testing.T) {
 	m := meta(0)
 	m.Outputs = pipelined()
 	s.Begin(m, out)
-	addr := startHolder(t, &holder{s: s})
+	return s, out, m, startHolder(t, &holder{s: s})
+}
+
+func TestFollowARunningProducer(t *testing.T) {
+	s, out, m, addr := runningProducer(t)
 	f := fetcher(t, time.Minute)
 
 	got := &sink{}
@@ -333,15 +339,8 @@ func TestAFetchEndsWithItsContext(t *testing.T) {
 // waited for the first byte: the fetch gave up after HeaderTimeout, again
 // and again, and the consumer failed with "no answer within 10s".)
 func TestFollowingASilentProducerWaits(t *testing.T) {
-	s, err := Open(t.TempDir(), quiet())
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
-	out := filepath.Join(t.TempDir(), "output")
-	require.NoError(t, os.MkdirAll(filepath.Join(out, "count"), 0o700))
-	m := meta(0)
-	m.Outputs = pipelined()
-	s.Begin(m, out)
-	addr := startHolder(t, &holder{s: s})
+	s, out, m, addr := runningProducer(t)
+	var err error
 	f := fetcher(t, 200*time.Millisecond)
 	f.HeaderTimeout = 50 * time.Millisecond
 
