@@ -122,6 +122,9 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := dirlock.CheckRole(cfg.DataDir, "executor"); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
 	if was, err := privatedir.Ensure(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	} else if was != 0 {

@@ -45,6 +45,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"jobmaster/fsm"
+	"jobmaster/internal/dirlock"
 	"jobmaster/internal/privatedir"
 	"jobmaster/membership"
 	"jobmaster/metrics"
@@ -111,6 +112,9 @@ func New(cfg Config) (*Master, error) {
 	tl, gossipKeys, err := loadSecurity(&cfg)
 	if err != nil {
 		return nil, err
+	}
+	if err := dirlock.CheckRole(cfg.DataDir, "master"); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
 	if was, err := privatedir.Ensure(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)

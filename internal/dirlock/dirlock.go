@@ -2,7 +2,8 @@
 // directory: the first holds an exclusive lock on a file in it for as long
 // as it runs (the kernel releases it when the process ends, however it
 // ends), and a second is refused at start instead of sweeping the first
-// one's files or writing over its fencing token and lease.
+// one's files or writing over its fencing token and lease. A node of one
+// role is refused a directory another role's node has used (CheckRole).
 package dirlock
 
 import (
@@ -14,6 +15,29 @@ import (
 	"strings"
 	"syscall"
 )
+
+// marks names, for each role, a file that is in its data directory from
+// its first start on: another role's node refuses the directory.
+var marks = []struct{ role, named, path string }{
+	{"master", "a master", filepath.Join("raft", "raft.db")},
+	{"executor", "an executor", "executor.lock"},
+}
+
+// CheckRole refuses dir when it holds another role's files: a master
+// started in an executor's data directory, or an executor in a master's,
+// would share no file with it, but each would sweep, chmod and back up
+// what it takes for its own.
+func CheckRole(dir, role string) error {
+	for _, m := range marks {
+		if m.role == role {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dir, m.path)); err == nil {
+			return fmt.Errorf("data directory %s belongs to %s (%s is in it): each node needs a data directory of its own", dir, m.named, m.path)
+		}
+	}
+	return nil
+}
 
 // Lock is a held lock on a data directory.
 type Lock struct{ f *os.File }

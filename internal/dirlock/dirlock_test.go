@@ -1,6 +1,8 @@
 package dirlock
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,4 +25,24 @@ func TestSecondHolderIsRefused(t *testing.T) {
 	again, err := Acquire(dir, "executor")
 	require.NoError(t, err, "after the release")
 	again.Release()
+}
+
+// A directory with a master's Raft log is refused to an executor, one
+// with an executor's lock to a master; each takes its own, and an empty or
+// missing directory is anyone's.
+func TestAnotherRolesDirectoryIsRefused(t *testing.T) {
+	require.NoError(t, CheckRole(filepath.Join(t.TempDir(), "new"), "executor"), "a directory not made yet")
+	masterDir := t.TempDir()
+	require.NoError(t, CheckRole(masterDir, "executor"), "an empty directory")
+	require.NoError(t, os.MkdirAll(filepath.Join(masterDir, "raft"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(masterDir, "raft", "raft.db"), nil, 0o600))
+	require.ErrorContains(t, CheckRole(masterDir, "executor"), "belongs to a master (raft/raft.db is in it)")
+	require.NoError(t, CheckRole(masterDir, "master"))
+
+	executorDir := t.TempDir()
+	l, err := Acquire(executorDir, "executor")
+	require.NoError(t, err)
+	l.Release()
+	require.ErrorContains(t, CheckRole(executorDir, "master"), "belongs to an executor (executor.lock is in it)")
+	require.NoError(t, CheckRole(executorDir, "executor"))
 }
