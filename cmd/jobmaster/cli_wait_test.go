@@ -174,6 +174,11 @@ func TestSlotNote(t *testing.T) {
 		slotNote(job("SCHEDULED"), cluster(exec(4, 1, "alive"), draining, full), 2, false))
 	assert.Equal(t, "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list').",
 		slotNote(job("SCHEDULED"), cluster(draining, full), 2, false))
+	// A drained executor (draining, holding nothing needed) is alive too.
+	drained := exec(8, 8, api.ExecutorDrained)
+	drained.Draining = true
+	assert.Equal(t, "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list').",
+		slotNote(job("SCHEDULED"), cluster(drained, drained), 2, false))
 }
 
 // A job that stays CREATED gets one line saying why, once, in the plain
