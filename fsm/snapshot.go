@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
 	"jobmaster/wire"
 	"maps"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -214,6 +216,14 @@ const (
 // takes at least one) is refused before anything is decoded: a 40-byte
 // body that claims 1e11 executions is an error, not an allocation.
 func RestoreSized(r io.Reader, size int64) (*State, error) {
+	s, err := restoreSized(r, size)
+	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.HasSuffix(err.Error(), ": EOF")) {
+		err = fmt.Errorf("the snapshot is cut short (%w)", err)
+	}
+	return s, err
+}
+
+func restoreSized(r io.Reader, size int64) (*State, error) {
 	br := bufio.NewReaderSize(r, 256<<10)
 	dec := codec.NewDecoder(br, msgpackHandle)
 	edec := &execDecoder{r: br}
@@ -295,6 +305,13 @@ func RestoreSized(r io.Reader, size int64) (*State, error) {
 			return nil, fmt.Errorf("snapshot floor %d: bucket %d, next %d out of range", i, f.Bucket, f.Next)
 		}
 		s.floors[f.Bucket] = f.Next
+	}
+	// Nothing follows the last record: bytes after it (a message printed
+	// into a backup, two files joined) mean this is not the file saved.
+	if _, err := br.ReadByte(); err == nil {
+		return nil, fmt.Errorf("snapshot: bytes follow its last record: not one whole snapshot as saved")
+	} else if err != io.EOF {
+		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	if err := s.rebuildDerived(pointers(chunks)); err != nil {
 		return nil, err

@@ -207,3 +207,22 @@ func TestFSMSnapshotAndRestoreThroughRaftInterfaces(t *testing.T) {
 type ioNopCloser struct{ *bytes.Buffer }
 
 func (ioNopCloser) Close() error { return nil }
+
+// A snapshot cut short says so; one with bytes after its last record (a
+// line printed into the backup) is refused whole.
+func TestRestoreRefusesCutAndPaddedSnapshots(t *testing.T) {
+	var buf bytes.Buffer
+	_, err := fixtureState(t).Capture().WriteTo(&buf)
+	require.NoError(t, err)
+	whole := buf.Bytes()
+
+	_, err = Restore(bytes.NewReader(whole))
+	require.NoError(t, err)
+	for _, cut := range []int{len(whole) - 1, len(whole) / 2, 20} {
+		_, err = RestoreSized(bytes.NewReader(whole[:cut]), int64(cut))
+		require.ErrorContains(t, err, "the snapshot is cut short", "cut at %d", cut)
+	}
+	padded := append(append([]byte(nil), whole...), "Saved 3394 bytes to /dev/stdout\n"...)
+	_, err = RestoreSized(bytes.NewReader(padded), int64(len(padded)))
+	require.ErrorContains(t, err, "bytes follow its last record")
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -468,6 +469,36 @@ func TestJSONOnEveryCommand(t *testing.T) {
 	got, err = os.ReadFile(file)
 	require.NoError(t, err)
 	assert.Equal(t, "snapshot bytes", string(got))
+}
+
+// A backup to standard output ("-" or /dev/stdout) is the snapshot's bytes
+// alone: what is said of it goes to standard error; a restore reads "-"
+// from standard input; a save into a directory that is not there says so.
+func TestSnapshotThroughStandardStreams(t *testing.T) {
+	var restored []byte
+	snap := newServerAt(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			restored, _ = io.ReadAll(r.Body)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.Header().Set(api.IndexHeader, "17")
+		_, _ = w.Write([]byte("snapshot bytes"))
+	})
+	for _, to := range []string{"-", "/dev/stdout"} {
+		r := runCLI(snap, "operator", "snapshot", "save", to)
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Equal(t, "snapshot bytes", r.stdout, to)
+		assert.Equal(t, "Saved 14 bytes to "+to+" (the state at index 17)\n", r.stderr, to)
+	}
+	r := cli{env: map[string]string{addressEnv: snap}, stdin: "saved earlier"}.run("operator", "snapshot", "restore", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "saved earlier", string(restored))
+
+	missing := filepath.Join(t.TempDir(), "nodir", "b.snap")
+	r = runCLI(snap, "operator", "snapshot", "save", missing)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "cannot save to "+missing+": directory "+filepath.Dir(missing)+" does not exist")
 }
 
 // newServerAt serves h and returns its host:port.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
@@ -35,30 +36,47 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 	snap := &cobra.Command{Use: "snapshot", Short: "Save or restore the replicated state", Args: groupArgs, RunE: runGroup}
 	save := &cobra.Command{
 		Use:   "save FILE",
-		Short: "Save the replicated state to FILE (a backup)",
+		Short: "Save the replicated state to FILE (a backup; - for standard output)",
 		Args:  exactArgs("FILE"),
 		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+			// "-" and /dev/stdout are standard output, whatever it is
+			// redirected to; what is said of the save goes to standard
+			// error then, not into the backup.
+			toStdout := args[0] == "-" || args[0] == "/dev/stdout"
 			st, statErr := os.Stat(args[0])
-			stream := statErr == nil && !st.Mode().IsRegular() // /dev/stdout, a pipe: written as it is
-			if statErr == nil && !stream && !force {
-				return fmt.Errorf("%s exists: give another file, or --force to replace it", args[0])
+			stream := !toStdout && statErr == nil && !st.Mode().IsRegular() // a pipe, a device: written as it is
+			if !toStdout {
+				if statErr == nil && !stream && !force {
+					return fmt.Errorf("%s exists: give another file, or --force to replace it", args[0])
+				}
+				if dir := filepath.Dir(args[0]); statErr != nil {
+					if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+						return fmt.Errorf("cannot save to %s: directory %s does not exist", args[0], dir)
+					}
+				}
 			}
 			data, index, err := c.Snapshot(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if stream {
+			say := cmd.OutOrStdout()
+			switch {
+			case toStdout:
+				say = cmd.ErrOrStderr()
+				_, err = cmd.OutOrStdout().Write(data)
+			case stream:
+				say = cmd.ErrOrStderr()
 				err = os.WriteFile(args[0], data, 0o600)
-			} else {
+			default:
 				err = writeFileAtomic(args[0], data, 0o600)
 			}
 			if err != nil {
 				return err
 			}
 			if o.json {
-				return printJSON(cmd.OutOrStdout(), snapshotSaved{File: args[0], Bytes: len(data), Index: index})
+				return printJSON(say, snapshotSaved{File: args[0], Bytes: len(data), Index: index})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Saved %d bytes to %s (the state at index %d)\n", len(data), args[0], index)
+			fmt.Fprintf(say, "Saved %d bytes to %s (the state at index %d)\n", len(data), args[0], index)
 			return nil
 		}),
 	}
@@ -66,14 +84,20 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 	save.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
 	snap.AddCommand(save, &cobra.Command{
 		Use:   "restore FILE",
-		Short: "Replace the cluster's state with a snapshot saved earlier (disaster recovery)",
+		Short: "Replace the cluster's state with a snapshot saved earlier (disaster recovery; - reads standard input)",
 		Long: `Replace the cluster's whole state with a snapshot saved by 'operator snapshot
 save'. Jobs submitted since the snapshot are gone; executors are reconciled
 against the restored state (tasks it does not expect are cancelled, tasks it
 expects but no executor runs are failed and restarted).`,
 		Args: exactArgs("FILE"),
 		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
-			data, err := os.ReadFile(args[0])
+			var data []byte
+			var err error
+			if args[0] == "-" {
+				data, err = io.ReadAll(cmd.InOrStdin())
+			} else {
+				data, err = os.ReadFile(args[0])
+			}
 			if err != nil {
 				return err
 			}
