@@ -195,7 +195,8 @@ func (f *Fetcher) attempt(ctx context.Context, src Source, off int64, w io.Write
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		serr := &transport.StatusError{Code: resp.StatusCode, Message: transport.ErrorMessage(body)}
-		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+		switch resp.StatusCode {
+		case http.StatusBadRequest, http.StatusRequestedRangeNotSatisfiable, http.StatusGone:
 			return 0, "", &UnavailableError{Err: serr}
 		}
 		return 0, "", serr

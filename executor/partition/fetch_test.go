@@ -297,6 +297,53 @@ func TestAFetchThatNoRetryCanHelpFailsAtOnce(t *testing.T) {
 	require.Equal(t, http.StatusRequestedRangeNotSatisfiable, resp.StatusCode)
 }
 
+// A partition whose files changed behind the executor's back (deleted,
+// cut, written to, its directory gone) is not served as its producer's
+// output: the fetch fails at once as unavailable (410), so the partition
+// counts as lost and its producer runs again; an empty file the producer
+// left is still served, and after a restart of the store what is on disk
+// then is what it checks against.
+func TestAPartitionChangedOnDiskIsNotServed(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	m := committed(t, s, 0, []byte("0123456789"))
+	addr := startHolder(t, &holder{s: s})
+	f := fetcher(t, time.Hour)
+	file := filepath.Join(dir, filepath.FromSlash(m.ID), "data", "count", "0")
+	fetch := func(index int) error {
+		return f.Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count", Index: index}, &sink{})
+	}
+	var un *UnavailableError
+
+	require.NoError(t, fetch(0))
+	require.NoError(t, os.Truncate(file, 4))
+	err = fetch(0)
+	require.ErrorAs(t, err, &un)
+	require.ErrorContains(t, err, "410 Gone: partition j/gen/1/0: its files changed on disk since it was kept (count/0: 10 bytes kept, 4 there now): it is lost")
+	require.NoError(t, os.WriteFile(file, []byte("0123456789 and more"), 0o600))
+	require.ErrorAs(t, fetch(0), &un, "grown")
+	require.NoError(t, os.Remove(file))
+	require.ErrorContains(t, fetch(0), "count/0: 10 bytes kept, the file is gone")
+	require.NoError(t, fetch(2), "a file the producer did not write is empty data")
+	require.NoError(t, os.WriteFile(file, []byte("0123456789"), 0o600))
+	require.NoError(t, fetch(0), "as kept again")
+
+	// A store opened again checks against the sizes it finds (and that its
+	// metadata's total confirms).
+	s.Close()
+	s, err = Open(dir, quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	addr = startHolder(t, &holder{s: s})
+	require.NoError(t, fetch(0))
+	require.NoError(t, os.Truncate(file, 9))
+	require.ErrorContains(t, fetch(0), "count/0: 10 bytes kept, 9 there now")
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, filepath.FromSlash(m.ID), "data")))
+	require.ErrorContains(t, fetch(2), "its data directory is gone", "even for a file the producer did not write")
+}
+
 type fullDisk struct{}
 
 func (fullDisk) Write([]byte) (int, error) {

@@ -48,7 +48,8 @@ var errClosed = errors.New("the store is closed")
 // Serve answers one fetch (the caller has checked the fetcher's fence):
 //
 //   - a partition held: 200 with its bytes from the offset and the trailer
-//     EndComplete; 416 if the offset is past its end;
+//     EndComplete; 416 if the offset is past its end; 410 if its files
+//     changed on disk since it was kept (errChanged: it is lost);
 //   - a running producer, for a pipelined output: 200, the bytes written so
 //     far and, with follow, those still to come; then EndComplete if it
 //     FINISHED, EndFailed if it did not. Without follow the answer ends
@@ -103,6 +104,11 @@ func finish(w http.ResponseWriter, end string) { w.Header().Set(wire.HeaderEnd, 
 
 func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Request) {
 	f, size, err := openHeld(h, q.Consumer, q.Index)
+	if errors.Is(err, errChanged) {
+		s.log.Warn("a partition's files changed on disk since it was kept: not served", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index, "err", err)
+		transport.Compact.WriteError(w, http.StatusGone, fmt.Sprintf("partition %s: %v: it is lost", q.Producer, err))
+		return
+	}
 	if err != nil {
 		transport.Compact.WriteError(w, http.StatusInternalServerError, fmt.Sprintf("partition %s: %v", q.Producer, err))
 		return
@@ -126,14 +132,29 @@ func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Req
 	finish(w, wire.EndComplete)
 }
 
+// errChanged: a partition's files are not as they were kept (deleted,
+// truncated or written to behind the executor's back); its bytes are not
+// the producer's output, and the partition is lost.
+var errChanged = errors.New("its files changed on disk since it was kept")
+
 // openHeld opens the file of consumer's subtask index in partition h; nil
-// (and size 0) when the producer did not write it.
+// (and size 0) when the producer did not write it. The file must have the
+// size it had when the partition was kept (errChanged otherwise), and the
+// partition's data directory must be there.
 func openHeld(h *held, consumer string, index int) (*os.File, int64, error) {
 	if h.dir == "" {
 		return nil, 0, nil
 	}
+	name := consumer + "/" + strconv.Itoa(index)
+	want := h.sizes[name]
+	if fi, err := os.Stat(filepath.Join(h.dir, dataDir)); err != nil || !fi.IsDir() {
+		return nil, 0, fmt.Errorf("%w (its data directory is gone)", errChanged)
+	}
 	f, err := os.OpenFile(filepath.Join(h.dir, dataDir, consumer, strconv.Itoa(index)), os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
+		if want != 0 {
+			return nil, 0, fmt.Errorf("%w (%s: %d bytes kept, the file is gone)", errChanged, name, want)
+		}
 		return nil, 0, nil
 	}
 	if err != nil {
@@ -143,6 +164,10 @@ func openHeld(h *held, consumer string, index int) (*os.File, int64, error) {
 	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, 0, fmt.Errorf("data of %s/%d is not a regular file", consumer, index)
+	}
+	if fi.Size() != want {
+		f.Close()
+		return nil, 0, fmt.Errorf("%w (%s: %d bytes kept, %d there now)", errChanged, name, want, fi.Size())
 	}
 	return f, fi.Size(), nil
 }

@@ -57,6 +57,11 @@ type held struct {
 	// dir holds meta.json and data/; "" for a partition kept in memory
 	// only (a simulated producer's, which has no bytes).
 	dir string
+	// sizes are the sizes of its files that are not empty, by
+	// "<consumer>/<index>", as they were kept: a file served must still
+	// have its size (a file changed or deleted behind the executor's back
+	// is not served as the partition).
+	sizes map[string]int64
 }
 
 // live is a producer that runs: its output may be streamed (pipelined
@@ -143,13 +148,13 @@ func (s *Store) load() error {
 				continue
 			}
 			id := strings.Join(next, "/")
-			m, err := s.loadOne(p, id)
+			m, sizes, err := s.loadOne(p, id)
 			if err != nil {
 				s.log.Warn("removing a damaged partition", "execution", id, "err", err)
 				_ = os.RemoveAll(p)
 				continue
 			}
-			s.held[id] = &held{meta: m, dir: p}
+			s.held[id] = &held{meta: m, dir: p, sizes: sizes}
 		}
 		return nil
 	}
@@ -162,73 +167,81 @@ func (s *Store) load() error {
 	return nil
 }
 
-func (s *Store) loadOne(dir, id string) (Meta, error) {
+func (s *Store) loadOne(dir, id string) (Meta, map[string]int64, error) {
 	f, err := os.Open(filepath.Join(dir, metaFile))
 	if err != nil {
-		return Meta{}, err
+		return Meta{}, nil, err
 	}
 	defer f.Close()
 	var m Meta
 	if err := json.NewDecoder(io.LimitReader(f, maxMeta)).Decode(&m); err != nil {
-		return Meta{}, fmt.Errorf("metadata: %w", err)
+		return Meta{}, nil, fmt.Errorf("metadata: %w", err)
 	}
-	bytes, err := scan(filepath.Join(dir, dataDir), m.Outputs, m.Subtask, false)
+	bytes, sizes, err := scan(filepath.Join(dir, dataDir), m.Outputs, m.Subtask, false)
 	if err != nil {
-		return Meta{}, err
+		return Meta{}, nil, err
 	}
 	if ok, why := CheckLoaded(m, id, bytes); !ok {
-		return Meta{}, errors.New(why)
+		return Meta{}, nil, errors.New(why)
 	}
-	return m, nil
+	return m, sizes, nil
 }
 
 // removeIfEmpty removes dir if it is an empty directory.
 func removeIfEmpty(dir string) { _ = os.Remove(dir) }
 
-// scan sums the sizes of the files of an output directory that count and,
-// if clean, removes every other entry (see Keep). A missing directory is
-// an empty output.
-func scan(dir string, outputs []wire.Output, subtask int, clean bool) (int64, error) {
+// scan sums the sizes of the files of an output directory that count, and
+// returns the size of each that is not empty (by "<consumer>/<index>");
+// if clean, it removes every other entry (see Keep). A missing directory
+// is an empty output.
+func scan(dir string, outputs []wire.Output, subtask int, clean bool) (int64, map[string]int64, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		return 0, nil, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var total int64
+	var sizes map[string]int64
 	for _, ent := range ents {
 		p := filepath.Join(dir, ent.Name())
 		if !Keep(outputs, subtask, "", ent.Name(), ent.Type()) {
 			if clean {
 				if err := os.RemoveAll(p); err != nil {
-					return 0, err
+					return 0, nil, err
 				}
 			}
 			continue
 		}
 		files, err := os.ReadDir(p)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		for _, f := range files {
 			fp := filepath.Join(p, f.Name())
 			if !Keep(outputs, subtask, ent.Name(), f.Name(), f.Type()) {
 				if clean {
 					if err := os.RemoveAll(fp); err != nil {
-						return 0, err
+						return 0, nil, err
 					}
 				}
 				continue
 			}
 			fi, err := f.Info()
 			if err != nil {
-				return 0, err
+				return 0, nil, err
+			}
+			if fi.Size() > 0 {
+				if sizes == nil {
+					sizes = map[string]int64{}
+				}
+				sizes[ent.Name()+"/"+f.Name()] = fi.Size()
 			}
 			total += fi.Size()
 		}
 	}
-	return total, nil
+	return total, sizes, nil
 }
 
 // path is the directory of partition id (a valid execution id).
@@ -315,7 +328,8 @@ func (s *Store) commitFiles(lv *live) (*held, error) {
 		}
 	}
 	m := lv.meta
-	if m.Bytes, err = scan(data, m.Outputs, m.Subtask, true); err != nil {
+	var sizes map[string]int64
+	if m.Bytes, sizes, err = scan(data, m.Outputs, m.Subtask, true); err != nil {
 		return fail(err)
 	}
 	b, err := json.Marshal(m)
@@ -325,7 +339,7 @@ func (s *Store) commitFiles(lv *live) (*held, error) {
 	if err := writeFile(filepath.Join(st, metaFile), append(b, '\n')); err != nil {
 		return fail(err)
 	}
-	h := &held{meta: m, dir: s.path(m.ID)}
+	h := &held{meta: m, dir: s.path(m.ID), sizes: sizes}
 	s.mu.Lock()
 	err = os.MkdirAll(filepath.Dir(h.dir), 0o700)
 	if err == nil {
