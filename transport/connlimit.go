@@ -15,15 +15,21 @@ const refusalLogEvery = 10 * time.Second
 // connLimiter bounds the connections each client address holds open to one
 // server (ServerOptions.MaxConnsPerClient), through the server's ConnState
 // hook: a new connection over the bound is closed before anything is read
-// from it.
+// from it. A connection whose TLS peer proves a node's identity stops
+// counting once its handshake is done (exempt): a node's connections are
+// never refused for the bound, while those without a node's certificate
+// still are.
 type connLimiter struct {
 	max int
 	log *slog.Logger
 	now func() time.Time
+	// seenFrom, when set, is the client address every connection counts
+	// as (tests: loopback, which they connect over, is not bounded).
+	seenFrom string
 
 	mu      sync.Mutex
-	open    map[string]int      // client address -> connections counted
-	counted map[net.Conn]string // the connections counted, by client address
+	open    map[string]int    // client address -> connections counted
+	counted map[string]string // the connections counted (by their remote address) -> client address
 	refused map[string]refusals
 }
 
@@ -41,7 +47,7 @@ func newConnLimiter(max int, log *slog.Logger, now func() time.Time) *connLimite
 		now = time.Now
 	}
 	return &connLimiter{max: max, log: log, now: now, open: make(map[string]int),
-		counted: make(map[net.Conn]string), refused: make(map[string]refusals)}
+		counted: make(map[string]string), refused: make(map[string]refusals)}
 }
 
 // admit decides whether a client address holding open connections may
@@ -64,6 +70,9 @@ func (l *connLimiter) track(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew:
 		host, ip := clientIP(c)
+		if l.seenFrom != "" {
+			host, ip = l.seenFrom, net.ParseIP(l.seenFrom)
+		}
 		l.mu.Lock()
 		if !admit(ip, l.open[host], l.max) {
 			line, n := l.throttle(host)
@@ -80,17 +89,26 @@ func (l *connLimiter) track(c net.Conn, state http.ConnState) {
 			return
 		}
 		l.open[host]++
-		l.counted[c] = host
+		l.counted[c.RemoteAddr().String()] = host
 		l.mu.Unlock()
 	case http.StateClosed, http.StateHijacked:
-		l.mu.Lock()
-		if host, ok := l.counted[c]; ok {
-			delete(l.counted, c)
-			if l.open[host]--; l.open[host] <= 0 {
-				delete(l.open, host)
-			}
+		l.uncount(c.RemoteAddr().String())
+	}
+}
+
+// exempt stops counting the connection from remote: its peer proved a
+// node's identity.
+func (l *connLimiter) exempt(remote string) { l.uncount(remote) }
+
+// uncount stops counting the connection from remote, if it is counted.
+func (l *connLimiter) uncount(remote string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if host, ok := l.counted[remote]; ok {
+		delete(l.counted, remote)
+		if l.open[host]--; l.open[host] <= 0 {
+			delete(l.open, host)
 		}
-		l.mu.Unlock()
 	}
 }
 

@@ -70,6 +70,12 @@ type ServerOptions struct {
 // partition followed while it is written, logs) last as long as they need,
 // and the peer's TCP keep-alives find one that went away.
 func NewServer(h http.Handler, o ServerOptions) *http.Server {
+	srv, _ := newServer(h, o)
+	return srv
+}
+
+// newServer is NewServer, with its connection limiter (nil: unbounded).
+func newServer(h http.Handler, o ServerOptions) (*http.Server, *connLimiter) {
 	read := o.ReadTimeout
 	if read <= 0 {
 		read = DefaultReadTimeout
@@ -92,13 +98,23 @@ func NewServer(h http.Handler, o ServerOptions) *http.Server {
 	if perClient == 0 {
 		perClient = DefaultMaxConnsPerClient
 	}
+	var limiter *connLimiter
 	if perClient > 0 {
-		srv.ConnState = newConnLimiter(perClient, o.Logger, o.Now).track
+		limiter = newConnLimiter(perClient, o.Logger, o.Now)
+		srv.ConnState = limiter.track
 	}
 	if o.TLS != nil {
-		srv.TLSConfig = o.TLS.ServerConfig(false, nil)
+		// A peer that proves a node's identity (a master, an executor) is
+		// not bounded: an executor's consumers hold a connection per
+		// pipelined source they follow, which a wide job between two
+		// hosts takes past any bound made for clients.
+		var node func(string)
+		if limiter != nil {
+			node = limiter.exempt
+		}
+		srv.TLSConfig = o.TLS.serverConfig(false, nil, node)
 	}
-	return srv
+	return srv, limiter
 }
 
 // Serve serves srv on ln until srv is shut down or closed, after which it

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,8 +99,12 @@ type fakeConn struct {
 func (c *fakeConn) RemoteAddr() net.Addr { return c.remote }
 func (c *fakeConn) Close() error         { c.closed = true; return nil }
 
+// fakePorts gives each fake connection a port of its own, as the kernel
+// gives each live connection.
+var fakePorts atomic.Int32
+
 func conn(ip string) *fakeConn {
-	return &fakeConn{remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}}
+	return &fakeConn{remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000 + int(fakePorts.Add(1))}}
 }
 
 func TestConnLimiter(t *testing.T) {
@@ -137,6 +142,27 @@ func TestConnLimiter(t *testing.T) {
 	l.track(b1, http.StateClosed)
 	assert.Empty(t, l.open, "every counted connection was released")
 	assert.Empty(t, l.counted)
+
+	// A connection whose peer proved a node's identity stops counting:
+	// the client's next connections are admitted past the bound; one
+	// that never proves it still counts.
+	n1, n2, n3 := conn("10.0.0.3"), conn("10.0.0.3"), conn("10.0.0.3")
+	l.track(n1, http.StateNew)
+	l.track(n2, http.StateNew)
+	l.exempt(n1.RemoteAddr().String())
+	l.exempt(n2.RemoteAddr().String())
+	l.track(n3, http.StateNew)
+	assert.False(t, n3.closed, "the node's earlier connections do not count")
+	more := []*fakeConn{conn("10.0.0.3"), conn("10.0.0.3")}
+	for _, c := range more {
+		l.track(c, http.StateNew)
+	}
+	assert.False(t, more[0].closed)
+	assert.True(t, more[1].closed, "connections without the proof still count")
+	for _, c := range append([]*fakeConn{n1, n2, n3}, more...) {
+		l.track(c, http.StateClosed)
+	}
+	assert.Empty(t, l.open, "every counted connection was released, none twice")
 
 	// Loopback is not counted.
 	for range 5 {

@@ -202,16 +202,40 @@ func ExecutorOnly(id pki.Identity) error {
 // of a peer that gave a certificate (with require: of every peer), and a
 // certificate without an identity is then refused.
 func (t *TLS) ServerConfig(require bool, check PeerCheck) *tls.Config {
+	return t.serverConfig(require, check, nil)
+}
+
+// serverConfig is ServerConfig; node, when not nil, is told the remote
+// address of each connection whose peer proved a node's identity (a
+// master's or an executor's certificate) in its handshake.
+func (t *TLS) serverConfig(require bool, check PeerCheck, node func(remote string)) *tls.Config {
 	auth := tls.VerifyClientCertIfGiven
 	if require {
 		auth = tls.RequireAndVerifyClientCert
 	}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			m := t.current()
 			if m.cert == nil {
 				return nil, errors.New("no certificate to serve TLS with")
+			}
+			verify := verifyPeer(check, false)
+			if node != nil && hello.Conn != nil {
+				remote, then := hello.Conn.RemoteAddr().String(), verify
+				verify = func(cs tls.ConnectionState) error {
+					if then != nil {
+						if err := then(cs); err != nil {
+							return err
+						}
+					}
+					if len(cs.PeerCertificates) > 0 {
+						if id, err := pki.IdentityOf(cs.PeerCertificates[0]); err == nil && id.Role.Node() {
+							node(remote)
+						}
+					}
+					return nil
+				}
 			}
 			return &tls.Config{
 				MinVersion:   tls.VersionTLS12,
@@ -221,7 +245,7 @@ func (t *TLS) ServerConfig(require bool, check PeerCheck) *tls.Config {
 				// Every config is fresh, so a session ticket could never be
 				// used again: issue none.
 				SessionTicketsDisabled: true,
-				VerifyConnection:       verifyPeer(check, false),
+				VerifyConnection:       verify,
 			}, nil
 		},
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -288,4 +289,48 @@ func copyFile(t *testing.T, from, to string) {
 	b, err := os.ReadFile(from)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(to, b, 0o600))
+}
+
+// A peer that proves a node's identity is not held to the per-client
+// bound (an executor follows a pipelined source per connection); a client
+// certificate, or none, is.
+func TestNodesAreNotBoundedPerClient(t *testing.T) {
+	ca := pkitest.New(t.TempDir())
+	srv := transport.NewServerSeenFrom(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}), transport.ServerOptions{TLS: ca.Load(pki.Executor, "e1"), MaxConnsPerClient: 2}, "192.0.2.7")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = transport.Serve(srv, ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	// open dials a connection of its own with material tl and makes one
+	// request over it, which it keeps open.
+	open := func(tl *transport.TLS) error {
+		c, err := tl.DialTLS(context.Background(), &net.Dialer{}, ln.Addr().String(), nil)
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return err
+		}
+		buf := make([]byte, 12)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return err
+		}
+		if string(buf) != "HTTP/1.1 200" {
+			return errors.New(string(buf))
+		}
+		return nil
+	}
+	e2 := ca.Load(pki.Executor, "e2")
+	for i := range 6 {
+		require.NoError(t, open(e2), "an executor's connection %d", i+1)
+	}
+	alice := ca.Load(pki.Client, "alice")
+	require.NoError(t, open(alice))
+	require.NoError(t, open(alice))
+	require.Error(t, open(alice), "a client's third connection is refused")
 }
