@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/fsm"
@@ -32,9 +33,27 @@ func TestJobIDUsedAgainRunsCleanly(t *testing.T) {
 			require.Equal(t, fmt.Sprintf("run %d attempt %d", run, s.Attempt), c.stdout(t, "reuse", "v", s.Index),
 				"run %d: %s's log is its own", run, k)
 		}
+		if run == 2 {
+			historyIsThisRunsOnly(t, c, "reuse")
+		}
 		c.waitIDFree(t, "reuse")
 	}
 	require.Len(t, seen, 6)
+}
+
+// historyIsThisRunsOnly opens the web UI's page of job id, whose id was
+// used before: its history shows this job's status changes, not those of
+// the earlier job of that id (the event stream has both, the forgetting
+// between them).
+func historyIsThisRunsOnly(t *testing.T, c *Cluster, id string) {
+	ctx := newBrowser(t, 1280, 900)
+	var finished int
+	browse(t, ctx, "the job page's history", uiWait,
+		chromedp.Navigate(c.URL(c.Leader().HTTPAddr, "/ui/#/jobs/"+id)),
+		js(`document.querySelector('#job-status')?.textContent === 'FINISHED'`),
+		js(`[...document.querySelectorAll('#history li[data-type="job-status"]')].some(li => li.textContent.includes('\u2192 FINISHED'))`),
+		eval(`[...document.querySelectorAll('#history li[data-type="job-status"]')].filter(li => li.textContent.includes('\u2192 FINISHED')).length`, &finished))
+	require.Equal(t, 1, finished, "the history shows the FINISHED of an earlier job of this id")
 }
 
 // waitIDFree waits until the leader has forgotten the job and pruned its

@@ -134,13 +134,20 @@ export function mount(root, { arg: id, fail }) {
   const soon = debounce(() => refresh().catch(fail), 120);
 
   // The history: this job's failures, restarts and status changes, read
-  // from the start of the log, then as they happen.
+  // from the start of the log, then as they happen (from the last time an
+  // earlier job of this id was forgotten).
   function keep(e) {
     return e.type === 'job-restart' || (e.type === 'job-status') || (e.type === 'execution-state' && e.state === 'FAILED');
   }
   const stream = new Stream({ job: id, topic: 'job,execution' }, {
     from: { index: 0, offset: null },
     onEvent(e) {
+      if (e.type === 'job-forgotten') {
+        // What came before belongs to an earlier job of this id, which
+        // ended and was forgotten: what follows is a new job's.
+        events.length = 0;
+        renderHistory();
+      }
       if (keep(e)) {
         events.push(e);
         if (events.length > HISTORY_MAX) events.shift();
