@@ -103,7 +103,8 @@ export function mount(root, { arg: id, fail }) {
     history.replaceChildren(...events.slice().reverse().map((e) => h('li', { 'data-type': e.type },
       h('span', { class: 'when muted mono' }, fmtTime(e.time_ms)),
       e.type === 'job-restart'
-        ? [pill('RESTARTING', `restart decided (${e.restarts || 0} region restart${e.restarts === 1 ? '' : 's'} before)`), ' ', h('span', {}, `${e.reason}: ${e.message || ''}`)]
+        ? [pill('RESTARTING', 'restart decided'), ' ', h('span', {}, `${e.reason}: ${e.message || ''}`),
+          h('span', { class: 'muted' }, ` (${e.restarts || 0} region restart${e.restarts === 1 ? '' : 's'} before)`)]
         : e.type === 'execution-state'
           ? [pill(e.state), ' ', h('span', { class: 'mono' }, e.execution), e.executor ? ` on ${e.executor}` : '', e.message ? `: ${e.message}` : '']
           : [pill(e.state), ' ', `job ${e.previous ? e.previous + ' \u2192 ' : ''}${e.state}`, e.message ? `: ${e.message}` : ''])));
