@@ -57,7 +57,7 @@ func TestRegionTooBigRefused(t *testing.T) {
 		 "resources": {"memory_mb": 2048}}]}`,
 		"region of vertices train can never fit: a slot of it needs cpu_millis=0 memory_mb=2048, more than any of the 2 executors known offers")
 	refused("wide", `{"vertices": [{"id": "w", "parallelism": 3, "command": ["true"], "resources": {"cpu_millis": 1500}}]}`,
-		"region of vertices w can never fit: its 3 slots need cpu_millis=4500 memory_mb=0 in all, and the 2 executors known offer 5 slots and cpu_millis=4000 memory_mb=2048 in all")
+		"region of vertices w can never fit: it needs its 3 slots at once (cpu_millis=4500 memory_mb=0 in all), and the 2 executors known could hold at most 2 of them")
 
 	gate := filepath.Join(t.TempDir(), "go")
 	task := `"resources": {"cpu_millis": 1500}, "command": ["sh", "-c", "while [ ! -e ` + gate + ` ]; do sleep 0.05; done"]`

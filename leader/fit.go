@@ -2,6 +2,7 @@ package leader
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -114,6 +115,63 @@ func unfitError(spec *jobspec.Spec, rg jobspec.Region, rr fsm.ReadyRegion, fleet
 		return fmt.Errorf("%s can never fit: a slot of it needs %s, more than any of the %d executors known offers (the most: %s)",
 			name, largest, len(fleet), most)
 	}
+	if most := mostPlaced(rr.Keys, fleet); most < len(rr.Keys) {
+		return fmt.Errorf("%s can never fit: it needs its %d slots at once (%s in all), and the %d executors known could hold at most %d of them, counting each one's CPU and memory (%s) and its slots",
+			name, len(rr.Keys), need, len(fleet), most, capacities(fleet))
+	}
 	return fmt.Errorf("%s can never fit: its %d slots need %s in all, and the %d executors known offer %d slots and %s in all",
 		name, len(rr.Keys), need, len(fleet), slots, offer)
+}
+
+// mostPlaced is a bound on how many of keys the fleet could hold at once:
+// an executor holds no more than its slots, nor more than the most keys
+// whose CPU fits its CPU (the smallest ones), nor than the most whose
+// memory fits its memory. No placement holds more, so a bound below
+// len(keys) explains a region that never fits where the totals would.
+func mostPlaced(keys []fsm.SlotNeed, fleet []placement.Executor) int {
+	cpu := make([]int64, len(keys))
+	mem := make([]int64, len(keys))
+	for i, k := range keys {
+		cpu[i], mem[i] = k.Resources.CPUMillis, k.Resources.MemoryMB
+	}
+	slices.Sort(cpu)
+	slices.Sort(mem)
+	// within is how many of the smallest of needs fit in capacity c.
+	within := func(needs []int64, c int64) int {
+		var sum int64
+		for i, n := range needs {
+			if sum += n; sum > c {
+				return i
+			}
+		}
+		return len(needs)
+	}
+	total := 0
+	for _, e := range fleet {
+		total += min(e.Slots, within(cpu, e.Capacity.CPUMillis), within(mem, e.Capacity.MemoryMB))
+	}
+	return min(total, len(keys))
+}
+
+// capacities lists what each executor of fleet offers, the same offers
+// once with their count.
+func capacities(fleet []placement.Executor) string {
+	var order []jobspec.Resources
+	count := map[jobspec.Resources]int{}
+	for _, e := range fleet {
+		if count[e.Capacity] == 0 {
+			order = append(order, e.Capacity)
+		}
+		count[e.Capacity]++
+	}
+	parts := make([]string, len(order))
+	for i, c := range order {
+		parts[i] = c.String()
+		if count[c] > 1 {
+			parts[i] = fmt.Sprintf("%d offer %s each", count[c], c)
+		} else {
+			parts[i] = "one offers " + c.String()
+		}
+	}
+	return strings.Join(parts, "; ")
 }

@@ -1,11 +1,16 @@
 package leader
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
+	"jobmaster/fsm"
 	"jobmaster/jobspec"
+	"jobmaster/placement"
 	"jobmaster/wire"
 )
 
@@ -39,7 +44,13 @@ func TestUnfit(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 	wide := parse(t, `{"vertices": [{"id": "a", "parallelism": 3, "command": ["x"], "resources": {"memory_mb": 3000}}]}`)
-	if err := w.core.Unfit(wide); err == nil || !strings.Contains(err.Error(), "its 3 slots need cpu_millis=0 memory_mb=9000 in all, and the 2 executors known offer 4 slots and cpu_millis=4000 memory_mb=8192 in all") {
+	if err := w.core.Unfit(wide); err == nil || !strings.Contains(err.Error(), "it needs its 3 slots at once (cpu_millis=0 memory_mb=9000 in all), and the 2 executors known could hold at most 2 of them") {
+		t.Fatalf("error %v", err)
+	}
+	// The totals fit (1,800 of 4,000 millicores), but an executor holds
+	// one such slot: 2 of the 3 at once.
+	perSlot := parse(t, `{"vertices": [{"id": "a", "parallelism": 3, "command": ["x"], "resources": {"cpu_millis": 1200}}]}`)
+	if err := w.core.Unfit(perSlot); err == nil || !strings.Contains(err.Error(), "it needs its 3 slots at once (cpu_millis=3600 memory_mb=0 in all), and the 2 executors known could hold at most 2 of them, counting each one's CPU and memory (2 offer cpu_millis=2000 memory_mb=4096 each) and its slots") {
 		t.Fatalf("error %v", err)
 	}
 	for _, ok := range []string{
@@ -68,4 +79,28 @@ func TestScheduleCountsResources(t *testing.T) {
 	if p := w.core.Schedule(w.read, t0); len(p.Propose) != 0 || len(p.Waiting) != 1 {
 		t.Fatalf("plan %+v, want b waiting: 424 MiB are free", p)
 	}
+}
+
+// mostPlaced never says fewer keys fit than the scheduler's own rule
+// places: whenever placement.Plan places a region whole, the bound is
+// every key.
+func TestMostPlacedIsABound(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var rr fsm.ReadyRegion
+		for i := range rapid.IntRange(1, 8).Draw(t, "keys") {
+			rr.Keys = append(rr.Keys, fsm.SlotNeed{Index: i, Resources: jobspec.Resources{
+				CPUMillis: rapid.Int64Range(0, 3000).Draw(t, "cpu"), MemoryMB: rapid.Int64Range(0, 3000).Draw(t, "mem")}})
+		}
+		rr.Executions = len(rr.Keys)
+		var fleet []placement.Executor
+		for i := range rapid.IntRange(1, 4).Draw(t, "executors") {
+			fleet = append(fleet, placement.Executor{ID: fmt.Sprintf("e%d", i), Slots: rapid.IntRange(1, 4).Draw(t, "slots"),
+				Capacity: jobspec.Resources{CPUMillis: rapid.Int64Range(0, 6000).Draw(t, "ecpu"), MemoryMB: rapid.Int64Range(0, 6000).Draw(t, "emem")}})
+		}
+		if len(placement.Plan([]fsm.ReadyRegion{rr}, fleet)) == 1 {
+			if got := mostPlaced(rr.Keys, fleet); got != len(rr.Keys) {
+				t.Fatalf("placed whole, but the bound says %d of %d", got, len(rr.Keys))
+			}
+		}
+	})
 }
