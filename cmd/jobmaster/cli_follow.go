@@ -270,10 +270,31 @@ type stuckCheck struct {
 
 func newStuckCheck(w waitOpts) *stuckCheck { return &stuckCheck{w: w} }
 
+// awaitsPlacement reports whether job waits to be placed with nothing
+// placed: CREATED, or RUNNING or RESTARTING with every subtask SCHEDULED
+// (its work moved, after a restart or a drain, and not placed again).
+func awaitsPlacement(job *api.Job) bool {
+	switch job.Status {
+	case "CREATED":
+		return true
+	case "RUNNING", "RESTARTING":
+	default:
+		return false
+	}
+	for _, v := range job.Vertices {
+		for _, st := range v.Subtasks {
+			if st.State != "SCHEDULED" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func (s *stuckCheck) check(ctx context.Context, c *client.Client, job *api.Job, view progressView) {
 	now := time.Now()
 	switch {
-	case job.Status != "CREATED":
+	case !awaitsPlacement(job):
 		if !s.since.IsZero() {
 			view.note("")
 		}

@@ -108,7 +108,7 @@ type waitOpts struct {
 // over between masters like any call, so a master failover does not end the
 // wait; a poll that fails for good does.
 //
-// A job that stays CREATED with nothing placed for stuckAfter gets a note
+// A job that waits with nothing placed (awaitsPlacement) for stuckAfter gets a note
 // on the view saying why (slotNote); each failed attempt a poll sees is
 // shown once.
 func waitJob(ctx context.Context, c *client.Client, id string, view progressView, w waitOpts) (*api.Job, time.Duration, error) {

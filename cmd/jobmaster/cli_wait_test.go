@@ -223,3 +223,22 @@ func TestWaitOptsFromTheSpec(t *testing.T) {
 	assert.False(t, env.waitOpts(plain).resources)
 	assert.Equal(t, waitOpts{}, env.waitOpts(nil))
 }
+
+// A job waits to be placed when it is CREATED, or when a running or
+// restarting job has every subtask SCHEDULED again (its work moved off
+// executors that no longer take it): a waiting command then says why.
+func TestAwaitsPlacement(t *testing.T) {
+	job := func(status string, states ...string) *api.Job {
+		v := api.Vertex{ID: "v"}
+		for i, s := range states {
+			v.Subtasks = append(v.Subtasks, api.Subtask{Index: i, State: wire.State(s)})
+		}
+		return &api.Job{Status: status, Vertices: []api.Vertex{v}}
+	}
+	assert.True(t, awaitsPlacement(job("CREATED", "SCHEDULED")))
+	assert.True(t, awaitsPlacement(job("RUNNING", "SCHEDULED", "SCHEDULED")), "moved off a drained executor")
+	assert.True(t, awaitsPlacement(job("RESTARTING", "SCHEDULED")))
+	assert.False(t, awaitsPlacement(job("RUNNING", "SCHEDULED", "RUNNING")), "something runs")
+	assert.False(t, awaitsPlacement(job("CANCELLING", "SCHEDULED")))
+	assert.False(t, awaitsPlacement(job("FAILED", "SCHEDULED")))
+}
