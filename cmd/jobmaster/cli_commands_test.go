@@ -52,6 +52,12 @@ func TestJobRunWithIDIsIdempotent(t *testing.T) {
 	r = runCLI(f.addr(), "job", "run", "--id", "wc", specFile(t, `{"name": "other"}`))
 	assert.Equal(t, 1, r.code)
 	assert.Equal(t, "Error: submit job \"wc\": job \"wc\" exists with a different spec (HTTP 409)\n", r.stderr)
+
+	// A job of that id and spec that has ended is not run again: said so.
+	f.addJob(t, "done", wcSpec, "FINISHED")
+	r = runCLI(f.addr(), "job", "run", "--id", "done", specFile(t, wcSpec))
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "Job done already exists with this spec and has ended (FINISHED): it does not run again. Its id is free for a new job once the masters forget it, --job-retention after it ended.\n", r.stderr)
 }
 
 func TestJobRunFromStdin(t *testing.T) {

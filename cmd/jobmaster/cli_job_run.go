@@ -66,7 +66,11 @@ func runJob(cmd *cobra.Command, o *clientOpts, file, id string, wait bool) error
 			return fmt.Errorf("submit job %q: %w", id, err)
 		}
 		if !created {
-			fmt.Fprintf(cmd.ErrOrStderr(), "Job %s already exists with this spec; nothing changed.\n", id)
+			if j, err := c.Job(ctx, id); err == nil && terminalStatus(j.Status) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "Job %s already exists with this spec and has ended (%s): it does not run again. Its id is free for a new job once the masters forget it, --job-retention after it ended.\n", id, j.Status)
+			} else {
+				fmt.Fprintf(cmd.ErrOrStderr(), "Job %s already exists with this spec; nothing changed.\n", id)
+			}
 		}
 	} else if id, err = c.CreateJob(ctx, spec); err != nil {
 		return fmt.Errorf("submit job: %w", err)
