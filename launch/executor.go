@@ -3,10 +3,12 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"jobmaster/executor"
+	"jobmaster/jobspec"
 	"jobmaster/transport"
 )
 
@@ -71,6 +73,20 @@ func (o *Executor) Check() error {
 	}
 	if c.TaskLogMaxSize <= 0 {
 		errs = append(errs, fmt.Errorf("--task-log-max-size must be positive, got %d", c.TaskLogMaxSize))
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--lease", c.Lease}, {"--cancel-grace", c.CancelGrace}, {"--fetch-timeout", c.FetchTimeout}, {"--gc-retention", c.GCRetention}, {"--gc-interval", c.GCInterval}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.flag, d.v))
+		}
+	}
+	if c.CPUMillis < 0 || c.CPUMillis > jobspec.MaxCPUMillis {
+		errs = append(errs, fmt.Errorf("--cpu-millis must be between 0 (all of the host's) and %d, got %d", jobspec.MaxCPUMillis, c.CPUMillis))
+	}
+	if c.MemoryMB < 0 || c.MemoryMB > jobspec.MaxMemoryMB {
+		errs = append(errs, fmt.Errorf("--memory-mb must be between 0 (all of the host's) and %d, got %d", jobspec.MaxMemoryMB, c.MemoryMB))
 	}
 	if c.TaskPidsMax == 0 || c.TaskPidsMax < -1 {
 		errs = append(errs, fmt.Errorf("--task-pids-max must be positive, or -1 for no bound, got %d", c.TaskPidsMax))

@@ -167,6 +167,13 @@ func TestCheckRefusesMeaninglessFlagValues(t *testing.T) {
 		"--task-log-max-size must be positive":             func(o *Executor) { o.TaskLogMaxSize = 0 },
 		"--task-pids-max must be positive, or -1":          func(o *Executor) { o.TaskPidsMax = 0 },
 		"--http-max-conns-per-client must be positive":     func(o *Executor) { o.MaxConnsPerClient = -7 },
+		"--gc-retention must be positive, got -1s":         func(o *Executor) { o.GCRetention = -time.Second },
+		"--gc-interval must be positive, got 0s":           func(o *Executor) { o.GCInterval = 0 },
+		"--lease must be positive":                         func(o *Executor) { o.Lease = -time.Minute },
+		"--cancel-grace must be positive":                  func(o *Executor) { o.CancelGrace = 0 },
+		"--fetch-timeout must be positive":                 func(o *Executor) { o.FetchTimeout = -1 },
+		"--cpu-millis must be between 0":                   func(o *Executor) { o.CPUMillis = -5 },
+		"--memory-mb must be between 0":                    func(o *Executor) { o.MemoryMB = -5 },
 	} {
 		o := DefaultExecutor()
 		set(&o)
