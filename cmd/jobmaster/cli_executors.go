@@ -63,8 +63,10 @@ needs. --disable ends the drain: the executor is eligible for work again.`,
 				return usageErrorf(cmd, "--deadline and --disable do not go together: --disable ends the drain")
 			}
 			if !disable {
-				if d, err := time.ParseDuration(deadline); err != nil || d < 0 {
+				if d, err := time.ParseDuration(deadline); err != nil {
 					return usageErrorf(cmd, "--deadline %q: want a duration such as 30s or 5m, 0s to move the work at once", deadline)
+				} else if d < 0 {
+					return usageErrorf(cmd, "--deadline %q must not be negative: 0s moves the work at once", deadline)
 				}
 			}
 			var res api.DrainResponse

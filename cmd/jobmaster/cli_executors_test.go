@@ -46,6 +46,7 @@ func TestExecutorsDrainAndList(t *testing.T) {
 	}{
 		{[]string{"executors", "drain", "e9"}, 1, `executor "e9" not found`},
 		{[]string{"executors", "drain", "e1", "--deadline", "soon"}, 2, `--deadline "soon": want a duration`},
+		{[]string{"executors", "drain", "e1", "--deadline", "-1s"}, 2, `--deadline "-1s" must not be negative: 0s moves the work at once`},
 		{[]string{"executors", "drain", "e1", "--deadline", "-1s"}, 2, `--deadline "-1s"`},
 		{[]string{"executors", "drain", "e1", "--disable", "--deadline", "1s"}, 2, "do not go together"},
 		{[]string{"executors", "drain"}, 2, "ID"},
