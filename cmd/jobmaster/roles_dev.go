@@ -187,7 +187,8 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 		return err
 	}
 	if addrs != api.DefaultAddress || published == "" {
-		fmt.Fprintf(out, "\nPoint the client at it with: export %s=%s %s=%s %s=$(cat %s)\n", addressEnv, addrs, caCertEnv, sec.client.CA, tokenEnv, sec.tokenFile)
+		fmt.Fprintf(out, "\nPoint the client at it with: export %s=%s %s=%s %s=%s %s=%s %s=$(cat %s)\n", addressEnv, addrs, caCertEnv, sec.client.CA,
+			clientCertEnv, sec.client.Cert, clientKeyEnv, sec.client.Key, tokenEnv, sec.tokenFile)
 	}
 	fmt.Fprint(out, describeDevUI(strings.Split(addrs, ","), sec))
 
