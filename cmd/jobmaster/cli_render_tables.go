@@ -250,7 +250,9 @@ func formatMembers(c *api.Cluster) string {
 }
 
 // formatExecutors renders the executors of `members` and `executors
-// list`: liveness (or drained), and whether each drains and until when.
+// list`: liveness (or drained), a full disk or a storage error (each
+// keeps new work away; --json has what failed), and whether each drains
+// and until when.
 func formatExecutors(xs []api.Executor) string {
 	if len(xs) == 0 {
 		return "No executors\n"
@@ -262,7 +264,14 @@ func formatExecutors(xs []api.Executor) string {
 		if e.Draining && e.DrainDeadline > 0 {
 			deadline = time.UnixMilli(e.DrainDeadline).UTC().Format(time.RFC3339)
 		}
-		t.row(e.ID, orDash(e.HTTPAddr), strconv.Itoa(e.Slots), strconv.Itoa(e.FreeSlots), e.Status, strconv.FormatBool(e.Draining), deadline)
+		status := e.Status
+		if e.DiskFull {
+			status += ", disk full" // nothing new is placed there
+		}
+		if e.StorageError != "" {
+			status += ", storage error"
+		}
+		t.row(e.ID, orDash(e.HTTPAddr), strconv.Itoa(e.Slots), strconv.Itoa(e.FreeSlots), status, strconv.FormatBool(e.Draining), deadline)
 	}
 	return t.String()
 }

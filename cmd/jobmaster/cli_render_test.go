@@ -202,7 +202,7 @@ func TestFormatMembers(t *testing.T) {
 		},
 		Executors: []api.Executor{
 			{ID: "exec-1", HTTPAddr: "127.0.0.1:7411", Slots: 4, FreeSlots: 1, Status: "alive"},
-			{ID: "exec-2", HTTPAddr: "127.0.0.1:7412", Slots: 16, FreeSlots: 16, Status: "lost"},
+			{ID: "exec-2", HTTPAddr: "127.0.0.1:7412", Slots: 16, FreeSlots: 16, Status: "alive", DiskFull: true},
 			{ID: "exec-3", HTTPAddr: "127.0.0.1:7413", Slots: 2, FreeSlots: 2, Status: "drained", Draining: true, DrainDeadline: 1_700_000_000_000},
 		},
 	}
@@ -217,10 +217,10 @@ m2  127.0.0.1:7402  leader    alive   true
 m3  -               follower  dead    false
 
 Executors
-ID      HTTP ADDR       SLOTS  FREE SLOTS  STATUS   DRAINING  DRAIN DEADLINE
-exec-1  127.0.0.1:7411  4      1           alive    false     -
-exec-2  127.0.0.1:7412  16     16          lost     false     -
-exec-3  127.0.0.1:7413  2      2           drained  true      2023-11-14T22:13:20Z
+ID      HTTP ADDR       SLOTS  FREE SLOTS  STATUS            DRAINING  DRAIN DEADLINE
+exec-1  127.0.0.1:7411  4      1           alive             false     -
+exec-2  127.0.0.1:7412  16     16          alive, disk full  false     -
+exec-3  127.0.0.1:7413  2      2           drained           true      2023-11-14T22:13:20Z
 `, formatMembers(full))
 
 	assert.Equal(t, `Leader        = none (no leader elected)
