@@ -56,12 +56,40 @@ func (m *Master) cluster(w http.ResponseWriter, _ *http.Request, _ []byte, s *se
 	} else {
 		out.Executors = m.gossipExecutors(used, drained)
 	}
+	out.Executors = withDrainedAbsent(out.Executors, drains, drained)
 	for i := range out.Executors {
 		out.Executors[i].Partitions = held[out.Executors[i].ID]
 	}
 	withDeadlines(out.Executors, drains)
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// withDrainedAbsent adds the executors under an operator's drain that are
+// not listed (stopped, and forgotten): the drain lasts until it is
+// disabled, and the list keeps saying so, drained if the state has nothing on it a
+// job still needs, lost otherwise. Sorted by id.
+func withDrainedAbsent(xs []api.Executor, drains []fsm.Drain, drained map[string]bool) []api.Executor {
+	listed := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		listed[x.ID] = true
+	}
+	added := false
+	for _, d := range drains {
+		if listed[d.Executor] || d.Self {
+			continue // a drain an executor asked for on stopping ends when it starts again
+		}
+		st := "lost"
+		if drained[d.Executor] {
+			st = api.ExecutorDrained
+		}
+		xs = append(xs, api.Executor{ID: d.Executor, Status: st, Draining: true})
+		added = true
+	}
+	if added {
+		sort.SliceStable(xs, func(i, j int) bool { return xs[i].ID < xs[j].ID })
+	}
+	return xs
 }
 
 // withDeadlines fills in the drain deadline of every draining executor.

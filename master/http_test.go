@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"jobmaster/api"
+	"jobmaster/fsm"
 )
 
 // Every GET answers HEAD too, headers only, as api.md says, and a 405
@@ -28,4 +31,20 @@ func TestGETsAnswerHEAD(t *testing.T) {
 	r := do(t, "DELETE", c.url(l, "/v1/jobs"), nil)
 	require.Equal(t, http.StatusMethodNotAllowed, r.status)
 	require.Equal(t, "GET, HEAD, POST", r.header.Get("Allow"))
+}
+
+// An executor under an operator's drain stays listed when it is gone from
+// the leader's table (stopped, forgotten): drained when the state has
+// nothing on it a job needs, lost otherwise; a drain the executor asked
+// for itself on stopping is not listed.
+func TestDrainedExecutorsStayListed(t *testing.T) {
+	xs := []api.Executor{{ID: "e1", Status: "alive"}, {ID: "e4", Status: "alive"}}
+	drains := []fsm.Drain{{Executor: "e1"}, {Executor: "e2"}, {Executor: "e3"}, {Executor: "e5", Self: true}}
+	got := withDrainedAbsent(xs, drains, map[string]bool{"e1": false, "e2": true, "e3": false, "e5": true})
+	require.Equal(t, []api.Executor{
+		{ID: "e1", Status: "alive"},
+		{ID: "e2", Status: api.ExecutorDrained, Draining: true},
+		{ID: "e3", Status: "lost", Draining: true},
+		{ID: "e4", Status: "alive"},
+	}, got)
 }
