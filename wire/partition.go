@@ -115,9 +115,14 @@ const (
 	HeaderToken = "X-Jobmaster-Fencing-Token"
 	HeaderEnd   = "X-Jobmaster-End"
 	// EndComplete: the stream holds every byte of the file. EndFailed: the
-	// producer ended without FINISHED; the bytes are not a whole output.
+	// producer ended without FINISHED, or broke the stream; the bytes are
+	// not a whole output.
 	EndComplete = "complete"
 	EndFailed   = "failed"
+	// HeaderEndWhy, a trailer beside HeaderEnd (EndFailed), says why
+	// when the producer broke the stream (it shrank or replaced a file it
+	// was streaming) rather than ended without finishing.
+	HeaderEndWhy = "X-Jobmaster-End-Why"
 )
 
 // ReleaseRequest asks an executor to delete partitions (by producer

@@ -27,6 +27,14 @@ const maxErrorBody = 4 << 10
 // output.
 var ErrProducerFailed = errors.New("its producer ended without finishing")
 
+// BrokenStreamError is the error of a fetch whose producer broke the
+// stream (EndFailed with wire.HeaderEndWhy): Why says how. It is an
+// ErrProducerFailed.
+type BrokenStreamError struct{ Why string }
+
+func (e *BrokenStreamError) Error() string { return e.Why }
+func (e *BrokenStreamError) Unwrap() error { return ErrProducerFailed }
+
 // UnavailableError is the error of a fetch that gave up on its source:
 // after failing for the whole bound, or at once for an answer that no retry
 // can change (a 400 or 416).
@@ -99,7 +107,7 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source, w io.Writer) error {
 	var first time.Time
 	failures := 0
 	for {
-		n, end, err := f.attempt(ctx, src, off, w)
+		n, end, why, err := f.attempt(ctx, src, off, w)
 		off += n
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -116,6 +124,8 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source, w io.Writer) error {
 			return err
 		case end == wire.EndComplete:
 			return nil
+		case end == wire.EndFailed && why != "":
+			return &BrokenStreamError{Why: why}
 		case end == wire.EndFailed:
 			return ErrProducerFailed
 		case n > 0:
@@ -165,14 +175,15 @@ func Query(src Source, offset int64) url.Values {
 }
 
 // attempt is one request: it returns how many bytes it copied, the end
-// marker if the answer was read to its end, and the error that stopped it.
-func (f *Fetcher) attempt(ctx context.Context, src Source, off int64, w io.Writer) (int64, string, error) {
+// marker (and why, for a broken stream) if the answer was read to its end,
+// and the error that stopped it.
+func (f *Fetcher) attempt(ctx context.Context, src Source, off int64, w io.Writer) (int64, string, string, error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodGet,
 		transport.URL(f.Client, src.Addr, wire.PathPartitionData+"?"+Query(src, off).Encode()), nil)
 	if err != nil {
-		return 0, "", &UnavailableError{Err: err}
+		return 0, "", "", &UnavailableError{Err: err}
 	}
 	cluster, token := f.Fence()
 	if cluster != "" {
@@ -189,7 +200,7 @@ func (f *Fetcher) attempt(ctx context.Context, src Source, off int64, w io.Write
 		err = fmt.Errorf("no answer within %s", wait)
 	}
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -197,15 +208,15 @@ func (f *Fetcher) attempt(ctx context.Context, src Source, off int64, w io.Write
 		serr := &transport.StatusError{Code: resp.StatusCode, Message: transport.ErrorMessage(body)}
 		switch resp.StatusCode {
 		case http.StatusBadRequest, http.StatusRequestedRangeNotSatisfiable, http.StatusGone:
-			return 0, "", &UnavailableError{Err: serr}
+			return 0, "", "", &UnavailableError{Err: serr}
 		}
-		return 0, "", serr
+		return 0, "", "", serr
 	}
 	n, err := copyBody(w, resp.Body)
 	if err != nil {
-		return n, "", err
+		return n, "", "", err
 	}
-	return n, resp.Trailer.Get(wire.HeaderEnd), nil
+	return n, resp.Trailer.Get(wire.HeaderEnd), resp.Trailer.Get(wire.HeaderEndWhy), nil
 }
 
 // copyBody copies body to w a chunk at a time; a failure of w is a

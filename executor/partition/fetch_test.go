@@ -240,6 +240,28 @@ func TestFollowARunningProducer(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 }
 
+// A producer that replaces a file it is streaming breaks the stream: the
+// consumer is told so, not that the producer did not finish (it did).
+func TestAProducerThatReplacesAStreamedFileIsNamed(t *testing.T) {
+	s, out, m, addr := runningProducer(t)
+	f := fetcher(t, time.Minute)
+	got := &sink{}
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count", Index: 0, Follow: true}, got)
+	}()
+	file := filepath.Join(out, "count", "0")
+	require.NoError(t, os.WriteFile(file, []byte("header\n"), 0o600))
+	waitFor(t, "the header to stream", func() bool { return got.String() == "header\n" })
+	require.NoError(t, os.WriteFile(file+".tmp", []byte("header\nrows\n"), 0o600))
+	require.NoError(t, os.Rename(file+".tmp", file))
+	_, err := s.Commit(m.ID)
+	require.NoError(t, err)
+	err = <-done
+	require.ErrorIs(t, err, ErrProducerFailed)
+	require.EqualError(t, err, "its producer replaced a file it was streaming: a pipelined output must only be appended to, never replaced or renamed over")
+}
+
 func TestAStreamOfAFailedProducerEndsFailed(t *testing.T) {
 	s, err := Open(t.TempDir(), quiet())
 	require.NoError(t, err)

@@ -94,13 +94,26 @@ func (s *Store) Serve(w http.ResponseWriter, r *http.Request, q Request) {
 // start begins a 200 answer whose trailer will say how the stream ended.
 func start(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Trailer", wire.HeaderEnd)
+	w.Header().Set("Trailer", wire.HeaderEnd+", "+wire.HeaderEndWhy)
 	w.WriteHeader(http.StatusOK)
 }
 
 // finish sets the trailer: the answer is whole (EndComplete) or the bytes
 // are not an output (EndFailed).
 func finish(w http.ResponseWriter, end string) { w.Header().Set(wire.HeaderEnd, end) }
+
+// broken ends the answer EndFailed because the producer broke the stream,
+// saying how.
+func broken(w http.ResponseWriter, why string) {
+	w.Header().Set(wire.HeaderEndWhy, why)
+	finish(w, wire.EndFailed)
+}
+
+// What a consumer is told of a producer that broke the stream.
+const (
+	whyShrank   = "its producer cut short a file it was streaming: a pipelined output must only be appended to"
+	whyReplaced = "its producer replaced a file it was streaming: a pipelined output must only be appended to, never replaced or renamed over"
+)
 
 func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Request) {
 	f, size, err := openHeld(h, q.Consumer, q.Index)
@@ -207,7 +220,7 @@ wait:
 			}
 			if fi.Size() < off {
 				s.log.Warn("a running producer's file shrank while it was streamed: it must only grow", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index)
-				finish(w, wire.EndFailed)
+				broken(w, whyShrank)
 				return
 			}
 			if fi.Size() > off {
@@ -255,7 +268,7 @@ wait:
 	}
 	if f != nil && (g == nil || !sameFile(f, g)) || off > size {
 		s.log.Warn("a producer replaced a file while it was streamed: it must only append to it", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index)
-		finish(w, wire.EndFailed)
+		broken(w, whyReplaced)
 		return
 	}
 	if g != nil {
