@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -364,6 +365,29 @@ func TestAPartitionChangedOnDiskIsNotServed(t *testing.T) {
 	require.ErrorContains(t, fetch(0), "count/0: 10 bytes kept, 9 there now")
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, filepath.FromSlash(m.ID), "data")))
 	require.ErrorContains(t, fetch(2), "its data directory is gone", "even for a file the producer did not write")
+}
+
+// A partition released while a reader that stalled streams it ends that
+// stream (its file closed, its space freed), however slow the reader: the
+// rest of the answer never comes, and it has no end marker.
+func TestReleaseEndsTheStreamsOfAPartition(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB: more than the sockets buffer
+	m := committed(t, s, 0, data)
+	addr := startHolder(t, &holder{s: s})
+	resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count"}, 0).Encode())
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	_, err = io.ReadFull(resp.Body, make([]byte, 1<<20))
+	require.NoError(t, err)
+	require.Equal(t, []string{m.ID}, s.Release([]string{m.ID}))
+	// Cut (an error) or ended without its marker, as the write was held up
+	// or not when the release came: incomplete either way.
+	n, _ := io.Copy(io.Discard, resp.Body)
+	require.Less(t, n+1<<20, int64(len(data)), "the whole partition was sent after its release")
+	require.Empty(t, resp.Trailer.Get(wire.HeaderEnd))
 }
 
 type fullDisk struct{}

@@ -138,7 +138,20 @@ func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Req
 		return
 	}
 	if f != nil {
-		if n, err := s.pump(w, f, q.Offset, size); err != nil || n != size-q.Offset {
+		// A partition released while a slow or stalled reader streams it
+		// ends the stream (incomplete), so its file is closed and its
+		// space freed: a write the reader holds up is cut at once.
+		rc := http.NewResponseController(w)
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			select {
+			case <-h.dropped:
+				_ = rc.SetWriteDeadline(time.Now())
+			case <-stop:
+			}
+		}()
+		if n, err := s.pumpUntil(w, f, q.Offset, size, h.dropped); err != nil || n != size-q.Offset {
 			return // incomplete
 		}
 	}
@@ -318,6 +331,14 @@ func sameFile(f, g *os.File) bool {
 // pump copies f's bytes [off, end) to w, a chunk at a time. A file that
 // ends early stops the copy without an error (the caller looks again).
 func (s *Store) pump(w io.Writer, f io.ReaderAt, off, end int64) (int64, error) {
+	return s.pumpUntil(w, f, off, end, nil)
+}
+
+// errDropped: the partition streamed is no longer held.
+var errDropped = errors.New("the partition was released")
+
+// pumpUntil is pump that also stops once dropped is closed.
+func (s *Store) pumpUntil(w io.Writer, f io.ReaderAt, off, end int64, dropped <-chan struct{}) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -326,6 +347,8 @@ func (s *Store) pump(w io.Writer, f io.ReaderAt, off, end int64) (int64, error) 
 		select {
 		case <-s.closed:
 			return n, errClosed
+		case <-dropped:
+			return n, errDropped
 		default:
 		}
 		m, err := f.ReadAt(buf[:min(int64(len(buf)), end-off-n)], off+n)

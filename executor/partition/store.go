@@ -62,7 +62,18 @@ type held struct {
 	// have its size (a file changed or deleted behind the executor's back
 	// is not served as the partition).
 	sizes map[string]int64
+	// dropped is closed once the store no longer holds it (released,
+	// discarded, gone from disk): streams of it end.
+	dropped  chan struct{}
+	dropOnce sync.Once
 }
+
+func newHeld(m Meta, dir string, sizes map[string]int64) *held {
+	return &held{meta: m, dir: dir, sizes: sizes, dropped: make(chan struct{})}
+}
+
+// drop ends the streams of h: the store no longer holds it.
+func (h *held) drop() { h.dropOnce.Do(func() { close(h.dropped) }) }
 
 // live is a producer that runs: its output may be streamed (pipelined
 // outputs) but is not a partition yet.
@@ -154,7 +165,7 @@ func (s *Store) load() error {
 				_ = os.RemoveAll(p)
 				continue
 			}
-			s.held[id] = &held{meta: m, dir: p, sizes: sizes}
+			s.held[id] = newHeld(m, p, sizes)
 		}
 		return nil
 	}
@@ -291,7 +302,7 @@ func (s *Store) Commit(id string) (int64, error) {
 		return 0, fmt.Errorf("no output of %s to keep", id)
 	}
 	if lv.out == "" {
-		s.settle(lv, &held{meta: lv.meta})
+		s.settle(lv, newHeld(lv.meta, "", nil))
 		return 0, nil
 	}
 	h, err := s.commitFiles(lv)
@@ -339,7 +350,7 @@ func (s *Store) commitFiles(lv *live) (*held, error) {
 	if err := writeFile(filepath.Join(st, metaFile), append(b, '\n')); err != nil {
 		return fail(err)
 	}
-	h := &held{meta: m, dir: s.path(m.ID), sizes: sizes}
+	h := newHeld(m, s.path(m.ID), sizes)
 	s.mu.Lock()
 	err = os.MkdirAll(filepath.Dir(h.dir), 0o700)
 	if err == nil {
@@ -426,6 +437,7 @@ func (s *Store) Discard(id string) {
 	h := s.held[id]
 	delete(s.held, id)
 	if h != nil {
+		h.drop()
 		s.tombstoneLocked(id)
 	}
 	s.mu.Unlock()
@@ -449,6 +461,7 @@ func (s *Store) Release(ids []string) []string {
 	for _, id := range ids {
 		if h, ok := s.held[id]; ok {
 			delete(s.held, id)
+			h.drop()
 			gone = append(gone, h)
 			out = append(out, id)
 		}
@@ -514,6 +527,7 @@ func (s *Store) Verify() []string {
 	for _, id := range gone {
 		if h, ok := s.held[id]; ok && h.dir == check[id] {
 			delete(s.held, id)
+			h.drop()
 			dropped = append(dropped, id)
 		}
 	}
