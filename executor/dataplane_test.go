@@ -196,7 +196,7 @@ func TestPipelinedStreamsWhileTheProducerRuns(t *testing.T) {
 	hs := filepath.Join(t.TempDir(), "handshake")
 	require.NoError(t, syscall.Mkfifo(hs, 0o600))
 
-	c := dataTaskOf("p", "c", 0, 1, `{ read first; echo "got:$first"; echo go > "$HS"; cat; } < "$JOBMASTER_INPUT_DIR/p/0"; [ -p "$JOBMASTER_INPUT_DIR/p/0" ] && echo pipe`)
+	c := dataTaskOf("p", "c", 0, 1, `[ -p "$JOBMASTER_INPUT_DIR/p/0" ] && echo pipe; { read first; echo "got:$first"; echo go > "$HS"; cat; } < "$JOBMASTER_INPUT_DIR/p/0"; [ -e "$JOBMASTER_INPUT_DIR/p/0" ] || echo "read once"`)
 	c.Env = map[string]string{"HS": hs}
 	c.Inputs = []wire.Input{{Vertex: "p", Mode: wire.ModePipelined, Sources: sourcesOn(e1, "p", "p", 1)}}
 	resp := l2.deploy(c)
@@ -209,7 +209,7 @@ func TestPipelinedStreamsWhileTheProducerRuns(t *testing.T) {
 
 	require.EqualValues(t, 12, l1.waitState(p.ExecutionID, wire.StateFinished).Bytes)
 	l2.waitState(c.ExecutionID, wire.StateFinished)
-	require.Equal(t, "got:part1\npart2\npipe\n", l2.logs(c.ExecutionID, "stdout"))
+	require.Equal(t, "pipe\ngot:part1\npart2\nread once\n", l2.logs(c.ExecutionID, "stdout"))
 	require.Equal(t, []wire.Partition{{ID: p.ExecutionID, JobID: "p", Vertex: "p", Bytes: 12}}, l1.partitions(),
 		"a pipelined producer's output is kept like a blocking one's")
 	_, in, spool := taskDirs(e2.cfg.DataDir, c.ExecutionID)

@@ -124,7 +124,7 @@ const (
 
 // Feed copies the spool into the named pipe fifo: it waits for the task to
 // open the pipe (a writer that opened it first would block, or make an
-// early end of file), then copies the spool as it grows, and closes the
+// early end of file), removes its name (a pipe is read once), then copies the spool as it grows, and closes the
 // pipe once the fetch ended complete and every byte is in. nudge (may be
 // nil) is woken when the pipe is opened and when it is closed.
 func (s *Spool) Feed(ctx context.Context, fifo string, nudge *Nudge) FeedResult {
@@ -132,6 +132,10 @@ func (s *Spool) Feed(ctx context.Context, fifo string, nudge *Nudge) FeedResult 
 	if err != nil {
 		return Stopped
 	}
+	// The pipe is read once: once the task has it open, its name goes, so
+	// that a second open fails ("no such file") instead of waiting for a
+	// writer that never comes.
+	_ = os.Remove(fifo)
 	if nudge != nil {
 		nudge.Wake()
 	}

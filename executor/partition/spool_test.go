@@ -85,6 +85,9 @@ func TestAnEmptyInputIsAnImmediateEndOfFile(t *testing.T) {
 	require.Empty(t, b)
 	r.Close()
 	require.Equal(t, Fed, <-f.res)
+	// A second open fails at once instead of waiting for a writer.
+	_, err = os.Open(f.fifo)
+	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
 // TestAFailedFetchIsNeverAnEndOfFile: the reader gets the bytes that came,
