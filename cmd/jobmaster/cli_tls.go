@@ -87,7 +87,8 @@ keep it off the cluster's hosts. Existing files are never overwritten.`,
 }
 
 func newTLSCertCreate(asJSON *bool) *cobra.Command {
-	var role, nodeID, caDir, dir, ips, dns string
+	var role, nodeID, caDir, dir string
+	var ips, dns []string
 	var days int
 	cmd := &cobra.Command{
 		Use:   "create",
@@ -119,14 +120,14 @@ peers verify it.`,
 				return usageErrorf(cmd, "--days must be positive, got %d", days)
 			}
 			req := pki.Request{Identity: pki.Identity{Role: r, NodeID: nodeID}, Now: time.Now(), Validity: time.Duration(days) * 24 * time.Hour}
-			for _, s := range splitFlagList(ips) {
+			for _, s := range splitFlagList(strings.Join(ips, ",")) {
 				ip := net.ParseIP(s)
 				if ip == nil {
 					return usageErrorf(cmd, "--ip: %q is not an IP address", s)
 				}
 				req.IPs = append(req.IPs, ip)
 			}
-			req.DNS = splitFlagList(dns)
+			req.DNS = splitFlagList(strings.Join(dns, ","))
 			ca, err := pki.LoadCA(caDir)
 			if err != nil {
 				return fmt.Errorf("the CA in %s: %w (create one with 'jobmaster tls ca create')", caDir, err)
@@ -165,8 +166,8 @@ peers verify it.`,
 	f.StringVar(&nodeID, "node-id", "", "the node id of the master or executor, or a client's name (required)")
 	f.StringVar(&caDir, "ca", ".", "directory holding ca.pem and ca-key.pem")
 	f.StringVar(&dir, "dir", ".", "directory to write the certificate and key into (created if missing)")
-	f.StringVar(&ips, "ip", "", "comma-separated IP addresses the certificate covers, besides 127.0.0.1 and ::1")
-	f.StringVar(&dns, "dns", "", "comma-separated host names the certificate covers, besides localhost")
+	f.StringSliceVar(&ips, "ip", nil, "IP addresses the certificate covers, besides 127.0.0.1 and ::1 (comma-separated, or the flag repeated)")
+	f.StringSliceVar(&dns, "dns", nil, "host names the certificate covers, besides localhost (comma-separated, or the flag repeated)")
 	f.IntVar(&days, "days", int(pki.DefaultCertValidity/(24*time.Hour)), "days the certificate is valid")
 	return cmd
 }

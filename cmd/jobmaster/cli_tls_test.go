@@ -33,10 +33,10 @@ func TestTLSCommandsIssueCertificates(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "certs")
 	r = runCLI("", "tls", "cert", "create", "--role", "server", "--node-id", "m1", "--ca", dir, "--dir", out,
-		"--ip", "10.0.0.1, 10.0.0.2", "--dns", "m1.example")
+		"--ip", "10.0.0.1, 10.0.0.2", "--ip", "10.0.0.3", "--dns", "m1.example", "--dns", "m1.internal")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "server m1 (jobmaster://server/m1)")
-	assert.Contains(t, r.stdout, "127.0.0.1, ::1, 10.0.0.1, 10.0.0.2, localhost, m1.example")
+	assert.Contains(t, r.stdout, "127.0.0.1, ::1, 10.0.0.1, 10.0.0.2, 10.0.0.3, localhost, m1.example, m1.internal", "repeated flags add up")
 	files := transport.TLSFiles{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(out, "server-m1.pem"), Key: filepath.Join(out, "server-m1-key.pem")}
 	tl, err := transport.LoadTLS(files)
 	require.NoError(t, err, "the node's files load as its --tls-* flags would")
