@@ -78,8 +78,8 @@ func (o *Executor) Check() error {
 		flag string
 		v    time.Duration
 	}{{"--lease", c.Lease}, {"--cancel-grace", c.CancelGrace}, {"--fetch-timeout", c.FetchTimeout}, {"--gc-retention", c.GCRetention}, {"--gc-interval", c.GCInterval}} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.flag, d.v))
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s (0: the default)", d.flag, d.v))
 		}
 	}
 	if c.CPUMillis < 0 || c.CPUMillis > jobspec.MaxCPUMillis {

@@ -160,6 +160,8 @@ func TestCheckRefusesMeaninglessFlagValues(t *testing.T) {
 	require.NoError(t, ok.Check())
 	ok.TaskPidsMax, ok.MaxConnsPerClient, ok.TaskLogMaxFiles = -1, -1, 1000
 	require.NoError(t, ok.Check())
+	ok.GCRetention, ok.FetchTimeout = 0, 0 // 0: the default, as the docs say
+	require.NoError(t, ok.Check())
 	for flag, set := range map[string]func(*Executor){
 		"--drain-grace must not be negative":               func(o *Executor) { o.DrainGrace = -time.Second },
 		"--task-log-max-files must be between 1 and 1000":  func(o *Executor) { o.TaskLogMaxFiles = 0 },
@@ -167,11 +169,11 @@ func TestCheckRefusesMeaninglessFlagValues(t *testing.T) {
 		"--task-log-max-size must be positive":             func(o *Executor) { o.TaskLogMaxSize = 0 },
 		"--task-pids-max must be positive, or -1":          func(o *Executor) { o.TaskPidsMax = 0 },
 		"--http-max-conns-per-client must be positive":     func(o *Executor) { o.MaxConnsPerClient = -7 },
-		"--gc-retention must be positive, got -1s":         func(o *Executor) { o.GCRetention = -time.Second },
-		"--gc-interval must be positive, got 0s":           func(o *Executor) { o.GCInterval = 0 },
-		"--lease must be positive":                         func(o *Executor) { o.Lease = -time.Minute },
-		"--cancel-grace must be positive":                  func(o *Executor) { o.CancelGrace = 0 },
-		"--fetch-timeout must be positive":                 func(o *Executor) { o.FetchTimeout = -1 },
+		"--gc-retention must not be negative, got -1s":     func(o *Executor) { o.GCRetention = -time.Second },
+		"--gc-interval must not be negative":               func(o *Executor) { o.GCInterval = -time.Hour },
+		"--lease must not be negative":                     func(o *Executor) { o.Lease = -time.Minute },
+		"--cancel-grace must not be negative":              func(o *Executor) { o.CancelGrace = -1 },
+		"--fetch-timeout must not be negative":             func(o *Executor) { o.FetchTimeout = -1 },
 		"--cpu-millis must be between 0":                   func(o *Executor) { o.CPUMillis = -5 },
 		"--memory-mb must be between 0":                    func(o *Executor) { o.MemoryMB = -5 },
 	} {
