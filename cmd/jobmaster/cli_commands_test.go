@@ -501,6 +501,20 @@ func TestSnapshotThroughStandardStreams(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "saved earlier", string(restored))
 
+	// A backup an older save to standard output made ends with its line:
+	// the restore sends the bytes before it, and says so.
+	old := filepath.Join(t.TempDir(), "old.snap")
+	require.NoError(t, os.WriteFile(old, []byte("snap\nshot\nSaved 10 bytes to /dev/stdout (the state at index 17)\n"), 0o600))
+	r = runCLI(snap, "operator", "snapshot", "restore", old)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "snap\nshot\n", string(restored))
+	assert.Contains(t, r.stderr, "which an older 'snapshot save' to standard output wrote into the backup; restoring the 10 bytes before it")
+	// A line that does not count the bytes before it is not taken off.
+	require.NoError(t, os.WriteFile(old, []byte("snap\nSaved 10 bytes to /dev/stdout\n"), 0o600))
+	r = runCLI(snap, "operator", "snapshot", "restore", old)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "snap\nSaved 10 bytes to /dev/stdout\n", string(restored))
+
 	missing := filepath.Join(t.TempDir(), "nodir", "b.snap")
 	r = runCLI(snap, "operator", "snapshot", "save", missing)
 	assert.Equal(t, 1, r.code)

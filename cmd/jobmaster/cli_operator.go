@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -101,6 +105,10 @@ expects but no executor runs are failed and restarted).`,
 			if err != nil {
 				return err
 			}
+			if snap, line, ok := savedLineAfter(data); ok {
+				fmt.Fprintf(cmd.ErrOrStderr(), "Note: %s ends with the line %q, which an older 'snapshot save' to standard output wrote into the backup; restoring the %d bytes before it.\n", args[0], line, len(snap))
+				data = snap
+			}
 			if err := c.SnapshotRestore(cmd.Context(), data); err != nil {
 				return err
 			}
@@ -150,6 +158,28 @@ expects but no executor runs are failed and restarted).`,
 	})
 	cmd.AddCommand(snap, rft, newGossipCmd(o))
 	return cmd
+}
+
+// savedLine is the line 'operator snapshot save' printed; before standard
+// output was written as a stream, a save to it put the line after the
+// snapshot's bytes.
+var savedLine = regexp.MustCompile(`^Saved ([0-9]+) bytes to [^\n]*\n$`)
+
+// savedLineAfter finds such a line at the end of data, naming the count of
+// the bytes before it exactly, and returns those bytes and the line.
+func savedLineAfter(data []byte) ([]byte, string, bool) {
+	if len(data) < 2 || data[len(data)-1] != '\n' {
+		return nil, "", false
+	}
+	start := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
+	m := savedLine.FindSubmatch(data[start:])
+	if m == nil {
+		return nil, "", false
+	}
+	if n, err := strconv.Atoi(string(m[1])); err != nil || n != start {
+		return nil, "", false
+	}
+	return data[:start], strings.TrimSuffix(string(data[start:]), "\n"), true
 }
 
 // writeFileAtomic writes data to path through a file beside it, synced and
