@@ -120,9 +120,12 @@ const (
 	EndComplete = "complete"
 	EndFailed   = "failed"
 	// HeaderEndWhy, a trailer beside HeaderEnd (EndFailed), says why
-	// when the producer broke the stream (it shrank or replaced a file it
-	// was streaming) rather than ended without finishing.
+	// when the producer broke the stream rather than ended without
+	// finishing: EndShrank (it cut short a file it was streaming) or
+	// EndReplaced (it replaced one).
 	HeaderEndWhy = "X-Jobmaster-End-Why"
+	EndShrank    = "shrank"
+	EndReplaced  = "replaced"
 )
 
 // ReleaseRequest asks an executor to delete partitions (by producer

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"jobmaster/transport"
@@ -28,12 +29,38 @@ const maxErrorBody = 4 << 10
 var ErrProducerFailed = errors.New("its producer ended without finishing")
 
 // BrokenStreamError is the error of a fetch whose producer broke the
-// stream (EndFailed with wire.HeaderEndWhy): Why says how. It is an
+// stream (EndFailed with wire.HeaderEndWhy): Why is how (wire.EndShrank,
+// wire.EndReplaced, or what a newer holder sent, cut). It is an
 // ErrProducerFailed.
 type BrokenStreamError struct{ Why string }
 
-func (e *BrokenStreamError) Error() string { return e.Why }
+func (e *BrokenStreamError) Error() string {
+	switch e.Why {
+	case wire.EndShrank:
+		return "its producer cut short a file it was streaming: a pipelined output must only be appended to"
+	case wire.EndReplaced:
+		return "its producer replaced a file it was streaming: a pipelined output must only be appended to, never replaced or renamed over"
+	}
+	return "its producer broke the stream (" + e.Why + ")"
+}
+
 func (e *BrokenStreamError) Unwrap() error { return ErrProducerFailed }
+
+// maxWhy bounds what of a holder's HeaderEndWhy is kept: printable ASCII.
+const maxWhy = 32
+
+func cleanWhy(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len() == maxWhy {
+			break
+		}
+		if r >= 0x20 && r < 0x7f {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
 
 // UnavailableError is the error of a fetch that gave up on its source:
 // after failing for the whole bound, or at once for an answer that no retry
@@ -125,7 +152,7 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source, w io.Writer) error {
 		case end == wire.EndComplete:
 			return nil
 		case end == wire.EndFailed && why != "":
-			return &BrokenStreamError{Why: why}
+			return &BrokenStreamError{Why: cleanWhy(why)}
 		case end == wire.EndFailed:
 			return ErrProducerFailed
 		case n > 0:

@@ -390,6 +390,48 @@ func TestReleaseEndsTheStreamsOfAPartition(t *testing.T) {
 	require.Empty(t, resp.Trailer.Get(wire.HeaderEnd))
 }
 
+// The same for a stream that followed the producer while it ran and goes
+// on after it FINISHED: the release of its partition ends it too.
+func TestReleaseEndsAFollowingStream(t *testing.T) {
+	s, out, m, addr := runningProducer(t)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB
+	require.NoError(t, os.WriteFile(filepath.Join(out, "count", "0"), data, 0o600))
+	resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, 0).Encode())
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	_, err = io.ReadFull(resp.Body, make([]byte, 1<<20))
+	require.NoError(t, err)
+	_, err = s.Commit(m.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{m.ID}, s.Release([]string{m.ID}))
+	n, _ := io.Copy(io.Discard, resp.Body)
+	require.Less(t, n+1<<20, int64(len(data)), "the whole output was sent after its release")
+	require.Empty(t, resp.Trailer.Get(wire.HeaderEnd))
+}
+
+// A file cut short by its producer just before it FINISHED is named as
+// cut short, not replaced; what a holder says of a broken stream is kept
+// short and printable.
+func TestABrokenStreamSaysHow(t *testing.T) {
+	s, out, m, addr := runningProducer(t)
+	f := fetcher(t, time.Minute)
+	got := &sink{}
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Fetch(context.Background(), Source{Addr: addr, Producer: m.ID, Consumer: "count", Index: 0, Follow: true}, got)
+	}()
+	file := filepath.Join(out, "count", "0")
+	require.NoError(t, os.WriteFile(file, []byte("0123456789"), 0o600))
+	waitFor(t, "the bytes to stream", func() bool { return got.String() == "0123456789" })
+	require.NoError(t, os.Truncate(file, 4))
+	_, err := s.Commit(m.ID)
+	require.NoError(t, err)
+	require.EqualError(t, <-done, "its producer cut short a file it was streaming: a pipelined output must only be appended to")
+
+	long := &BrokenStreamError{Why: cleanWhy("no\x1b[2Jsuch " + strings.Repeat("x", 1000))}
+	require.Equal(t, "its producer broke the stream (no[2Jsuch xxxxxxxxxxxxxxxxxxxxxx)", long.Error())
+}
+
 type fullDisk struct{}
 
 func (fullDisk) Write([]byte) (int, error) {

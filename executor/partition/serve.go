@@ -103,17 +103,11 @@ func start(w http.ResponseWriter) {
 func finish(w http.ResponseWriter, end string) { w.Header().Set(wire.HeaderEnd, end) }
 
 // broken ends the answer EndFailed because the producer broke the stream,
-// saying how.
+// saying how (wire.EndShrank, wire.EndReplaced).
 func broken(w http.ResponseWriter, why string) {
 	w.Header().Set(wire.HeaderEndWhy, why)
 	finish(w, wire.EndFailed)
 }
-
-// What a consumer is told of a producer that broke the stream.
-const (
-	whyShrank   = "its producer cut short a file it was streaming: a pipelined output must only be appended to"
-	whyReplaced = "its producer replaced a file it was streaming: a pipelined output must only be appended to, never replaced or renamed over"
-)
 
 func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Request) {
 	f, size, err := openHeld(h, q.Consumer, q.Index)
@@ -138,24 +132,39 @@ func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Req
 		return
 	}
 	if f != nil {
-		// A partition released while a slow or stalled reader streams it
-		// ends the stream (incomplete), so its file is closed and its
-		// space freed: a write the reader holds up is cut at once.
-		rc := http.NewResponseController(w)
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			select {
-			case <-h.dropped:
-				_ = rc.SetWriteDeadline(time.Now())
-			case <-stop:
-			}
-		}()
-		if n, err := s.pumpUntil(w, f, q.Offset, size, h.dropped); err != nil || n != size-q.Offset {
+		defer cutWhenGone(w, h.gone)()
+		if n, err := s.pump(w, f, q.Offset, size, h.gone.ch); err != nil || n != size-q.Offset {
 			return // incomplete
 		}
 	}
 	finish(w, wire.EndComplete)
+}
+
+// cutWhenGone makes the answer w end once gone is signalled: a partition
+// released (or a producer discarded) while a slow or stalled reader
+// streams it ends the stream, incomplete, so its file is closed and its
+// space freed; a write the reader holds up is cut at once. The returned
+// function stops the watch, and returns only once it has stopped, so no
+// deadline is set on the connection after the handler is done.
+func cutWhenGone(w http.ResponseWriter, gone *dropSignal) func() {
+	rc := http.NewResponseController(w)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-gone.ch:
+			select {
+			case <-stop: // the handler is done: its connection is not ours
+			default:
+				_ = rc.SetWriteDeadline(time.Now())
+			}
+		case <-stop:
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+	}
 }
 
 // errChanged: a partition's files are not as they were kept (deleted,
@@ -210,6 +219,7 @@ func (s *Store) serveLive(w http.ResponseWriter, r *http.Request, lv *live, q Re
 	if rc.Flush() != nil {
 		return
 	}
+	defer cutWhenGone(w, lv.gone)()
 	name := strconv.Itoa(q.Index)
 	off := q.Offset
 	var f *os.File
@@ -233,11 +243,11 @@ wait:
 			}
 			if fi.Size() < off {
 				s.log.Warn("a running producer's file shrank while it was streamed: it must only grow", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index)
-				broken(w, whyShrank)
+				broken(w, wire.EndShrank)
 				return
 			}
 			if fi.Size() > off {
-				n, err := s.pump(w, f, off, fi.Size())
+				n, err := s.pump(w, f, off, fi.Size(), lv.gone.ch)
 				off += n
 				if err != nil || rc.Flush() != nil {
 					return
@@ -279,13 +289,18 @@ wait:
 	if g != nil {
 		defer g.Close()
 	}
-	if f != nil && (g == nil || !sameFile(f, g)) || off > size {
+	if f != nil && (g == nil || !sameFile(f, g)) {
 		s.log.Warn("a producer replaced a file while it was streamed: it must only append to it", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index)
-		broken(w, whyReplaced)
+		broken(w, wire.EndReplaced)
+		return
+	}
+	if off > size {
+		s.log.Warn("a producer's file shrank while it was streamed: it must only grow", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index)
+		broken(w, wire.EndShrank)
 		return
 	}
 	if g != nil {
-		if n, err := s.pump(w, g, off, size); err != nil || n != size-off {
+		if n, err := s.pump(w, g, off, size, lv.gone.ch); err != nil || n != size-off {
 			return // incomplete
 		}
 	}
@@ -328,17 +343,13 @@ func sameFile(f, g *os.File) bool {
 	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
-// pump copies f's bytes [off, end) to w, a chunk at a time. A file that
-// ends early stops the copy without an error (the caller looks again).
-func (s *Store) pump(w io.Writer, f io.ReaderAt, off, end int64) (int64, error) {
-	return s.pumpUntil(w, f, off, end, nil)
-}
-
 // errDropped: the partition streamed is no longer held.
 var errDropped = errors.New("the partition was released")
 
-// pumpUntil is pump that also stops once dropped is closed.
-func (s *Store) pumpUntil(w io.Writer, f io.ReaderAt, off, end int64, dropped <-chan struct{}) (int64, error) {
+// pump copies f's bytes [off, end) to w, a chunk at a time, until gone
+// is closed (nil: never). A file that ends early stops the copy without an
+// error (the caller looks again).
+func (s *Store) pump(w io.Writer, f io.ReaderAt, off, end int64, gone <-chan struct{}) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -347,7 +358,7 @@ func (s *Store) pumpUntil(w io.Writer, f io.ReaderAt, off, end int64, dropped <-
 		select {
 		case <-s.closed:
 			return n, errClosed
-		case <-dropped:
+		case <-gone:
 			return n, errDropped
 		default:
 		}

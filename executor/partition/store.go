@@ -62,18 +62,34 @@ type held struct {
 	// have its size (a file changed or deleted behind the executor's back
 	// is not served as the partition).
 	sizes map[string]int64
-	// dropped is closed once the store no longer holds it (released,
-	// discarded, gone from disk): streams of it end.
-	dropped  chan struct{}
-	dropOnce sync.Once
+	// gone is signalled once the store no longer holds it (released,
+	// discarded, gone from disk): streams of it end. A producer's
+	// partition has its live entry's signal, which streams that followed
+	// it while it ran wait on too.
+	gone *dropSignal
 }
 
-func newHeld(m Meta, dir string, sizes map[string]int64) *held {
-	return &held{meta: m, dir: dir, sizes: sizes, dropped: make(chan struct{})}
+// newHeld is a partition; gone is its producer's signal, nil for a new one.
+func newHeld(m Meta, dir string, sizes map[string]int64, gone *dropSignal) *held {
+	if gone == nil {
+		gone = newDropSignal()
+	}
+	return &held{meta: m, dir: dir, sizes: sizes, gone: gone}
 }
+
+// dropSignal is closed, once, when what it belongs to is dropped.
+type dropSignal struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newDropSignal() *dropSignal { return &dropSignal{ch: make(chan struct{})} }
+
+// fire closes the signal; later calls do nothing.
+func (d *dropSignal) fire() { d.once.Do(func() { close(d.ch) }) }
 
 // drop ends the streams of h: the store no longer holds it.
-func (h *held) drop() { h.dropOnce.Do(func() { close(h.dropped) }) }
+func (h *held) drop() { h.gone.fire() }
 
 // live is a producer that runs: its output may be streamed (pipelined
 // outputs) but is not a partition yet.
@@ -85,6 +101,10 @@ type live struct {
 	// ended is closed).
 	ended    chan struct{}
 	complete bool
+	// gone is the signal its partition will have (held.gone): a stream
+	// that followed the producer and goes on after it FINISHED ends when
+	// the partition is dropped.
+	gone *dropSignal
 }
 
 // Store keeps the partitions an executor holds, under one directory:
@@ -165,7 +185,7 @@ func (s *Store) load() error {
 				_ = os.RemoveAll(p)
 				continue
 			}
-			s.held[id] = newHeld(m, p, sizes)
+			s.held[id] = newHeld(m, p, sizes, nil)
 		}
 		return nil
 	}
@@ -280,7 +300,7 @@ func (s *Store) Begin(m Meta, out string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.failed, m.ID)
-	s.live[m.ID] = &live{meta: m, out: out, ended: make(chan struct{})}
+	s.live[m.ID] = &live{meta: m, out: out, ended: make(chan struct{}), gone: newDropSignal()}
 }
 
 // Live reports whether id is a registered producer that has not ended.
@@ -302,7 +322,7 @@ func (s *Store) Commit(id string) (int64, error) {
 		return 0, fmt.Errorf("no output of %s to keep", id)
 	}
 	if lv.out == "" {
-		s.settle(lv, newHeld(lv.meta, "", nil))
+		s.settle(lv, newHeld(lv.meta, "", nil, lv.gone))
 		return 0, nil
 	}
 	h, err := s.commitFiles(lv)
@@ -350,7 +370,7 @@ func (s *Store) commitFiles(lv *live) (*held, error) {
 	if err := writeFile(filepath.Join(st, metaFile), append(b, '\n')); err != nil {
 		return fail(err)
 	}
-	h := newHeld(m, s.path(m.ID), sizes)
+	h := newHeld(m, s.path(m.ID), sizes, lv.gone)
 	s.mu.Lock()
 	err = os.MkdirAll(filepath.Dir(h.dir), 0o700)
 	if err == nil {
@@ -443,6 +463,7 @@ func (s *Store) Discard(id string) {
 	s.mu.Unlock()
 	if lv != nil {
 		s.settle(lv, nil)
+		lv.gone.fire()
 		if lv.out != "" {
 			_ = os.RemoveAll(lv.out)
 		}
