@@ -52,7 +52,7 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 	fs.BoolVar(&c.DisableCgroups, "disable-cgroups", false, "run tasks without cgroups: the resources they declare are then not enforced")
 	fs.Int64Var(&c.TaskPidsMax, "task-pids-max", executor.DefaultTaskPidsMax, "how many processes and threads one task may have at once, where tasks run in cgroups (-1: no bound)")
 	fs.Var(newSizeValue(&c.DiskReserve, executor.DefaultDiskReserve), "disk-reserve", "the data directory's disk counts as full, and the leader places nothing here, while less than this is free")
-	fs.IntVar(&c.MaxConnsPerClient, "http-max-conns-per-client", transport.DefaultMaxConnsPerClient, "the most HTTP connections one client address may hold open (loopback is not counted; -1: no bound)")
+	fs.IntVar(&c.MaxConnsPerClient, "http-max-conns-per-client", transport.DefaultMaxConnsPerClient, "the most HTTP connections one client address may hold open (loopback is not counted, nor with TLS a master's or an executor's; -1: no bound)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", "text", "text (key=value) or json (one object per line), on stderr")
 	securityFlags(fs, &c.TLS, &c.GossipKeys, &c.GossipKeyring, &c.Insecure)

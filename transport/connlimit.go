@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,9 +17,10 @@ const refusalLogEvery = 10 * time.Second
 // server (ServerOptions.MaxConnsPerClient), through the server's ConnState
 // hook: a new connection over the bound is closed before anything is read
 // from it. A connection whose TLS peer proves a node's identity stops
-// counting once its handshake is done (exempt): a node's connections are
-// never refused for the bound, while those without a node's certificate
-// still are.
+// counting once its handshake is done (exempt): a node's connections stop
+// taking room, while those without a node's certificate keep theirs. (A
+// node's connections count until their handshakes are done, so a burst of
+// more than the bound at once may see some refused; its fetches retry.)
 type connLimiter struct {
 	max int
 	log *slog.Logger
@@ -28,8 +30,8 @@ type connLimiter struct {
 	seenFrom string
 
 	mu      sync.Mutex
-	open    map[string]int    // client address -> connections counted
-	counted map[string]string // the connections counted (by their remote address) -> client address
+	open    map[string]int      // client address -> connections counted
+	counted map[net.Conn]string // the connections counted (the TCP ones, under TLS) -> client address
 	refused map[string]refusals
 }
 
@@ -47,7 +49,7 @@ func newConnLimiter(max int, log *slog.Logger, now func() time.Time) *connLimite
 		now = time.Now
 	}
 	return &connLimiter{max: max, log: log, now: now, open: make(map[string]int),
-		counted: make(map[string]string), refused: make(map[string]refusals)}
+		counted: make(map[net.Conn]string), refused: make(map[string]refusals)}
 }
 
 // admit decides whether a client address holding open connections may
@@ -89,23 +91,32 @@ func (l *connLimiter) track(c net.Conn, state http.ConnState) {
 			return
 		}
 		l.open[host]++
-		l.counted[c.RemoteAddr().String()] = host
+		l.counted[rawConn(c)] = host
 		l.mu.Unlock()
 	case http.StateClosed, http.StateHijacked:
-		l.uncount(c.RemoteAddr().String())
+		l.uncount(rawConn(c))
 	}
 }
 
-// exempt stops counting the connection from remote: its peer proved a
-// node's identity.
-func (l *connLimiter) exempt(remote string) { l.uncount(remote) }
+// rawConn is the TCP connection under a TLS one: the one a TLS handshake
+// callback knows (tls.ClientHelloInfo.Conn).
+func rawConn(c net.Conn) net.Conn {
+	if tc, ok := c.(*tls.Conn); ok {
+		return tc.NetConn()
+	}
+	return c
+}
 
-// uncount stops counting the connection from remote, if it is counted.
-func (l *connLimiter) uncount(remote string) {
+// exempt stops counting connection c (the TCP connection): its peer
+// proved a node's identity.
+func (l *connLimiter) exempt(c net.Conn) { l.uncount(c) }
+
+// uncount stops counting connection c (raw), if it is counted.
+func (l *connLimiter) uncount(c net.Conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if host, ok := l.counted[remote]; ok {
-		delete(l.counted, remote)
+	if host, ok := l.counted[c]; ok {
+		delete(l.counted, c)
 		if l.open[host]--; l.open[host] <= 0 {
 			delete(l.open, host)
 		}

@@ -46,8 +46,10 @@ type ServerOptions struct {
 	// at once: a connection beyond it is closed as soon as it is accepted,
 	// and the refusal logged. Connections from loopback addresses are not
 	// counted (a local process can exhaust the host anyway, and the nodes
-	// of a test or dev cluster share 127.0.0.1). Zero is
-	// DefaultMaxConnsPerClient; negative, no bound.
+	// of a test or dev cluster share 127.0.0.1), nor, with TLS, those whose
+	// peer presented a master's or an executor's certificate, once its
+	// handshake is done. Zero is DefaultMaxConnsPerClient; negative, no
+	// bound.
 	MaxConnsPerClient int
 	// Logger receives the server's own errors (a malformed request, a
 	// connection that failed before a handler ran) at debug level, and
@@ -108,7 +110,7 @@ func newServer(h http.Handler, o ServerOptions) (*http.Server, *connLimiter) {
 		// not bounded: an executor's consumers hold a connection per
 		// pipelined source they follow, which a wide job between two
 		// hosts takes past any bound made for clients.
-		var node func(string)
+		var node func(net.Conn)
 		if limiter != nil {
 			node = limiter.exempt
 		}

@@ -149,8 +149,8 @@ func TestConnLimiter(t *testing.T) {
 	n1, n2, n3 := conn("10.0.0.3"), conn("10.0.0.3"), conn("10.0.0.3")
 	l.track(n1, http.StateNew)
 	l.track(n2, http.StateNew)
-	l.exempt(n1.RemoteAddr().String())
-	l.exempt(n2.RemoteAddr().String())
+	l.exempt(n1)
+	l.exempt(n2)
 	l.track(n3, http.StateNew)
 	assert.False(t, n3.closed, "the node's earlier connections do not count")
 	more := []*fakeConn{conn("10.0.0.3"), conn("10.0.0.3")}

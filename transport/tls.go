@@ -205,10 +205,10 @@ func (t *TLS) ServerConfig(require bool, check PeerCheck) *tls.Config {
 	return t.serverConfig(require, check, nil)
 }
 
-// serverConfig is ServerConfig; node, when not nil, is told the remote
-// address of each connection whose peer proved a node's identity (a
-// master's or an executor's certificate) in its handshake.
-func (t *TLS) serverConfig(require bool, check PeerCheck, node func(remote string)) *tls.Config {
+// serverConfig is ServerConfig; node, when not nil, is told of each
+// connection (the TCP one under TLS) whose peer proved a node's identity
+// (a master's or an executor's certificate) in its handshake.
+func (t *TLS) serverConfig(require bool, check PeerCheck, node func(net.Conn)) *tls.Config {
 	auth := tls.VerifyClientCertIfGiven
 	if require {
 		auth = tls.RequireAndVerifyClientCert
@@ -222,7 +222,7 @@ func (t *TLS) serverConfig(require bool, check PeerCheck, node func(remote strin
 			}
 			verify := verifyPeer(check, false)
 			if node != nil && hello.Conn != nil {
-				remote, then := hello.Conn.RemoteAddr().String(), verify
+				conn, then := hello.Conn, verify
 				verify = func(cs tls.ConnectionState) error {
 					if then != nil {
 						if err := then(cs); err != nil {
@@ -231,7 +231,7 @@ func (t *TLS) serverConfig(require bool, check PeerCheck, node func(remote strin
 					}
 					if len(cs.PeerCertificates) > 0 {
 						if id, err := pki.IdentityOf(cs.PeerCertificates[0]); err == nil && id.Role.Node() {
-							node(remote)
+							node(conn)
 						}
 					}
 					return nil
