@@ -134,7 +134,9 @@ const ExecutorDrained = "drained"
 
 // Executor is one executor. Status is alive, suspect or lost, or drained
 // for a draining executor that holds nothing a job still needs (and is not
-// lost).
+// lost). An executor under an operator's drain that stopped and was
+// forgotten is listed with no address and no slots, drained (or lost when
+// the state still has work on it), until the drain is disabled.
 type Executor struct {
 	ID        string `json:"id"`
 	HTTPAddr  string `json:"http_addr"`

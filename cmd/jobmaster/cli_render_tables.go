@@ -250,9 +250,9 @@ func formatMembers(c *api.Cluster) string {
 }
 
 // formatExecutors renders the executors of `members` and `executors
-// list`: liveness (or drained), a full disk or a storage error (each
-// keeps new work away; --json has what failed), and whether each drains
-// and until when.
+// list`: liveness (or drained), a full disk (which keeps new work away)
+// or a storage error (--json has what failed), and whether each drains and
+// until when.
 func formatExecutors(xs []api.Executor) string {
 	if len(xs) == 0 {
 		return "No executors\n"

@@ -59,8 +59,8 @@ func slotNote(job *api.Job, cl *api.Cluster, need int, resources bool) string {
 	total, free, alive := 0, 0, 0
 	var cpu, mem int64 // the most free on one executor
 	for _, x := range cl.Executors {
-		if x.Status != "alive" && x.Status != api.ExecutorDrained {
-			continue
+		if x.Status != "alive" && x.Status != api.ExecutorDrained || x.HTTPAddr == "" {
+			continue // no address: stopped, listed for the drain it is under
 		}
 		alive++
 		if x.Draining || x.DiskFull {

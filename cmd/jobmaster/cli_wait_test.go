@@ -143,7 +143,7 @@ func TestSlotNote(t *testing.T) {
 		return &api.Job{ID: "j", Status: "CREATED", Vertices: []api.Vertex{{ID: "small", Parallelism: 1}, v}}
 	}
 	exec := func(slots, free int, status string) api.Executor {
-		return api.Executor{Slots: slots, FreeSlots: free, Status: status}
+		return api.Executor{HTTPAddr: "127.0.0.1:7431", Slots: slots, FreeSlots: free, Status: status}
 	}
 	cluster := func(xs ...api.Executor) *api.Cluster { return &api.Cluster{Executors: xs} }
 
@@ -179,6 +179,10 @@ func TestSlotNote(t *testing.T) {
 	drained.Draining = true
 	assert.Equal(t, "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list').",
 		slotNote(job("SCHEDULED"), cluster(drained, drained), 2, false))
+	// One that stopped under its drain is listed without an address: not alive.
+	gone := api.Executor{ID: "e9", Status: api.ExecutorDrained, Draining: true}
+	assert.Equal(t, "Waiting: no executor is alive to run it (see 'jobmaster members').",
+		slotNote(job("SCHEDULED"), cluster(gone), 2, false))
 }
 
 // A job that stays CREATED gets one line saying why, once, in the plain
