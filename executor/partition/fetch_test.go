@@ -432,6 +432,101 @@ func TestABrokenStreamSaysHow(t *testing.T) {
 	require.Equal(t, "its producer broke the stream (no[2Jsuch xxxxxxxxxxxxxxxxxxxxxx)", long.Error())
 }
 
+// A stream that resumes in another answer (its connection broke) is held
+// to the file the first answer streamed: replaced meanwhile, or cut and
+// written again, it is a broken stream, not bytes of two files spliced;
+// and once the producer FINISHED, every fetch of that file says so.
+func TestAResumedStreamIsHeldToTheFileStreamed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, file string)
+		why    string
+	}{
+		{"replaced", func(t *testing.T, file string) {
+			require.NoError(t, os.WriteFile(file+".tmp", []byte("header\nrows\n"), 0o600))
+			require.NoError(t, os.Rename(file+".tmp", file))
+		}, wire.EndReplaced},
+		{"cut and written again", func(t *testing.T, file string) {
+			require.NoError(t, os.WriteFile(file, []byte("HEADER\nrows\n"), 0o600))
+		}, wire.EndShrank},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, out, m, addr := runningProducer(t)
+			file := filepath.Join(out, "count", "0")
+			require.NoError(t, os.WriteFile(file, []byte("header\n"), 0o600))
+			// Each answer is bounded: one that goes on streaming (bytes of
+			// another file, then waiting for more) fails the test.
+			get := func(off int) *http.Response {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				t.Cleanup(cancel)
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+wire.PathPartitionData+"?"+Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, int64(off)).Encode(), nil)
+				require.NoError(t, err)
+				resp, err := http.DefaultClient.Do(req)
+				require.NoError(t, err)
+				return resp
+			}
+			first := get(0)
+			got := make([]byte, 7)
+			_, err := io.ReadFull(first.Body, got)
+			require.NoError(t, err)
+			require.Equal(t, "header\n", string(got))
+			first.Body.Close() // the connection breaks
+
+			tc.change(t, file)
+			again := get(7)
+			rest, err := io.ReadAll(again.Body)
+			again.Body.Close()
+			require.NoError(t, err)
+			require.Empty(t, rest, "bytes of another file")
+			require.Equal(t, wire.EndFailed, again.Trailer.Get(wire.HeaderEnd))
+			require.Equal(t, tc.why, again.Trailer.Get(wire.HeaderEndWhy))
+
+			_, err = s.Commit(m.ID)
+			require.NoError(t, err)
+			after := get(7)
+			_, _ = io.ReadAll(after.Body)
+			after.Body.Close()
+			require.Equal(t, tc.why, after.Trailer.Get(wire.HeaderEndWhy), "the partition answers that file as broken")
+		})
+	}
+	// A file only appended to resumes where it broke, while the producer
+	// runs and after it FINISHED.
+	s, out, m, addr := runningProducer(t)
+	file := filepath.Join(out, "count", "0")
+	require.NoError(t, os.WriteFile(file, []byte("header\n"), 0o600))
+	get := func(off int) *http.Response {
+		resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, int64(off)).Encode())
+		require.NoError(t, err)
+		return resp
+	}
+	first := get(0)
+	_, err := io.ReadFull(first.Body, make([]byte, 7))
+	require.NoError(t, err)
+	first.Body.Close()
+	w, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = w.WriteString("rows\n")
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	resumed := get(7)
+	got := make([]byte, 5)
+	_, err = io.ReadFull(resumed.Body, got)
+	require.NoError(t, err)
+	require.Equal(t, "rows\n", string(got))
+	_, err = s.Commit(m.ID)
+	require.NoError(t, err)
+	_, err = io.ReadAll(resumed.Body)
+	require.NoError(t, err)
+	resumed.Body.Close()
+	require.Equal(t, wire.EndComplete, resumed.Trailer.Get(wire.HeaderEnd))
+	after := get(7)
+	rest, err := io.ReadAll(after.Body)
+	require.NoError(t, err)
+	after.Body.Close()
+	require.Equal(t, "rows\n", string(rest))
+	require.Equal(t, wire.EndComplete, after.Trailer.Get(wire.HeaderEnd))
+}
+
 type fullDisk struct{}
 
 func (fullDisk) Write([]byte) (int, error) {

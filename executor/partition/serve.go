@@ -110,7 +110,21 @@ func broken(w http.ResponseWriter, why string) {
 }
 
 func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Request) {
+	if why := h.broken[q.Consumer+"/"+strconv.Itoa(q.Index)]; why != "" {
+		start(w)
+		broken(w, why)
+		return
+	}
 	f, size, err := openHeld(h, q.Consumer, q.Index)
+	select {
+	case <-h.gone.ch: // released as it was opened: not held, not lost
+		if f != nil {
+			f.Close()
+		}
+		transport.Compact.WriteError(w, http.StatusNotFound, fmt.Sprintf("partition %s is not held here (released, lost, or its producer has not started)", q.Producer))
+		return
+	default:
+	}
 	if errors.Is(err, errChanged) {
 		s.log.Warn("a partition's files changed on disk since it was kept: not served", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index, "err", err)
 		transport.Compact.WriteError(w, http.StatusGone, fmt.Sprintf("partition %s: %v: it is lost", q.Producer, err))
@@ -221,6 +235,7 @@ func (s *Store) serveLive(w http.ResponseWriter, r *http.Request, lv *live, q Re
 	}
 	defer cutWhenGone(w, lv.gone)()
 	name := strconv.Itoa(q.Index)
+	key := q.Consumer + "/" + name
 	off := q.Offset
 	var f *os.File
 	defer func() {
@@ -234,7 +249,13 @@ func (s *Store) serveLive(w http.ResponseWriter, r *http.Request, lv *live, q Re
 wait:
 	for {
 		if f == nil && lv.out != "" {
-			f = openLive(lv.out, q.Consumer, name)
+			if f = openLive(lv.out, q.Consumer, name); f != nil {
+				if why := s.checkStreamed(lv, key, f); why != "" {
+					s.log.Warn("a running producer's file is not the one streamed before (a pipelined output must only grow)", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index, "why", why)
+					broken(w, why)
+					return
+				}
+			}
 		}
 		if f != nil {
 			fi, err := f.Stat()
@@ -249,6 +270,7 @@ wait:
 			if fi.Size() > off {
 				n, err := s.pump(w, f, off, fi.Size(), lv.gone.ch)
 				off += n
+				s.noteServed(lv, key, f, off)
 				if err != nil || rc.Flush() != nil {
 					return
 				}
@@ -281,6 +303,10 @@ wait:
 	s.mu.Unlock()
 	if h == nil {
 		return // released meanwhile: incomplete, and the next fetch gets a 404
+	}
+	if why := h.broken[key]; why != "" {
+		broken(w, why)
+		return
 	}
 	g, size, err := openHeld(h, q.Consumer, q.Index)
 	if err != nil {

@@ -67,6 +67,11 @@ type held struct {
 	// partition has its live entry's signal, which streams that followed
 	// it while it ran wait on too.
 	gone *dropSignal
+	// broken are its files that streams took while the producer ran and
+	// that are not what they streamed (replaced, cut short): by
+	// "<consumer>/<index>", why (wire.EndReplaced, wire.EndShrank). Those
+	// are answered as broken streams.
+	broken map[string]string
 }
 
 // newHeld is a partition; gone is its producer's signal, nil for a new one.
@@ -105,6 +110,9 @@ type live struct {
 	// that followed the producer and goes on after it FINISHED ends when
 	// the partition is dropped.
 	gone *dropSignal
+	// files are what streams took of its files (checkStreamed), under the
+	// store's lock.
+	files map[string]*streamed
 }
 
 // Store keeps the partitions an executor holds, under one directory:
@@ -371,6 +379,9 @@ func (s *Store) commitFiles(lv *live) (*held, error) {
 		return fail(err)
 	}
 	h := newHeld(m, s.path(m.ID), sizes, lv.gone)
+	if h.broken = s.brokenFiles(lv, data); len(h.broken) > 0 {
+		s.log.Warn("a producer changed files it was streaming (a pipelined output must only grow): those are answered as broken", "execution", m.ID, "files", h.broken)
+	}
 	s.mu.Lock()
 	err = os.MkdirAll(filepath.Dir(h.dir), 0o700)
 	if err == nil {

@@ -1,0 +1,128 @@
+package partition
+
+import (
+	"bytes"
+	"os"
+
+	"jobmaster/wire"
+)
+
+// A running producer's pipelined output must only grow. A stream checks
+// that within one answer; across answers (a consumer's fetch resumes after
+// its connection broke, and the resumed answer opens the file by its name
+// again) the store remembers, for each file streamed, the file first
+// opened, how far streams of it went and the bytes just before that, so
+// that a file replaced, cut short, or cut and written again between two
+// answers is a broken stream rather than bytes of two files spliced
+// together. A partition whose files are not what was streamed of them
+// answers every later fetch of those files as broken too.
+
+// tailLen is how many bytes before the furthest point served are kept to
+// compare when a stream resumes there.
+const tailLen = 64
+
+// streamed is what streams have taken of one file of a running producer.
+type streamed struct {
+	file   os.FileInfo // as first opened for a stream
+	served int64       // the furthest byte sent
+	tail   []byte      // the bytes before served (at most tailLen)
+}
+
+// checkStreamed is the check of file key (consumer/index) of lv opened for
+// a stream: "" if it is the file streams of it had, at least as long as
+// they went and with the bytes they sent there, else why not
+// (wire.EndReplaced, wire.EndShrank). The first file opened is the one.
+func (s *Store) checkStreamed(lv *live, key string, f *os.File) string {
+	fi, err := f.Stat()
+	if err != nil {
+		return wire.EndReplaced
+	}
+	s.mu.Lock()
+	rec := lv.files[key]
+	if rec == nil {
+		if lv.files == nil {
+			lv.files = map[string]*streamed{}
+		}
+		lv.files[key] = &streamed{file: fi}
+		s.mu.Unlock()
+		return ""
+	}
+	file, served, tail := rec.file, rec.served, rec.tail
+	s.mu.Unlock()
+	return compareStreamed(file, served, tail, f, fi)
+}
+
+// compareStreamed compares f (whose stat is fi) with what was streamed of
+// a file: file, served bytes, their tail.
+func compareStreamed(file os.FileInfo, served int64, tail []byte, f *os.File, fi os.FileInfo) string {
+	if !os.SameFile(file, fi) {
+		return wire.EndReplaced
+	}
+	if fi.Size() < served {
+		return wire.EndShrank
+	}
+	if len(tail) > 0 {
+		got := make([]byte, len(tail))
+		if n, _ := f.ReadAt(got, served-int64(len(tail))); n != len(got) || !bytes.Equal(got, tail) {
+			return wire.EndShrank // cut short, then written again
+		}
+	}
+	return ""
+}
+
+// noteServed records that a stream of file key of lv (f) went to off.
+func (s *Store) noteServed(lv *live, key string, f *os.File, off int64) {
+	s.mu.Lock()
+	rec := lv.files[key]
+	if rec == nil || off <= rec.served {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	n := min(off, tailLen)
+	tail := make([]byte, n)
+	if m, _ := f.ReadAt(tail, off-n); int64(m) != n {
+		return
+	}
+	s.mu.Lock()
+	if off > rec.served {
+		rec.served, rec.tail = off, tail
+	}
+	s.mu.Unlock()
+}
+
+// brokenFiles is, for a producer that FINISHED, the files streams took of
+// it whose final form (under data, the partition's data directory) is not
+// what they were streaming: by key, why.
+func (s *Store) brokenFiles(lv *live, data string) map[string]string {
+	s.mu.Lock()
+	recs := make(map[string]streamed, len(lv.files))
+	for k, r := range lv.files {
+		recs[k] = *r
+	}
+	s.mu.Unlock()
+	var out map[string]string
+	for key, r := range recs {
+		why := ""
+		f, err := os.Open(data + "/" + key)
+		if err != nil {
+			if r.served > 0 {
+				why = wire.EndShrank
+			}
+		} else {
+			if fi, err := f.Stat(); err != nil {
+				why = wire.EndReplaced
+			} else {
+				why = compareStreamed(r.file, r.served, r.tail, f, fi)
+			}
+			f.Close()
+		}
+		if why != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[key] = why
+		}
+	}
+	return out
+}
