@@ -38,6 +38,11 @@ type LogOptions struct {
 	// Follow reads on as the task writes, until it has ended; the reader
 	// then returns io.EOF, or ErrLogCut if the connection broke first.
 	Follow bool
+	// Attempt, when not nil, is the attempt whose log to read (default:
+	// the current one). An earlier attempt's executor is not in the job's
+	// state: the executor of the current attempt is asked first, then
+	// every other one the cluster lists, until one has the log.
+	Attempt *int
 }
 
 // ErrLogCut is the error of a followed log whose connection broke before
@@ -58,6 +63,9 @@ func (c *Client) LogsOf(ctx context.Context, jobID, vertex string, subtask int, 
 	if err != nil {
 		return nil, err
 	}
+	if o.Attempt != nil && *o.Attempt != st.Attempt {
+		return c.earlierAttemptLogs(ctx, job, vertex, st, *o.Attempt, stream, o.Follow)
+	}
 	if st.ExecutionID == "" || st.Executor == "" {
 		return nil, fmt.Errorf("subtask %s[%d] of job %q has not run yet (state %s): no logs", vertex, subtask, jobID, st.State)
 	}
@@ -75,6 +83,52 @@ func (c *Client) LogsOf(ctx context.Context, jobID, vertex string, subtask int, 
 		return nil, fmt.Errorf("executor %q advertises a bad HTTP address: %w", exec.ID, err)
 	}
 	return c.executorLogs(ctx, exec, base, st.ExecutionID, stream, o.Follow)
+}
+
+// earlierAttemptLogs reads the log of an earlier attempt of subtask st:
+// from the executor of the current attempt if it has it, else from the
+// first other executor that does.
+func (c *Client) earlierAttemptLogs(ctx context.Context, job *api.Job, vertex string, st *api.Subtask, attempt int, stream string, follow bool) (io.ReadCloser, error) {
+	if attempt < 0 || attempt > st.Attempt {
+		return nil, fmt.Errorf("subtask %s[%d] of job %q has had attempts 0 to %d: no attempt %d", vertex, st.Index, job.ID, st.Attempt, attempt)
+	}
+	id := fmt.Sprintf("%s/%s/%d/%d", job.ID, vertex, st.Index, attempt)
+	cluster, err := c.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	order := make([]*api.Executor, 0, len(cluster.Executors))
+	if x := findExecutor(cluster, st.Executor); x != nil {
+		order = append(order, x)
+	}
+	for i := range cluster.Executors {
+		if x := &cluster.Executors[i]; x.ID != st.Executor {
+			order = append(order, x)
+		}
+	}
+	var unreachable []string
+	for _, x := range order {
+		if x.HTTPAddr == "" {
+			continue
+		}
+		base, err := parseAddress(x.HTTPAddr, schemeOf(c.addrs[c.first()]))
+		if err != nil {
+			continue
+		}
+		logs, err := c.executorLogs(ctx, x, base, id, stream, follow)
+		if err == nil {
+			return logs, nil
+		}
+		if apiErr, ok := errors.AsType[*APIError](err); ok && apiErr.StatusCode == http.StatusNotFound {
+			continue
+		}
+		unreachable = append(unreachable, x.ID)
+	}
+	msg := fmt.Sprintf("no executor has the logs of %s (attempt %d of %s[%d]): the one that ran it deleted them (--gc-retention) or is gone", id, attempt, vertex, st.Index)
+	if len(unreachable) > 0 {
+		msg += fmt.Sprintf("; %s did not answer", strings.Join(unreachable, ", "))
+	}
+	return nil, errors.New(msg)
 }
 
 // FindSubtask returns the subtask with the given index of a job's vertex, or

@@ -228,6 +228,22 @@ func TestJobLogs(t *testing.T) {
 		assert.Equal(t, 2, r.code)
 		assert.Contains(t, r.stderr, "SUBTASK must be a subtask index")
 	}
+
+	// An earlier attempt's log, from the executor that has it.
+	f.mu.Lock()
+	st := &f.jobs["wc"].job.Vertices[0].Subtasks[1]
+	require.Equal(t, "wc/split/1/0", st.ExecutionID)
+	st.Attempt, st.ExecutionID = 2, "wc/split/1/2"
+	f.mu.Unlock()
+	r = runCLI(f.addr(), "job", "logs", "wc", "split", "1", "--attempt", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "stdout of wc/split/1/1\n", r.stdout)
+	r = runCLI(f.addr(), "job", "logs", "wc", "split", "1", "--attempt", "3")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, `subtask split[1] of job "wc" has had attempts 0 to 2: no attempt 3`)
+	r = runCLI(f.addr(), "job", "logs", "wc", "split", "1", "--attempt", "-1")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "--attempt must be an attempt number")
 }
 
 func TestMembers(t *testing.T) {

@@ -19,17 +19,20 @@ import (
 // newJobLogsCmd builds `jobmaster job logs JOB VERTEX SUBTASK [--stderr] [-f]`.
 func newJobLogsCmd(o *clientOpts) *cobra.Command {
 	var stderr, follow bool
+	var attempt int
 	cmd := &cobra.Command{
 		Use:   "logs JOB VERTEX SUBTASK",
-		Short: "Print the stdout (or stderr) of a subtask's current attempt",
+		Short: "Print the stdout (or stderr) of a subtask's current attempt, or of an earlier one",
 		Long: `Print the stdout (or, with --stderr, the stderr) of the current attempt of
 one subtask, read from the executor that runs or ran it. SUBTASK is the
 0-based subtask index. The output is the raw log, with or without --json.
+--attempt N reads attempt N instead (the executors are asked in turn, the
+current attempt's first), as long as its executor keeps it (--gc-retention).
 
 With -f (--follow) the command prints what the task writes as it writes it,
 and exits once the task has ended (waiting first, if the subtask has not
 been placed yet); it says on stderr how the task ended.`,
-		Example: "  jobmaster job logs wc-1 split 0\n  jobmaster job logs wc-1 count 1 --stderr\n  jobmaster job logs wc-1 report 0 -f",
+		Example: "  jobmaster job logs wc-1 split 0\n  jobmaster job logs wc-1 count 1 --stderr\n  jobmaster job logs wc-1 report 0 -f\n  jobmaster job logs wc-1 split 0 --attempt 0   # the attempt before a restart",
 		Args:    exactArgs("JOB", "VERTEX", "SUBTASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			subtask, err := strconv.Atoi(args[2])
@@ -40,11 +43,19 @@ been placed yet); it says on stderr how the task ended.`,
 			if stderr {
 				stream = client.Stderr
 			}
-			return printLogs(cmd, o, args[0], args[1], subtask, client.LogOptions{Stream: stream, Follow: follow})
+			lo := client.LogOptions{Stream: stream, Follow: follow}
+			if cmd.Flags().Changed("attempt") {
+				if attempt < 0 {
+					return usageErrorf(cmd, "--attempt must be an attempt number (0, 1, ...), got %d", attempt)
+				}
+				lo.Attempt = &attempt
+			}
+			return printLogs(cmd, o, args[0], args[1], subtask, lo)
 		},
 	}
 	cmd.Flags().BoolVar(&stderr, "stderr", false, "print stderr instead of stdout")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing what the task writes until it ends, then exit")
+	cmd.Flags().IntVar(&attempt, "attempt", 0, "read this attempt's log instead of the current one's")
 	o.staleFlag(cmd)
 	return cmd
 }
@@ -60,7 +71,7 @@ func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask in
 	}
 	defer c.Close()
 	ctx := cmd.Context()
-	if lo.Follow {
+	if lo.Follow && lo.Attempt == nil {
 		if err := waitPlaced(ctx, c, job, vertex, subtask); err != nil {
 			return err
 		}
@@ -79,7 +90,7 @@ func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask in
 		}
 		return fmt.Errorf("read the logs of %s[%d]: %w", vertex, subtask, err)
 	}
-	if lo.Follow {
+	if lo.Follow && lo.Attempt == nil {
 		if st := recordedEnd(ctx, c, job, vertex, subtask); st != nil {
 			fmt.Fprintln(cmd.ErrOrStderr(), endedLine(vertex, st))
 		}
