@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -194,7 +195,12 @@ func pipelined() []wire.Output {
 // runningProducer is a store serving a running producer whose pipelined
 // output for "count" is written in out, and its address.
 func runningProducer(t *testing.T) (*Store, string, Meta, string) {
-	s, err := Open(t.TempDir(), quiet())
+	return runningProducerIn(t, t.TempDir())
+}
+
+// runningProducerIn is runningProducer with the store in dir.
+func runningProducerIn(t *testing.T, dir string) (*Store, string, Meta, string) {
+	s, err := Open(dir, quiet())
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	out := filepath.Join(t.TempDir(), "output")
@@ -525,6 +531,115 @@ func TestAResumedStreamIsHeldToTheFileStreamed(t *testing.T) {
 	after.Body.Close()
 	require.Equal(t, "rows\n", string(rest))
 	require.Equal(t, wire.EndComplete, after.Trailer.Get(wire.HeaderEnd))
+}
+
+// What a file found broken is stays so across a restart of the executor;
+// a file of which nothing was sent may be replaced (nothing to splice).
+func TestABrokenFileStaysBrokenAndAnUnsentOneMayBeReplaced(t *testing.T) {
+	dir := t.TempDir()
+	s, out, m, addr := runningProducerIn(t, dir)
+	get := func(addr string, index, off int) (string, string, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+wire.PathPartitionData+"?"+Query(Source{Producer: m.ID, Consumer: "count", Index: index, Follow: true}, int64(off)).Encode(), nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b), resp.Trailer.Get(wire.HeaderEnd), resp.Trailer.Get(wire.HeaderEndWhy)
+	}
+	// count/0: 7 bytes sent, then replaced. count/1: opened empty, nothing
+	// sent, then replaced.
+	zero, one := filepath.Join(out, "count", "0"), filepath.Join(out, "count", "1")
+	require.NoError(t, os.WriteFile(zero, []byte("header\n"), 0o600))
+	require.NoError(t, os.WriteFile(one, nil, 0o600))
+	for _, x := range []struct {
+		index, want int
+	}{{0, 7}, {1, 0}} {
+		resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Index: x.index}, 0).Encode())
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Len(t, b, x.want)
+	}
+	for _, f := range []string{zero, one} {
+		require.NoError(t, os.WriteFile(f+".tmp", []byte("other\nrows\n"), 0o600))
+		require.NoError(t, os.Rename(f+".tmp", f))
+	}
+	_, err := s.Commit(m.ID)
+	require.NoError(t, err)
+	body, end, _ := get(addr, 1, 0)
+	require.Equal(t, "other\nrows\n", body)
+	require.Equal(t, wire.EndComplete, end, "nothing was sent of it: the file it ended with is the one")
+	_, end, why := get(addr, 0, 7)
+	require.Equal(t, wire.EndFailed+"/"+wire.EndReplaced, end+"/"+why)
+
+	s.Close()
+	s2, err := Open(dir, quiet())
+	require.NoError(t, err)
+	t.Cleanup(s2.Close)
+	addr2 := startHolder(t, &holder{s: s2})
+	_, end, why = get(addr2, 0, 7)
+	require.Equal(t, wire.EndFailed+"/"+wire.EndReplaced, end+"/"+why, "after a restart too")
+	body, end, _ = get(addr2, 1, 0)
+	require.Equal(t, "other\nrows\n"+wire.EndComplete, body+end)
+}
+
+// Streams of a file its producer only appends to, resuming again and
+// again side by side, are never found broken.
+func TestResumingStreamsOfAnAppendedFileAreNeverBroken(t *testing.T) {
+	s, out, m, addr := runningProducer(t)
+	file := filepath.Join(out, "count", "0")
+	w, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	require.NoError(t, err)
+	line := []byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var broken []string
+	var resumes atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			off := 0
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, int64(off)).Encode())
+				if err != nil {
+					continue
+				}
+				buf := make([]byte, 4096)
+				n, _ := resp.Body.Read(buf) // some, then break the connection
+				off += n
+				resp.Body.Close()
+				resumes.Add(1)
+				if why := resp.Trailer.Get(wire.HeaderEndWhy); why != "" {
+					mu.Lock()
+					broken = append(broken, why)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	// Until the streams have resumed often enough (or the file is 13 MB).
+	for i := 0; i < 200_000 && resumes.Load() < 1000; i++ {
+		_, err := w.Write(line)
+		require.NoError(t, err)
+	}
+	close(stop)
+	wg.Wait()
+	require.NoError(t, w.Close())
+	_, err = s.Commit(m.ID)
+	require.NoError(t, err)
+	require.Empty(t, broken)
 }
 
 type fullDisk struct{}

@@ -45,6 +45,10 @@ type Meta struct {
 	Outputs []wire.Output `json:"outputs"`
 	// Bytes is the partition's size: the sum of the files that count.
 	Bytes int64 `json:"bytes"`
+	// Broken are the files of a partition that streams took while its
+	// producer ran and that are not what they streamed (held.broken), kept
+	// so that an executor started again answers them as broken too.
+	Broken map[string]string `json:"broken,omitempty"`
 }
 
 func (m Meta) partition() wire.Partition {
@@ -79,7 +83,7 @@ func newHeld(m Meta, dir string, sizes map[string]int64, gone *dropSignal) *held
 	if gone == nil {
 		gone = newDropSignal()
 	}
-	return &held{meta: m, dir: dir, sizes: sizes, gone: gone}
+	return &held{meta: m, dir: dir, sizes: sizes, gone: gone, broken: m.Broken}
 }
 
 // dropSignal is closed, once, when what it belongs to is dropped.
@@ -371,6 +375,9 @@ func (s *Store) commitFiles(lv *live) (*held, error) {
 	if m.Bytes, sizes, err = scan(data, m.Outputs, m.Subtask, true); err != nil {
 		return fail(err)
 	}
+	if m.Broken = s.brokenFiles(lv, data); len(m.Broken) > 0 {
+		s.log.Warn("a producer changed files it was streaming (a pipelined output must only grow): those are answered as broken", "execution", m.ID, "files", m.Broken)
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return fail(err)
@@ -379,9 +386,6 @@ func (s *Store) commitFiles(lv *live) (*held, error) {
 		return fail(err)
 	}
 	h := newHeld(m, s.path(m.ID), sizes, lv.gone)
-	if h.broken = s.brokenFiles(lv, data); len(h.broken) > 0 {
-		s.log.Warn("a producer changed files it was streaming (a pipelined output must only grow): those are answered as broken", "execution", m.ID, "files", h.broken)
-	}
 	s.mu.Lock()
 	err = os.MkdirAll(filepath.Dir(h.dir), 0o700)
 	if err == nil {
@@ -474,7 +478,6 @@ func (s *Store) Discard(id string) {
 	s.mu.Unlock()
 	if lv != nil {
 		s.settle(lv, nil)
-		lv.gone.fire()
 		if lv.out != "" {
 			_ = os.RemoveAll(lv.out)
 		}

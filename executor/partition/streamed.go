@@ -33,23 +33,41 @@ type streamed struct {
 // they went and with the bytes they sent there, else why not
 // (wire.EndReplaced, wire.EndShrank). The first file opened is the one.
 func (s *Store) checkStreamed(lv *live, key string, f *os.File) string {
+	// The record first, then the file's size: another stream may take the
+	// record further meanwhile, and a size read before that would look
+	// short of it.
+	s.mu.Lock()
+	rec := lv.files[key]
+	var r streamed
+	if rec != nil {
+		r = *rec
+	}
+	s.mu.Unlock()
 	fi, err := f.Stat()
 	if err != nil {
 		return wire.EndReplaced
 	}
-	s.mu.Lock()
-	rec := lv.files[key]
-	if rec == nil {
-		if lv.files == nil {
-			lv.files = map[string]*streamed{}
+	if rec == nil || r.served == 0 {
+		// First opened, or nothing sent of it yet (nothing to splice): this
+		// file is the one.
+		s.mu.Lock()
+		if cur := lv.files[key]; cur == nil {
+			if lv.files == nil {
+				lv.files = map[string]*streamed{}
+			}
+			lv.files[key] = &streamed{file: fi}
+		} else if cur.served == 0 {
+			cur.file = fi
+		} else {
+			r = *cur
+			rec = cur
 		}
-		lv.files[key] = &streamed{file: fi}
 		s.mu.Unlock()
-		return ""
+		if r.served == 0 {
+			return ""
+		}
 	}
-	file, served, tail := rec.file, rec.served, rec.tail
-	s.mu.Unlock()
-	return compareStreamed(file, served, tail, f, fi)
+	return compareStreamed(r.file, r.served, r.tail, f, fi)
 }
 
 // compareStreamed compares f (whose stat is fi) with what was streamed of
@@ -103,12 +121,13 @@ func (s *Store) brokenFiles(lv *live, data string) map[string]string {
 	s.mu.Unlock()
 	var out map[string]string
 	for key, r := range recs {
+		if r.served == 0 {
+			continue // nothing of it was sent: nothing to splice
+		}
 		why := ""
 		f, err := os.Open(data + "/" + key)
 		if err != nil {
-			if r.served > 0 {
-				why = wire.EndShrank
-			}
+			why = wire.EndShrank
 		} else {
 			if fi, err := f.Stat(); err != nil {
 				why = wire.EndReplaced
