@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/fsm"
 	"jobmaster/transport"
 )
 
@@ -517,19 +520,31 @@ func TestSnapshotThroughStandardStreams(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "saved earlier", string(restored))
 
-	// A backup an older save to standard output made ends with its line:
-	// the restore sends the bytes before it, and says so.
+	// A backup an older save to standard output made ends with its line
+	// (or its --json answer) right after the snapshot's binary bytes: the
+	// restore sends the bytes before it, and says so.
+	var real bytes.Buffer
+	_, err := fsm.NewState().Capture().WriteTo(&real)
+	require.NoError(t, err)
+	snapBytes := real.Bytes()
 	old := filepath.Join(t.TempDir(), "old.snap")
-	require.NoError(t, os.WriteFile(old, []byte("snap\nshot\nSaved 10 bytes to /dev/stdout (the state at index 17)\n"), 0o600))
-	r = runCLI(snap, "operator", "snapshot", "restore", old)
-	require.Equal(t, 0, r.code, r.stderr)
-	assert.Equal(t, "snap\nshot\n", string(restored))
-	assert.Contains(t, r.stderr, "which an older 'snapshot save' to standard output wrote into the backup; restoring the 10 bytes before it")
+	for _, tail := range []string{
+		fmt.Sprintf("Saved %d bytes to /dev/stdout (the state at index 17)\n", len(snapBytes)),
+		fmt.Sprintf("Saved %d bytes to /tmp/Saved 3 bytes to x\n", len(snapBytes)),
+		fmt.Sprintf("{\n  \"file\": \"/dev/stdout\",\n  \"bytes\": %d,\n  \"index\": 17\n}\n", len(snapBytes)),
+	} {
+		require.NoError(t, os.WriteFile(old, append(append([]byte(nil), snapBytes...), tail...), 0o600))
+		r = runCLI(snap, "operator", "snapshot", "restore", old)
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Equal(t, snapBytes, restored, tail)
+		assert.Contains(t, r.stderr, fmt.Sprintf("which an older 'snapshot save' to standard output wrote into the backup; restoring the %d bytes before it", len(snapBytes)))
+	}
 	// A line that does not count the bytes before it is not taken off.
-	require.NoError(t, os.WriteFile(old, []byte("snap\nSaved 10 bytes to /dev/stdout\n"), 0o600))
+	wrong := append(append([]byte(nil), snapBytes...), "Saved 10 bytes to /dev/stdout\n"...)
+	require.NoError(t, os.WriteFile(old, wrong, 0o600))
 	r = runCLI(snap, "operator", "snapshot", "restore", old)
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Equal(t, "snap\nSaved 10 bytes to /dev/stdout\n", string(restored))
+	assert.Equal(t, wrong, restored)
 
 	missing := filepath.Join(t.TempDir(), "nodir", "b.snap")
 	r = runCLI(snap, "operator", "snapshot", "save", missing)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -161,25 +162,38 @@ expects but no executor runs are failed and restarted).`,
 }
 
 // savedLine is the line 'operator snapshot save' printed; before standard
-// output was written as a stream, a save to it put the line after the
-// snapshot's bytes.
-var savedLine = regexp.MustCompile(`^Saved ([0-9]+) bytes to [^\n]*\n$`)
+// output was written as a stream, a save to it put the line (or, with
+// --json, its JSON) right after the snapshot's bytes.
+var savedLine = regexp.MustCompile(`\ASaved ([0-9]+) bytes to [^\n]*\n\z`)
 
 // savedLineAfter finds such a line at the end of data, naming the count of
-// the bytes before it exactly, and returns those bytes and the line.
+// the bytes before it exactly, and returns those bytes and the line. The
+// snapshot is binary: the line is looked for at each "Saved " or "{" from
+// the end.
 func savedLineAfter(data []byte) ([]byte, string, bool) {
 	if len(data) < 2 || data[len(data)-1] != '\n' {
 		return nil, "", false
 	}
-	start := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
-	m := savedLine.FindSubmatch(data[start:])
-	if m == nil {
-		return nil, "", false
+	for i := bytes.LastIndex(data, []byte("Saved ")); i > 0; i = bytes.LastIndex(data[:i], []byte("Saved ")) {
+		if m := savedLine.FindSubmatch(data[i:]); m != nil {
+			if n, err := strconv.Atoi(string(m[1])); err == nil && n == i {
+				return data[:i], strings.TrimSuffix(string(data[i:]), "\n"), true
+			}
+		}
 	}
-	if n, err := strconv.Atoi(string(m[1])); err != nil || n != start {
-		return nil, "", false
+	// The --json answer: an object naming the file, the bytes and the index.
+	for i := bytes.LastIndexByte(data, '{'); i > 0 && len(data)-i <= 64<<10; i = bytes.LastIndexByte(data[:i], '{') {
+		var saved snapshotSaved
+		dec := json.NewDecoder(bytes.NewReader(data[i:]))
+		dec.DisallowUnknownFields()
+		if dec.Decode(&saved) != nil || saved.Bytes != i || saved.File == "" {
+			continue
+		}
+		if len(bytes.TrimSpace(data[i+int(dec.InputOffset()):])) == 0 {
+			return data[:i], oneLine(strings.TrimSpace(string(data[i:]))), true
+		}
 	}
-	return data[:start], strings.TrimSuffix(string(data[start:]), "\n"), true
+	return nil, "", false
 }
 
 // writeFileAtomic writes data to path through a file beside it, synced and
