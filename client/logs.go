@@ -41,7 +41,9 @@ type LogOptions struct {
 	// Attempt, when not nil, is the attempt whose log to read (default:
 	// the current one). An earlier attempt's executor is not in the job's
 	// state: the executor of the current attempt is asked first, then
-	// every other one the cluster lists, until one has the log.
+	// every other one the cluster lists, until one has the log. A job id
+	// used again goes on from the attempt numbers of the job before it: an
+	// attempt below this job's first may be that job's.
 	Attempt *int
 }
 
@@ -90,7 +92,7 @@ func (c *Client) LogsOf(ctx context.Context, jobID, vertex string, subtask int, 
 // first other executor that does.
 func (c *Client) earlierAttemptLogs(ctx context.Context, job *api.Job, vertex string, st *api.Subtask, attempt int, stream string, follow bool) (io.ReadCloser, error) {
 	if attempt < 0 || attempt > st.Attempt {
-		return nil, fmt.Errorf("subtask %s[%d] of job %q has had attempts 0 to %d: no attempt %d", vertex, st.Index, job.ID, st.Attempt, attempt)
+		return nil, fmt.Errorf("subtask %s[%d] of job %q is at attempt %d: no attempt %d", vertex, st.Index, job.ID, st.Attempt, attempt)
 	}
 	id := fmt.Sprintf("%s/%s/%d/%d", job.ID, vertex, st.Index, attempt)
 	cluster, err := c.Cluster(ctx)
@@ -119,14 +121,19 @@ func (c *Client) earlierAttemptLogs(ctx context.Context, job *api.Job, vertex st
 		if err == nil {
 			return logs, nil
 		}
-		if apiErr, ok := errors.AsType[*APIError](err); ok && apiErr.StatusCode == http.StatusNotFound {
+		apiErr, ok := errors.AsType[*APIError](err)
+		switch {
+		case ok && apiErr.StatusCode == http.StatusNotFound:
 			continue
+		case ok:
+			unreachable = append(unreachable, fmt.Sprintf("%s (HTTP %d: %s)", x.ID, apiErr.StatusCode, apiErr.Message))
+		default:
+			unreachable = append(unreachable, x.ID+" (no answer)")
 		}
-		unreachable = append(unreachable, x.ID)
 	}
 	msg := fmt.Sprintf("no executor has the logs of %s (attempt %d of %s[%d]): the one that ran it deleted them (--gc-retention) or is gone", id, attempt, vertex, st.Index)
 	if len(unreachable) > 0 {
-		msg += fmt.Sprintf("; %s did not answer", strings.Join(unreachable, ", "))
+		msg += "; not asked successfully: " + strings.Join(unreachable, ", ")
 	}
 	return nil, errors.New(msg)
 }

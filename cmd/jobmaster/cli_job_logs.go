@@ -28,6 +28,8 @@ one subtask, read from the executor that runs or ran it. SUBTASK is the
 0-based subtask index. The output is the raw log, with or without --json.
 --attempt N reads attempt N instead (the executors are asked in turn, the
 current attempt's first), as long as its executor keeps it (--gc-retention).
+A job id used again goes on from the attempt numbers of the job before it,
+so an attempt below this job's first may be that earlier job's.
 
 With -f (--follow) the command prints what the task writes as it writes it,
 and exits once the task has ended (waiting first, if the subtask has not
@@ -71,6 +73,15 @@ func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask in
 	}
 	defer c.Close()
 	ctx := cmd.Context()
+	if lo.Attempt != nil {
+		// The current attempt asked by its number is the current attempt:
+		// followed as one, waited for if not placed yet.
+		if j, err := c.Job(ctx, job); err == nil {
+			if st, err := client.FindSubtask(j, vertex, subtask); err == nil && st.Attempt == *lo.Attempt {
+				lo.Attempt = nil
+			}
+		}
+	}
 	if lo.Follow && lo.Attempt == nil {
 		if err := waitPlaced(ctx, c, job, vertex, subtask); err != nil {
 			return err
