@@ -1,11 +1,13 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -346,4 +348,34 @@ func TestACancelOrAShutdownStopsAFetchInFlight(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, wire.StateCanceled, st.State)
 	require.Equal(t, "executor shutting down", st.Message)
+}
+
+// An executor says in its own log when its disk turns full and when it
+// clears, once each (the leader places nothing there meanwhile).
+func TestDiskFullIsLoggedOnItsChanges(t *testing.T) {
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	e := startExecutor(t, Config{Runtime: RuntimeExec, DiskReserve: 1 << 62,
+		Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logged, mu: &mu}, nil))})
+	require.True(t, e.diskFullNow())
+	require.True(t, e.diskFullNow())
+	e.cfg.DiskReserve = 0
+	require.False(t, e.diskFullNow())
+	mu.Lock()
+	out := logged.String()
+	mu.Unlock()
+	require.Equal(t, 1, strings.Count(out, "data directory's disk full: less than --disk-reserve free"), out)
+	require.Equal(t, 1, strings.Count(out, "data directory's disk no longer full"), out)
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"jobmaster/executor/partition"
@@ -36,9 +37,11 @@ const (
 
 // Executor is an executor node. Build it with New, then Start it.
 type Executor struct {
-	cfg      Config
-	log      *slog.Logger
-	instance string
+	cfg Config
+	log *slog.Logger
+	// diskFullSaid is the disk-full state last logged (diskFullNow).
+	diskFullSaid atomic.Bool
+	instance     string
 
 	lifeMu sync.Mutex // serializes Start, Shutdown and Crash
 

@@ -63,10 +63,21 @@ func (e *Executor) storageErrorLocked() string {
 
 // diskFullNow reports whether the data directory's filesystem has less
 // than the reserve left (exec runtime only: sim tasks write nothing).
+// It logs each change, so that the executor's own log says why it gets no
+// work.
 func (e *Executor) diskFullNow() bool {
 	if e.cfg.Runtime != RuntimeExec {
 		return false
 	}
 	avail := availBytes(e.cfg.DataDir)
-	return avail >= 0 && avail < e.cfg.DiskReserve
+	full := avail >= 0 && avail < e.cfg.DiskReserve
+	if e.diskFullSaid.Swap(full) != full {
+		if full {
+			e.log.Warn("data directory's disk full: less than --disk-reserve free; the leader places no new work here until it clears",
+				"dir", e.cfg.DataDir, "available_bytes", avail, "disk_reserve", e.cfg.DiskReserve)
+		} else {
+			e.log.Info("data directory's disk no longer full: new work may be placed here", "dir", e.cfg.DataDir, "available_bytes", avail)
+		}
+	}
+	return full
 }

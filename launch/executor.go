@@ -65,6 +65,9 @@ func ExecutorFlags(fs *pflag.FlagSet, o *Executor) {
 func (o *Executor) Check() error {
 	c := &o.Config
 	var errs []error
+	if c.Slots < 0 {
+		errs = append(errs, fmt.Errorf("--slots must not be negative, got %d (0: the default, %d)", c.Slots, executor.DefaultSlots))
+	}
 	if c.DrainGrace < 0 {
 		errs = append(errs, fmt.Errorf("--drain-grace must not be negative, got %s (0: stop at once)", c.DrainGrace))
 	}

@@ -164,6 +164,7 @@ func TestCheckRefusesMeaninglessFlagValues(t *testing.T) {
 	require.NoError(t, ok.Check())
 	for flag, set := range map[string]func(*Executor){
 		"--drain-grace must not be negative":               func(o *Executor) { o.DrainGrace = -time.Second },
+		"--slots must not be negative, got -1":             func(o *Executor) { o.Slots = -1 },
 		"--task-log-max-files must be between 1 and 1000":  func(o *Executor) { o.TaskLogMaxFiles = 0 },
 		"--task-log-max-files must be between 1 and 1000,": func(o *Executor) { o.TaskLogMaxFiles = 1001 },
 		"--task-log-max-size must be positive":             func(o *Executor) { o.TaskLogMaxSize = 0 },

@@ -513,13 +513,16 @@ func TestSnapshotThroughStandardStreams(t *testing.T) {
 		w.Header().Set(api.IndexHeader, "17")
 		_, _ = w.Write([]byte("snapshot bytes"))
 	})
-	for _, to := range []string{"-", "/dev/stdout"} {
+	for to, said := range map[string]string{"-": "standard output", "/dev/stdout": "/dev/stdout"} {
 		r := runCLI(snap, "operator", "snapshot", "save", to)
 		require.Equal(t, 0, r.code, r.stderr)
 		assert.Equal(t, "snapshot bytes", r.stdout, to)
-		assert.Equal(t, "Saved 14 bytes to "+to+" (the state at index 17)\n", r.stderr, to)
+		assert.Equal(t, "Saved 14 bytes to "+said+" (the state at index 17)\n", r.stderr, to)
 	}
-	r := cli{env: map[string]string{addressEnv: snap}, stdin: "saved earlier"}.run("operator", "snapshot", "restore", "-")
+	r := cli{env: map[string]string{addressEnv: snap}}.run("operator", "snapshot", "restore", "-")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "- is empty: no snapshot to restore")
+	r = cli{env: map[string]string{addressEnv: snap}, stdin: "saved earlier"}.run("operator", "snapshot", "restore", "-")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "saved earlier", string(restored))
 

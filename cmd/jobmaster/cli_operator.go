@@ -81,7 +81,11 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 			if o.json {
 				return printJSON(say, snapshotSaved{File: args[0], Bytes: len(data), Index: index})
 			}
-			fmt.Fprintf(say, "Saved %d bytes to %s (the state at index %d)\n", len(data), args[0], index)
+			to := args[0]
+			if to == "-" {
+				to = "standard output"
+			}
+			fmt.Fprintf(say, "Saved %d bytes to %s (the state at index %d)\n", len(data), to, index)
 			return nil
 		}),
 	}
@@ -91,7 +95,7 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 		Use:   "restore FILE",
 		Short: "Replace the cluster's state with a snapshot saved earlier (disaster recovery; - reads standard input)",
 		Long: `Replace the cluster's whole state with a snapshot saved by 'operator snapshot
-save'. Jobs submitted since the snapshot are gone; executors are reconciled
+save' (FILE, or - for standard input). Jobs submitted since the snapshot are gone; executors are reconciled
 against the restored state (tasks it does not expect are cancelled, tasks it
 expects but no executor runs are failed and restarted).`,
 		Args: exactArgs("FILE"),
@@ -105,6 +109,9 @@ expects but no executor runs are failed and restarted).`,
 			}
 			if err != nil {
 				return err
+			}
+			if len(data) == 0 {
+				return fmt.Errorf("%s is empty: no snapshot to restore", args[0])
 			}
 			if snap, line, ok := savedLineAfter(data); ok {
 				fmt.Fprintf(cmd.ErrOrStderr(), "Note: %s ends with the line %q, which an older 'snapshot save' to standard output wrote into the backup; restoring the %d bytes before it.\n", args[0], line, len(snap))

@@ -58,12 +58,18 @@ func slotNote(job *api.Job, cl *api.Cluster, need int, resources bool) string {
 	}
 	total, free, alive := 0, 0, 0
 	var cpu, mem int64 // the most free on one executor
+	var aside []string // alive executors that take no work, and why
 	for _, x := range cl.Executors {
 		if x.Status != "alive" && x.Status != api.ExecutorDrained || x.HTTPAddr == "" {
 			continue // no address: stopped, listed for the drain it is under
 		}
 		alive++
 		if x.Draining || x.DiskFull {
+			why := "draining"
+			if x.DiskFull {
+				why = "disk full"
+			}
+			aside = append(aside, x.ID+" ("+why+")")
 			continue
 		}
 		total += x.Slots
@@ -75,21 +81,27 @@ func slotNote(job *api.Job, cl *api.Cluster, need int, resources bool) string {
 			mem = max(mem, *x.FreeMemoryMB)
 		}
 	}
-	switch {
-	case alive == 0:
-		return "Waiting: no executor is alive to run it (see 'jobmaster members')."
-	case total == 0:
-		return "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list')."
-	case need > total:
-		return fmt.Sprintf("Waiting: it needs %d slots at once to start and the executors that take work have %d in all; it starts when more executors join.", need, total)
-	case need > 0 && free >= need && resources:
-		return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it starts when other jobs free them.", free, total, need, cpu, mem)
-	case need > 0 && free >= need:
-		return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs; the leader has not placed it yet (if it stays so, see the leader's log).", free, total, need)
-	case need > 0:
-		return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once to start, and starts when other jobs free them.", free, total, need)
+	note := func() string {
+		switch {
+		case alive == 0:
+			return "Waiting: no executor is alive to run it (see 'jobmaster members')."
+		case total == 0:
+			return "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list')."
+		case need > total:
+			return fmt.Sprintf("Waiting: it needs %d slots at once to start and the executors that take work have %d in all; it starts when more executors join.", need, total)
+		case need > 0 && free >= need && resources:
+			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it starts when other jobs free them.", free, total, need, cpu, mem)
+		case need > 0 && free >= need:
+			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs; the leader has not placed it yet (if it stays so, see the leader's log).", free, total, need)
+		case need > 0:
+			return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once to start, and starts when other jobs free them.", free, total, need)
+		}
+		return fmt.Sprintf("Waiting for slots: %d of %d are free; it starts when enough are free for its first region (and the CPU and memory its tasks declare).", free, total)
+	}()
+	if len(aside) > 0 && total > 0 {
+		note += " Not counted: " + strings.Join(aside, ", ") + "."
 	}
-	return fmt.Sprintf("Waiting for slots: %d of %d are free; it starts when enough are free for its first region (and the CPU and memory its tasks declare).", free, total)
+	return note
 }
 
 // waitOpts is how a waiting command polls: every interval; after

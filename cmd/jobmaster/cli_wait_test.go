@@ -170,7 +170,8 @@ func TestSlotNote(t *testing.T) {
 	// Draining and disk-full executors take no work: their slots do not count.
 	draining, full := exec(8, 8, "alive"), exec(8, 8, "alive")
 	draining.Draining, full.DiskFull = true, true
-	assert.Equal(t, "Waiting for slots: 1 of 4 are free; it needs 2 at once to start, and starts when other jobs free them.",
+	draining.ID, full.ID = "e2", "e3"
+	assert.Equal(t, "Waiting for slots: 1 of 4 are free; it needs 2 at once to start, and starts when other jobs free them. Not counted: e2 (draining), e3 (disk full).",
 		slotNote(job("SCHEDULED"), cluster(exec(4, 1, "alive"), draining, full), 2, false))
 	assert.Equal(t, "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list').",
 		slotNote(job("SCHEDULED"), cluster(draining, full), 2, false))

@@ -67,7 +67,11 @@ runs finish, and has what is left moved elsewhere, then stops.`,
 			if err := e.Start(); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster executor %s: %d slots, HTTP on %s\n", cfg.NodeID, cfg.Slots, e.Addr())
+			slots := cfg.Slots
+			if slots == 0 {
+				slots = executor.DefaultSlots
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster executor %s: %d slots, HTTP on %s\n", cfg.NodeID, slots, e.Addr())
 			serveUntilDone(cmd.Context(), e.Reload)
 			if cfg.DrainGrace > 0 {
 				dctx, dcancel := context.WithTimeout(context.Background(), cfg.DrainGrace+cfg.CancelGrace+5*time.Second)
