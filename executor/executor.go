@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"jobmaster/executor/partition"
@@ -39,8 +38,10 @@ const (
 type Executor struct {
 	cfg Config
 	log *slog.Logger
-	// diskFullSaid is the disk-full state last logged (diskFullNow).
-	diskFullSaid atomic.Bool
+	// diskFullSaid is the disk-full state last logged (diskFullNow,
+	// under diskMu).
+	diskMu       sync.Mutex
+	diskFullSaid bool
 	instance     string
 
 	lifeMu sync.Mutex // serializes Start, Shutdown and Crash

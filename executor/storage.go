@@ -69,9 +69,14 @@ func (e *Executor) diskFullNow() bool {
 	if e.cfg.Runtime != RuntimeExec {
 		return false
 	}
+	// Measured and compared under one lock: a report and a metrics scrape
+	// that measured in one order must not log in the other.
+	e.diskMu.Lock()
+	defer e.diskMu.Unlock()
 	avail := availBytes(e.cfg.DataDir)
 	full := avail >= 0 && avail < e.cfg.DiskReserve
-	if e.diskFullSaid.Swap(full) != full {
+	if e.diskFullSaid != full {
+		e.diskFullSaid = full
 		if full {
 			e.log.Warn("data directory's disk full: less than --disk-reserve free; the leader places no new work here until it clears",
 				"dir", e.cfg.DataDir, "available_bytes", avail, "disk_reserve", e.cfg.DiskReserve)

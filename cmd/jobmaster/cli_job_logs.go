@@ -73,16 +73,18 @@ func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask in
 	}
 	defer c.Close()
 	ctx := cmd.Context()
-	if lo.Attempt != nil {
-		// The current attempt asked by its number is the current attempt:
-		// followed as one, waited for if not placed yet.
+	// The current attempt asked by its number is followed as the current
+	// one: waited for if not placed yet, its end said. Its number stays
+	// asked: a restart meanwhile does not turn it into the next attempt.
+	current := lo.Attempt == nil
+	if !current {
 		if j, err := c.Job(ctx, job); err == nil {
 			if st, err := client.FindSubtask(j, vertex, subtask); err == nil && st.Attempt == *lo.Attempt {
-				lo.Attempt = nil
+				current = true
 			}
 		}
 	}
-	if lo.Follow && lo.Attempt == nil {
+	if lo.Follow && current {
 		if err := waitPlaced(ctx, c, job, vertex, subtask); err != nil {
 			return err
 		}
@@ -101,7 +103,7 @@ func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask in
 		}
 		return fmt.Errorf("read the logs of %s[%d]: %w", vertex, subtask, err)
 	}
-	if lo.Follow && lo.Attempt == nil {
+	if lo.Follow && current {
 		if st := recordedEnd(ctx, c, job, vertex, subtask); st != nil {
 			fmt.Fprintln(cmd.ErrOrStderr(), endedLine(vertex, st))
 		}

@@ -99,7 +99,13 @@ func slotNote(job *api.Job, cl *api.Cluster, need int, resources bool) string {
 		return fmt.Sprintf("Waiting for slots: %d of %d are free; it starts when enough are free for its first region (and the CPU and memory its tasks declare).", free, total)
 	}()
 	if len(aside) > 0 && total > 0 {
-		note += " Not counted: " + strings.Join(aside, ", ") + "."
+		const named = 5
+		more := ""
+		if len(aside) > named {
+			more = fmt.Sprintf(" and %d more", len(aside)-named)
+			aside = aside[:named]
+		}
+		note += " Not counted: " + strings.Join(aside, ", ") + more + "."
 	}
 	return note
 }

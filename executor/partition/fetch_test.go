@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -640,6 +641,96 @@ func TestResumingStreamsOfAnAppendedFileAreNeverBroken(t *testing.T) {
 	_, err = s.Commit(m.ID)
 	require.NoError(t, err)
 	require.Empty(t, broken)
+}
+
+// A stream that resumes while the first one still sends (its reader
+// stalled, or its connection broke unnoticed) is held to the file the
+// first one sends from: replaced meanwhile, the resumed answer is broken.
+func TestAResumeWhileTheFirstStreamSendsIsHeldToItsFile(t *testing.T) {
+	_, out, m, addr := runningProducer(t)
+	file := filepath.Join(out, "count", "0")
+	require.NoError(t, os.WriteFile(file, bytes.Repeat([]byte("A"), 64<<20), 0o600))
+	first, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, 0).Encode())
+	require.NoError(t, err)
+	defer first.Body.Close()
+	_, err = io.ReadFull(first.Body, make([]byte, 1<<20)) // then stalls
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file+".tmp", bytes.Repeat([]byte("B"), 64<<20), 0o600))
+	require.NoError(t, os.Rename(file+".tmp", file))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+wire.PathPartitionData+"?"+Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, 1<<20).Encode(), nil)
+	require.NoError(t, err)
+	again, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	rest, err := io.ReadAll(again.Body)
+	again.Body.Close()
+	require.NoError(t, err)
+	require.Empty(t, rest, "bytes of the other file")
+	require.Equal(t, wire.EndFailed+"/"+wire.EndReplaced, again.Trailer.Get(wire.HeaderEnd)+"/"+again.Trailer.Get(wire.HeaderEndWhy))
+}
+
+// A discarded producer's streams end failed in the answer that followed
+// it (not in a later one), and one its reader holds up is cut.
+func TestADiscardedProducersStreamsEnd(t *testing.T) {
+	s, out, m, addr := runningProducer(t)
+	require.NoError(t, os.WriteFile(filepath.Join(out, "count", "0"), []byte("half"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(out, "count", "1"), bytes.Repeat([]byte("x"), 64<<20), 0o600))
+	get := func(index int) *http.Response {
+		resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Index: index, Follow: true}, 0).Encode())
+		require.NoError(t, err)
+		return resp
+	}
+	reading, stalled := get(0), get(1)
+	defer reading.Body.Close()
+	defer stalled.Body.Close()
+	got := make([]byte, 4)
+	_, err := io.ReadFull(reading.Body, got)
+	require.NoError(t, err)
+	_, err = io.ReadFull(stalled.Body, make([]byte, 1<<20))
+	require.NoError(t, err)
+	s.Discard(m.ID)
+	_, err = io.ReadAll(reading.Body)
+	require.NoError(t, err)
+	require.Equal(t, wire.EndFailed, reading.Trailer.Get(wire.HeaderEnd), "the answer that followed it says it failed")
+	n, _ := io.Copy(io.Discard, stalled.Body)
+	require.Less(t, n+1<<20, int64(64<<20), "the whole failed output was sent")
+	require.NotEqual(t, wire.EndComplete, stalled.Trailer.Get(wire.HeaderEnd))
+}
+
+// A partition whose metadata names a broken file that is not one of its
+// files, or an unknown reason, is damaged: it is not kept.
+func TestATamperedBrokenListIsDamage(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, quiet())
+	require.NoError(t, err)
+	m := committed(t, s, 0, []byte("abc"))
+	s.Close()
+	metaPath := filepath.Join(dir, filepath.FromSlash(m.ID), metaFile)
+	for _, broken := range []map[string]string{
+		{"count/0": strings.Repeat("x", 8000)},
+		{"../count/0": wire.EndShrank},
+		{"count/7": wire.EndShrank},
+	} {
+		b, err := os.ReadFile(metaPath)
+		if err != nil {
+			break // removed by the previous round: put it back
+		}
+		var mm Meta
+		require.NoError(t, json.Unmarshal(b, &mm))
+		mm.Broken = broken
+		b, err = json.Marshal(mm)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(metaPath, b, 0o600))
+		s2, err := Open(dir, quiet())
+		require.NoError(t, err)
+		require.Empty(t, s2.List(), "%v", broken)
+		s2.Close()
+		s3, err := Open(dir, quiet())
+		require.NoError(t, err)
+		m = committed(t, s3, 0, []byte("abc"))
+		s3.Close()
+	}
 }
 
 type fullDisk struct{}

@@ -147,7 +147,7 @@ func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Req
 	}
 	if f != nil {
 		defer cutWhenGone(w, h.gone)()
-		if n, err := s.pump(w, f, q.Offset, size, h.gone.ch); err != nil || n != size-q.Offset {
+		if n, err := s.pump(w, f, q.Offset, size, h.gone.ch, nil); err != nil || n != size-q.Offset {
 			return // incomplete
 		}
 	}
@@ -248,6 +248,12 @@ func (s *Store) serveLive(w http.ResponseWriter, r *http.Request, lv *live, q Re
 	wait := minPoll
 wait:
 	for {
+		select {
+		case <-lv.failed: // discarded: the rest is not an output
+			finish(w, wire.EndFailed)
+			return
+		default:
+		}
 		if f == nil && lv.out != "" {
 			if f = openLive(lv.out, q.Consumer, name); f != nil {
 				if why := s.checkStreamed(lv, key, f); why != "" {
@@ -268,9 +274,13 @@ wait:
 				return
 			}
 			if fi.Size() > off {
-				n, err := s.pump(w, f, off, fi.Size(), lv.gone.ch)
+				s.beginStreamed(lv, key)
+				n, err := s.pump(w, f, off, fi.Size(), lv.gone.ch, lv.failed)
 				off += n
 				s.noteServed(lv, key, f, off)
+				if errors.Is(err, errFailed) {
+					continue // ends failed, at the top
+				}
 				if err != nil || rc.Flush() != nil {
 					return
 				}
@@ -326,7 +336,7 @@ wait:
 		return
 	}
 	if g != nil {
-		if n, err := s.pump(w, g, off, size, lv.gone.ch); err != nil || n != size-off {
+		if n, err := s.pump(w, g, off, size, lv.gone.ch, nil); err != nil || n != size-off {
 			return // incomplete
 		}
 	}
@@ -369,13 +379,17 @@ func sameFile(f, g *os.File) bool {
 	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
-// errDropped: the partition streamed is no longer held.
-var errDropped = errors.New("the partition was released")
+// errDropped: the partition streamed is no longer held. errFailed: its
+// producer ended without one.
+var (
+	errDropped = errors.New("the partition was released")
+	errFailed  = errors.New("the producer ended without finishing")
+)
 
 // pump copies f's bytes [off, end) to w, a chunk at a time, until gone
-// is closed (nil: never). A file that ends early stops the copy without an
-// error (the caller looks again).
-func (s *Store) pump(w io.Writer, f io.ReaderAt, off, end int64, gone <-chan struct{}) (int64, error) {
+// or failed is closed (nil: never). A file that ends early stops the copy
+// without an error (the caller looks again).
+func (s *Store) pump(w io.Writer, f io.ReaderAt, off, end int64, gone, failed <-chan struct{}) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -386,6 +400,8 @@ func (s *Store) pump(w io.Writer, f io.ReaderAt, off, end int64, gone <-chan str
 			return n, errClosed
 		case <-gone:
 			return n, errDropped
+		case <-failed:
+			return n, errFailed
 		default:
 		}
 		m, err := f.ReadAt(buf[:min(int64(len(buf)), end-off-n)], off+n)

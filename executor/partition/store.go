@@ -12,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"jobmaster/wire"
 )
@@ -32,6 +34,9 @@ const (
 	// maxTombstones bounds how many producers that ended without
 	// finishing are remembered, so that a stream of theirs ends at once.
 	maxTombstones = 4096
+	// discardGrace is how long a stream of a discarded producer that its
+	// reader holds up in a write may go on before it is cut.
+	discardGrace = 2 * time.Second
 )
 
 // Meta describes one producer execution's output: the metadata file of a
@@ -109,6 +114,9 @@ type live struct {
 	// whether it left a partition (read under the store's lock, or after
 	// ended is closed).
 	ended    chan struct{}
+	// failed is closed when it ends without a partition: streams of it
+	// stop sending and end failed.
+	failed chan struct{}
 	complete bool
 	// gone is the signal its partition will have (held.gone): a stream
 	// that followed the producer and goes on after it FINISHED ends when
@@ -227,6 +235,14 @@ func (s *Store) loadOne(dir, id string) (Meta, map[string]int64, error) {
 	if ok, why := CheckLoaded(m, id, bytes); !ok {
 		return Meta{}, nil, errors.New(why)
 	}
+	for key, why := range m.Broken {
+		// Only what commitFiles writes: a file of the partition, a code.
+		c, i, ok := strings.Cut(key, "/")
+		n, err := strconv.Atoi(i)
+		if !ok || err != nil || strconv.Itoa(n) != i || !Wanted(m.Outputs, m.Subtask, c, n) || (why != wire.EndShrank && why != wire.EndReplaced) {
+			return Meta{}, nil, fmt.Errorf("metadata: broken file %.64q (%.16q) is not one of its files and a known reason", key, why)
+		}
+	}
 	return m, sizes, nil
 }
 
@@ -312,7 +328,7 @@ func (s *Store) Begin(m Meta, out string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.failed, m.ID)
-	s.live[m.ID] = &live{meta: m, out: out, ended: make(chan struct{}), gone: newDropSignal()}
+	s.live[m.ID] = &live{meta: m, out: out, ended: make(chan struct{}), failed: make(chan struct{}), gone: newDropSignal()}
 }
 
 // Live reports whether id is a registered producer that has not ended.
@@ -446,6 +462,7 @@ func (s *Store) settle(lv *live, h *held) {
 		lv.complete = true
 	} else {
 		s.tombstoneLocked(lv.meta.ID)
+		close(lv.failed)
 	}
 	close(lv.ended)
 }
@@ -478,6 +495,10 @@ func (s *Store) Discard(id string) {
 	s.mu.Unlock()
 	if lv != nil {
 		s.settle(lv, nil)
+		// Its streams end failed at once; one a stalled reader holds up in
+		// a write is cut after a grace, so the deleted output's space is
+		// freed.
+		time.AfterFunc(discardGrace, lv.gone.fire)
 		if lv.out != "" {
 			_ = os.RemoveAll(lv.out)
 		}

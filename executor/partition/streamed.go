@@ -23,51 +23,60 @@ const tailLen = 64
 
 // streamed is what streams have taken of one file of a running producer.
 type streamed struct {
-	file   os.FileInfo // as first opened for a stream
-	served int64       // the furthest byte sent
-	tail   []byte      // the bytes before served (at most tailLen)
+	file os.FileInfo // as first opened for a stream that sent from it
+	// begun: a stream began sending bytes of it (served is noted only as
+	// each send returns, which may be long after).
+	begun  bool
+	served int64  // the furthest byte sent, noted
+	tail   []byte // the bytes before served (at most tailLen)
 }
 
 // checkStreamed is the check of file key (consumer/index) of lv opened for
 // a stream: "" if it is the file streams of it had, at least as long as
 // they went and with the bytes they sent there, else why not
-// (wire.EndReplaced, wire.EndShrank). The first file opened is the one.
+// (wire.EndReplaced, wire.EndShrank). Until a stream has begun sending from
+// a file, the file opened last is the one (nothing of another can be
+// spliced).
 func (s *Store) checkStreamed(lv *live, key string, f *os.File) string {
-	// The record first, then the file's size: another stream may take the
-	// record further meanwhile, and a size read before that would look
-	// short of it.
+	first, err := f.Stat()
+	if err != nil {
+		return wire.EndReplaced
+	}
 	s.mu.Lock()
 	rec := lv.files[key]
-	var r streamed
-	if rec != nil {
-		r = *rec
+	if rec == nil {
+		if lv.files == nil {
+			lv.files = map[string]*streamed{}
+		}
+		lv.files[key] = &streamed{file: first}
+		s.mu.Unlock()
+		return ""
 	}
+	if !rec.begun {
+		rec.file = first
+		s.mu.Unlock()
+		return ""
+	}
+	r := *rec
 	s.mu.Unlock()
+	// The size is read after the record: another stream may take the
+	// record further meanwhile, and a size read before would look short
+	// of it.
 	fi, err := f.Stat()
 	if err != nil {
 		return wire.EndReplaced
 	}
-	if rec == nil || r.served == 0 {
-		// First opened, or nothing sent of it yet (nothing to splice): this
-		// file is the one.
-		s.mu.Lock()
-		if cur := lv.files[key]; cur == nil {
-			if lv.files == nil {
-				lv.files = map[string]*streamed{}
-			}
-			lv.files[key] = &streamed{file: fi}
-		} else if cur.served == 0 {
-			cur.file = fi
-		} else {
-			r = *cur
-			rec = cur
-		}
-		s.mu.Unlock()
-		if r.served == 0 {
-			return ""
-		}
-	}
 	return compareStreamed(r.file, r.served, r.tail, f, fi)
+}
+
+// beginStreamed records that a stream is about to send bytes of file key
+// of lv (checked by checkStreamed): from now on it is the file.
+func (s *Store) beginStreamed(lv *live, key string) {
+	s.mu.Lock()
+	if rec := lv.files[key]; rec != nil {
+		rec.begun = true
+	}
+	s.mu.Unlock()
 }
 
 // compareStreamed compares f (whose stat is fi) with what was streamed of
@@ -121,7 +130,7 @@ func (s *Store) brokenFiles(lv *live, data string) map[string]string {
 	s.mu.Unlock()
 	var out map[string]string
 	for key, r := range recs {
-		if r.served == 0 {
+		if !r.begun {
 			continue // nothing of it was sent: nothing to splice
 		}
 		why := ""
