@@ -3,8 +3,8 @@ package partition
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"

@@ -113,10 +113,10 @@ type live struct {
 	// ended is closed once the producer's end is settled: complete tells
 	// whether it left a partition (read under the store's lock, or after
 	// ended is closed).
-	ended    chan struct{}
+	ended chan struct{}
 	// failed is closed when it ends without a partition: streams of it
 	// stop sending and end failed.
-	failed chan struct{}
+	failed   chan struct{}
 	complete bool
 	// gone is the signal its partition will have (held.gone): a stream
 	// that followed the producer and goes on after it FINISHED ends when
