@@ -798,3 +798,35 @@ func TestFollowingASilentProducerWaits(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Equal(t, "late", got.String())
 }
+
+// Two streams of one file that opened it on either side of a replacement:
+// the first to begin sending fixes the file; the other is refused, and
+// what it sent counts for nothing.
+func TestTheFirstStreamToBeginFixesTheFile(t *testing.T) {
+	s, out, m, _ := runningProducer(t)
+	s.mu.Lock()
+	lv := s.live[m.ID]
+	s.mu.Unlock()
+	key, file := "count/0", filepath.Join(out, "count", "0")
+	require.NoError(t, os.WriteFile(file, []byte("first file\n"), 0o600))
+	a, err := os.Open(file)
+	require.NoError(t, err)
+	defer a.Close()
+	require.Empty(t, s.checkStreamed(lv, key, a))
+	require.NoError(t, os.WriteFile(file+".tmp", []byte("second file\n"), 0o600))
+	require.NoError(t, os.Rename(file+".tmp", file))
+	b, err := os.Open(file)
+	require.NoError(t, err)
+	defer b.Close()
+	require.Empty(t, s.checkStreamed(lv, key, b), "nothing sent yet: the newer file may be the one")
+
+	require.Empty(t, s.beginStreamed(lv, key, a), "a begins first: its file is the one")
+	require.Equal(t, wire.EndReplaced, s.beginStreamed(lv, key, b))
+	s.noteServed(lv, key, b, 12)
+	s.noteServed(lv, key, a, 5)
+	s.mu.Lock()
+	served := lv.files[key].served
+	s.mu.Unlock()
+	require.EqualValues(t, 5, served, "only the file begun counts")
+	require.Equal(t, wire.EndReplaced, s.checkStreamed(lv, key, b), "a resume that opens the newer file")
+}

@@ -274,7 +274,11 @@ wait:
 				return
 			}
 			if fi.Size() > off {
-				s.beginStreamed(lv, key)
+				if why := s.beginStreamed(lv, key, f); why != "" {
+					s.log.Warn("a running producer's file is not the one streamed before (a pipelined output must only grow)", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index, "why", why)
+					broken(w, why)
+					return
+				}
 				n, err := s.pump(w, f, off, fi.Size(), lv.gone.ch, lv.failed)
 				off += n
 				s.noteServed(lv, key, f, off)

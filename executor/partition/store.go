@@ -463,6 +463,10 @@ func (s *Store) settle(lv *live, h *held) {
 	} else {
 		s.tombstoneLocked(lv.meta.ID)
 		close(lv.failed)
+		// Its streams end failed at once; one a stalled reader holds up in
+		// a write is cut after a grace, so the deleted output's space is
+		// freed.
+		time.AfterFunc(discardGrace, lv.gone.fire)
 	}
 	close(lv.ended)
 }
@@ -495,10 +499,6 @@ func (s *Store) Discard(id string) {
 	s.mu.Unlock()
 	if lv != nil {
 		s.settle(lv, nil)
-		// Its streams end failed at once; one a stalled reader holds up in
-		// a write is cut after a grace, so the deleted output's space is
-		// freed.
-		time.AfterFunc(discardGrace, lv.gone.fire)
 		if lv.out != "" {
 			_ = os.RemoveAll(lv.out)
 		}

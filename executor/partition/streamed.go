@@ -70,13 +70,29 @@ func (s *Store) checkStreamed(lv *live, key string, f *os.File) string {
 }
 
 // beginStreamed records that a stream is about to send bytes of file key
-// of lv (checked by checkStreamed): from now on it is the file.
-func (s *Store) beginStreamed(lv *live, key string) {
-	s.mu.Lock()
-	if rec := lv.files[key]; rec != nil {
-		rec.begun = true
+// of lv from f: from now on f is the file. If a stream has begun sending
+// from another file already (the producer replaced it between), f is not
+// sent from: wire.EndReplaced.
+func (s *Store) beginStreamed(lv *live, key string, f *os.File) string {
+	fi, err := f.Stat()
+	if err != nil {
+		return wire.EndReplaced
 	}
-	s.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := lv.files[key]
+	switch {
+	case rec == nil:
+		if lv.files == nil {
+			lv.files = map[string]*streamed{}
+		}
+		lv.files[key] = &streamed{file: fi, begun: true}
+	case rec.begun && !os.SameFile(rec.file, fi):
+		return wire.EndReplaced
+	default:
+		rec.file, rec.begun = fi, true
+	}
+	return ""
 }
 
 // compareStreamed compares f (whose stat is fi) with what was streamed of
@@ -99,9 +115,13 @@ func compareStreamed(file os.FileInfo, served int64, tail []byte, f *os.File, fi
 
 // noteServed records that a stream of file key of lv (f) went to off.
 func (s *Store) noteServed(lv *live, key string, f *os.File, off int64) {
+	fi, err := f.Stat()
+	if err != nil {
+		return
+	}
 	s.mu.Lock()
 	rec := lv.files[key]
-	if rec == nil || off <= rec.served {
+	if rec == nil || off <= rec.served || !os.SameFile(rec.file, fi) {
 		s.mu.Unlock()
 		return
 	}
