@@ -92,6 +92,52 @@ func startHolder(t *testing.T, h *holder) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
+// dataURL is a fetch of src from offset off at the holder at addr.
+func dataURL(addr string, src Source, off int64) string {
+	return "http://" + addr + wire.PathPartitionData + "?" + Query(src, off).Encode()
+}
+
+// getData asks the holder at addr for src from off. The answer is bounded:
+// one that goes on streaming (bytes of another file, then waiting for
+// more) fails the test after 20 s.
+func getData(t *testing.T, addr string, src Source, off int64) *http.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, dataURL(addr, src, off), nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// readAnswer reads an answer to its end: its bytes, its end marker and
+// why it broke.
+func readAnswer(t *testing.T, resp *http.Response) (string, string, string) {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b), resp.Trailer.Get(wire.HeaderEnd), resp.Trailer.Get(wire.HeaderEndWhy)
+}
+
+// readMiB reads the first MiB of an answer, after which its reader stalls.
+func readMiB(t *testing.T, resp *http.Response) {
+	t.Helper()
+	_, err := io.ReadFull(resp.Body, make([]byte, 1<<20))
+	require.NoError(t, err)
+}
+
+// requireCut reads the rest of an answer whose first MiB was read: it was
+// cut (an error) or ended without its marker, as the write was held up or
+// not when the cut came, and did not carry the whole of total bytes.
+func requireCut(t *testing.T, resp *http.Response, total int, what string) {
+	t.Helper()
+	n, _ := io.Copy(io.Discard, resp.Body)
+	require.Less(t, n+1<<20, int64(total), what)
+	require.NotEqual(t, wire.EndComplete, resp.Trailer.Get(wire.HeaderEnd))
+}
+
 func fetcher(t *testing.T, bound time.Duration) *Fetcher {
 	c := transport.NewClient(transport.ClientOptions{})
 	t.Cleanup(c.CloseIdleConnections)
@@ -242,7 +288,7 @@ func TestFollowARunningProducer(t *testing.T) {
 	m2 := meta(1)
 	m2.Outputs = []wire.Output{{Vertex: "count", Parallelism: 1, Mode: wire.ModeBlocking}}
 	s.Begin(m2, t.TempDir())
-	resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m2.ID, Consumer: "count"}, 0).Encode())
+	resp, err := http.Get(dataURL(addr, Source{Producer: m2.ID, Consumer: "count"}, 0))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
@@ -321,7 +367,7 @@ func TestAFetchThatNoRetryCanHelpFailsAtOnce(t *testing.T) {
 	require.Contains(t, err.Error(), "400 Bad Request: producer j/gen/1/0 writes nothing for subtask 3")
 	require.Len(t, h.offsets(), 1)
 
-	resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count"}, 4).Encode())
+	resp, err := http.Get(dataURL(addr, Source{Producer: m.ID, Consumer: "count"}, 4))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusRequestedRangeNotSatisfiable, resp.StatusCode)
@@ -384,17 +430,10 @@ func TestReleaseEndsTheStreamsOfAPartition(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB: more than the sockets buffer
 	m := committed(t, s, 0, data)
 	addr := startHolder(t, &holder{s: s})
-	resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count"}, 0).Encode())
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	_, err = io.ReadFull(resp.Body, make([]byte, 1<<20))
-	require.NoError(t, err)
+	resp := getData(t, addr, Source{Producer: m.ID, Consumer: "count"}, 0)
+	readMiB(t, resp)
 	require.Equal(t, []string{m.ID}, s.Release([]string{m.ID}))
-	// Cut (an error) or ended without its marker, as the write was held up
-	// or not when the release came: incomplete either way.
-	n, _ := io.Copy(io.Discard, resp.Body)
-	require.Less(t, n+1<<20, int64(len(data)), "the whole partition was sent after its release")
-	require.Empty(t, resp.Trailer.Get(wire.HeaderEnd))
+	requireCut(t, resp, len(data), "the whole partition was sent after its release")
 }
 
 // The same for a stream that followed the producer while it ran and goes
@@ -403,17 +442,12 @@ func TestReleaseEndsAFollowingStream(t *testing.T) {
 	s, out, m, addr := runningProducer(t)
 	data := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB
 	require.NoError(t, os.WriteFile(filepath.Join(out, "count", "0"), data, 0o600))
-	resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, 0).Encode())
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	_, err = io.ReadFull(resp.Body, make([]byte, 1<<20))
-	require.NoError(t, err)
-	_, err = s.Commit(m.ID)
+	resp := getData(t, addr, Source{Producer: m.ID, Consumer: "count", Follow: true}, 0)
+	readMiB(t, resp)
+	_, err := s.Commit(m.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{m.ID}, s.Release([]string{m.ID}))
-	n, _ := io.Copy(io.Discard, resp.Body)
-	require.Less(t, n+1<<20, int64(len(data)), "the whole output was sent after its release")
-	require.Empty(t, resp.Trailer.Get(wire.HeaderEnd))
+	requireCut(t, resp, len(data), "the whole output was sent after its release")
 }
 
 // A file cut short by its producer just before it FINISHED is named as
@@ -461,18 +495,8 @@ func TestAResumedStreamIsHeldToTheFileStreamed(t *testing.T) {
 			s, out, m, addr := runningProducer(t)
 			file := filepath.Join(out, "count", "0")
 			require.NoError(t, os.WriteFile(file, []byte("header\n"), 0o600))
-			// Each answer is bounded: one that goes on streaming (bytes of
-			// another file, then waiting for more) fails the test.
-			get := func(off int) *http.Response {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				t.Cleanup(cancel)
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+wire.PathPartitionData+"?"+Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, int64(off)).Encode(), nil)
-				require.NoError(t, err)
-				resp, err := http.DefaultClient.Do(req)
-				require.NoError(t, err)
-				return resp
-			}
-			first := get(0)
+			src := Source{Producer: m.ID, Consumer: "count", Follow: true}
+			first := getData(t, addr, src, 0)
 			got := make([]byte, 7)
 			_, err := io.ReadFull(first.Body, got)
 			require.NoError(t, err)
@@ -480,20 +504,14 @@ func TestAResumedStreamIsHeldToTheFileStreamed(t *testing.T) {
 			first.Body.Close() // the connection breaks
 
 			tc.change(t, file)
-			again := get(7)
-			rest, err := io.ReadAll(again.Body)
-			again.Body.Close()
-			require.NoError(t, err)
+			rest, end, why := readAnswer(t, getData(t, addr, src, 7))
 			require.Empty(t, rest, "bytes of another file")
-			require.Equal(t, wire.EndFailed, again.Trailer.Get(wire.HeaderEnd))
-			require.Equal(t, tc.why, again.Trailer.Get(wire.HeaderEndWhy))
+			require.Equal(t, wire.EndFailed+"/"+tc.why, end+"/"+why)
 
 			_, err = s.Commit(m.ID)
 			require.NoError(t, err)
-			after := get(7)
-			_, _ = io.ReadAll(after.Body)
-			after.Body.Close()
-			require.Equal(t, tc.why, after.Trailer.Get(wire.HeaderEndWhy), "the partition answers that file as broken")
+			_, _, why = readAnswer(t, getData(t, addr, src, 7))
+			require.Equal(t, tc.why, why, "the partition answers that file as broken")
 		})
 	}
 	// A file only appended to resumes where it broke, while the producer
@@ -501,12 +519,8 @@ func TestAResumedStreamIsHeldToTheFileStreamed(t *testing.T) {
 	s, out, m, addr := runningProducer(t)
 	file := filepath.Join(out, "count", "0")
 	require.NoError(t, os.WriteFile(file, []byte("header\n"), 0o600))
-	get := func(off int) *http.Response {
-		resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, int64(off)).Encode())
-		require.NoError(t, err)
-		return resp
-	}
-	first := get(0)
+	src := Source{Producer: m.ID, Consumer: "count", Follow: true}
+	first := getData(t, addr, src, 0)
 	_, err := io.ReadFull(first.Body, make([]byte, 7))
 	require.NoError(t, err)
 	first.Body.Close()
@@ -515,23 +529,17 @@ func TestAResumedStreamIsHeldToTheFileStreamed(t *testing.T) {
 	_, err = w.WriteString("rows\n")
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
-	resumed := get(7)
+	resumed := getData(t, addr, src, 7)
 	got := make([]byte, 5)
 	_, err = io.ReadFull(resumed.Body, got)
 	require.NoError(t, err)
 	require.Equal(t, "rows\n", string(got))
 	_, err = s.Commit(m.ID)
 	require.NoError(t, err)
-	_, err = io.ReadAll(resumed.Body)
-	require.NoError(t, err)
-	resumed.Body.Close()
-	require.Equal(t, wire.EndComplete, resumed.Trailer.Get(wire.HeaderEnd))
-	after := get(7)
-	rest, err := io.ReadAll(after.Body)
-	require.NoError(t, err)
-	after.Body.Close()
-	require.Equal(t, "rows\n", string(rest))
-	require.Equal(t, wire.EndComplete, after.Trailer.Get(wire.HeaderEnd))
+	rest, end, _ := readAnswer(t, resumed)
+	require.Equal(t, ""+wire.EndComplete, rest+end, "nothing more, and complete")
+	rest, end, _ = readAnswer(t, getData(t, addr, src, 7))
+	require.Equal(t, "rows\n"+wire.EndComplete, rest+end)
 }
 
 // What a file found broken is stays so across a restart of the executor;
@@ -540,16 +548,7 @@ func TestABrokenFileStaysBrokenAndAnUnsentOneMayBeReplaced(t *testing.T) {
 	dir := t.TempDir()
 	s, out, m, addr := runningProducerIn(t, dir)
 	get := func(addr string, index, off int) (string, string, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+wire.PathPartitionData+"?"+Query(Source{Producer: m.ID, Consumer: "count", Index: index, Follow: true}, int64(off)).Encode(), nil)
-		require.NoError(t, err)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return string(b), resp.Trailer.Get(wire.HeaderEnd), resp.Trailer.Get(wire.HeaderEndWhy)
+		return readAnswer(t, getData(t, addr, Source{Producer: m.ID, Consumer: "count", Index: index, Follow: true}, int64(off)))
 	}
 	// count/0: 7 bytes sent, then replaced. count/1: opened empty, nothing
 	// sent, then replaced.
@@ -559,11 +558,7 @@ func TestABrokenFileStaysBrokenAndAnUnsentOneMayBeReplaced(t *testing.T) {
 	for _, x := range []struct {
 		index, want int
 	}{{0, 7}, {1, 0}} {
-		resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Index: x.index}, 0).Encode())
-		require.NoError(t, err)
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		resp.Body.Close()
+		b, _, _ := readAnswer(t, getData(t, addr, Source{Producer: m.ID, Consumer: "count", Index: x.index}, 0))
 		require.Len(t, b, x.want)
 	}
 	for _, f := range []string{zero, one} {
@@ -613,7 +608,7 @@ func TestResumingStreamsOfAnAppendedFileAreNeverBroken(t *testing.T) {
 					return
 				default:
 				}
-				resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, int64(off)).Encode())
+				resp, err := http.Get(dataURL(addr, Source{Producer: m.ID, Consumer: "count", Follow: true}, int64(off)))
 				if err != nil {
 					continue
 				}
@@ -650,24 +645,13 @@ func TestAResumeWhileTheFirstStreamSendsIsHeldToItsFile(t *testing.T) {
 	_, out, m, addr := runningProducer(t)
 	file := filepath.Join(out, "count", "0")
 	require.NoError(t, os.WriteFile(file, bytes.Repeat([]byte("A"), 64<<20), 0o600))
-	first, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, 0).Encode())
-	require.NoError(t, err)
-	defer first.Body.Close()
-	_, err = io.ReadFull(first.Body, make([]byte, 1<<20)) // then stalls
-	require.NoError(t, err)
+	src := Source{Producer: m.ID, Consumer: "count", Follow: true}
+	readMiB(t, getData(t, addr, src, 0)) // then stalls
 	require.NoError(t, os.WriteFile(file+".tmp", bytes.Repeat([]byte("B"), 64<<20), 0o600))
 	require.NoError(t, os.Rename(file+".tmp", file))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+wire.PathPartitionData+"?"+Query(Source{Producer: m.ID, Consumer: "count", Follow: true}, 1<<20).Encode(), nil)
-	require.NoError(t, err)
-	again, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	rest, err := io.ReadAll(again.Body)
-	again.Body.Close()
-	require.NoError(t, err)
+	rest, end, why := readAnswer(t, getData(t, addr, src, 1<<20))
 	require.Empty(t, rest, "bytes of the other file")
-	require.Equal(t, wire.EndFailed+"/"+wire.EndReplaced, again.Trailer.Get(wire.HeaderEnd)+"/"+again.Trailer.Get(wire.HeaderEndWhy))
+	require.Equal(t, wire.EndFailed+"/"+wire.EndReplaced, end+"/"+why)
 }
 
 // A discarded producer's streams end failed in the answer that followed
@@ -676,26 +660,15 @@ func TestADiscardedProducersStreamsEnd(t *testing.T) {
 	s, out, m, addr := runningProducer(t)
 	require.NoError(t, os.WriteFile(filepath.Join(out, "count", "0"), []byte("half"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(out, "count", "1"), bytes.Repeat([]byte("x"), 64<<20), 0o600))
-	get := func(index int) *http.Response {
-		resp, err := http.Get("http://" + addr + wire.PathPartitionData + "?" + Query(Source{Producer: m.ID, Consumer: "count", Index: index, Follow: true}, 0).Encode())
-		require.NoError(t, err)
-		return resp
-	}
-	reading, stalled := get(0), get(1)
-	defer reading.Body.Close()
-	defer stalled.Body.Close()
-	got := make([]byte, 4)
-	_, err := io.ReadFull(reading.Body, got)
+	src := func(index int) Source { return Source{Producer: m.ID, Consumer: "count", Index: index, Follow: true} }
+	reading, stalled := getData(t, addr, src(0), 0), getData(t, addr, src(1), 0)
+	_, err := io.ReadFull(reading.Body, make([]byte, 4))
 	require.NoError(t, err)
-	_, err = io.ReadFull(stalled.Body, make([]byte, 1<<20))
-	require.NoError(t, err)
+	readMiB(t, stalled)
 	s.Discard(m.ID)
-	_, err = io.ReadAll(reading.Body)
-	require.NoError(t, err)
-	require.Equal(t, wire.EndFailed, reading.Trailer.Get(wire.HeaderEnd), "the answer that followed it says it failed")
-	n, _ := io.Copy(io.Discard, stalled.Body)
-	require.Less(t, n+1<<20, int64(64<<20), "the whole failed output was sent")
-	require.NotEqual(t, wire.EndComplete, stalled.Trailer.Get(wire.HeaderEnd))
+	_, end, _ := readAnswer(t, reading)
+	require.Equal(t, wire.EndFailed, end, "the answer that followed it says it failed")
+	requireCut(t, stalled, 64<<20, "the whole failed output was sent")
 }
 
 // A partition whose metadata names a broken file that is not one of its
