@@ -793,10 +793,14 @@ func TestTheFirstStreamToBeginFixesTheFile(t *testing.T) {
 	defer b.Close()
 	require.Empty(t, s.checkStreamed(lv, key, b), "nothing sent yet: the newer file may be the one")
 
-	require.Empty(t, s.beginStreamed(lv, key, a), "a begins first: its file is the one")
-	require.Equal(t, wire.EndReplaced, s.beginStreamed(lv, key, b))
-	s.noteServed(lv, key, b, 12)
-	s.noteServed(lv, key, a, 5)
+	ai, err := a.Stat()
+	require.NoError(t, err)
+	bi, err := b.Stat()
+	require.NoError(t, err)
+	require.Empty(t, s.beginStreamed(lv, key, ai), "a begins first: its file is the one")
+	require.Equal(t, wire.EndReplaced, s.beginStreamed(lv, key, bi))
+	s.noteServed(lv, key, b, bi, 12)
+	s.noteServed(lv, key, a, ai, 5)
 	s.mu.Lock()
 	served := lv.files[key].served
 	s.mu.Unlock()

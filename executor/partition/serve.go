@@ -102,9 +102,11 @@ func start(w http.ResponseWriter) {
 // are not an output (EndFailed).
 func finish(w http.ResponseWriter, end string) { w.Header().Set(wire.HeaderEnd, end) }
 
-// broken ends the answer EndFailed because the producer broke the stream,
-// saying how (wire.EndShrank, wire.EndReplaced).
-func broken(w http.ResponseWriter, why string) {
+// broken ends the answer to q EndFailed because the producer broke the
+// stream, saying how (wire.EndShrank, wire.EndReplaced), and logs it.
+func (s *Store) broken(w http.ResponseWriter, q Request, why string) {
+	s.log.Warn("a producer changed a file it was streaming (a pipelined output must only grow): the stream is broken",
+		"execution", q.Producer, "consumer", q.Consumer, "index", q.Index, "why", why)
 	w.Header().Set(wire.HeaderEndWhy, why)
 	finish(w, wire.EndFailed)
 }
@@ -112,7 +114,7 @@ func broken(w http.ResponseWriter, why string) {
 func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Request) {
 	if why := h.broken[q.Consumer+"/"+strconv.Itoa(q.Index)]; why != "" {
 		start(w)
-		broken(w, why)
+		s.broken(w, q, why)
 		return
 	}
 	f, size, err := openHeld(h, q.Consumer, q.Index)
@@ -257,8 +259,7 @@ wait:
 		if f == nil && lv.out != "" {
 			if f = openLive(lv.out, q.Consumer, name); f != nil {
 				if why := s.checkStreamed(lv, key, f); why != "" {
-					s.log.Warn("a running producer's file is not the one streamed before (a pipelined output must only grow)", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index, "why", why)
-					broken(w, why)
+					s.broken(w, q, why)
 					return
 				}
 			}
@@ -269,19 +270,17 @@ wait:
 				return
 			}
 			if fi.Size() < off {
-				s.log.Warn("a running producer's file shrank while it was streamed: it must only grow", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index)
-				broken(w, wire.EndShrank)
+				s.broken(w, q, wire.EndShrank)
 				return
 			}
 			if fi.Size() > off {
-				if why := s.beginStreamed(lv, key, f); why != "" {
-					s.log.Warn("a running producer's file is not the one streamed before (a pipelined output must only grow)", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index, "why", why)
-					broken(w, why)
+				if why := s.beginStreamed(lv, key, fi); why != "" {
+					s.broken(w, q, why)
 					return
 				}
 				n, err := s.pump(w, f, off, fi.Size(), lv.gone.ch, lv.failed)
 				off += n
-				s.noteServed(lv, key, f, off)
+				s.noteServed(lv, key, f, fi, off)
 				if errors.Is(err, errFailed) {
 					continue // ends failed, at the top
 				}
@@ -319,7 +318,7 @@ wait:
 		return // released meanwhile: incomplete, and the next fetch gets a 404
 	}
 	if why := h.broken[key]; why != "" {
-		broken(w, why)
+		s.broken(w, q, why)
 		return
 	}
 	g, size, err := openHeld(h, q.Consumer, q.Index)
@@ -330,13 +329,11 @@ wait:
 		defer g.Close()
 	}
 	if f != nil && (g == nil || !sameFile(f, g)) {
-		s.log.Warn("a producer replaced a file while it was streamed: it must only append to it", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index)
-		broken(w, wire.EndReplaced)
+		s.broken(w, q, wire.EndReplaced)
 		return
 	}
 	if off > size {
-		s.log.Warn("a producer's file shrank while it was streamed: it must only grow", "execution", q.Producer, "consumer", q.Consumer, "index", q.Index)
-		broken(w, wire.EndShrank)
+		s.broken(w, q, wire.EndShrank)
 		return
 	}
 	if g != nil {

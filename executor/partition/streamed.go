@@ -70,14 +70,10 @@ func (s *Store) checkStreamed(lv *live, key string, f *os.File) string {
 }
 
 // beginStreamed records that a stream is about to send bytes of file key
-// of lv from f: from now on f is the file. If a stream has begun sending
-// from another file already (the producer replaced it between), f is not
-// sent from: wire.EndReplaced.
-func (s *Store) beginStreamed(lv *live, key string, f *os.File) string {
-	fi, err := f.Stat()
-	if err != nil {
-		return wire.EndReplaced
-	}
+// of lv from the file fi describes: from now on it is the file. If a stream
+// has begun sending from another file already (the producer replaced it
+// between), it is not sent from: wire.EndReplaced.
+func (s *Store) beginStreamed(lv *live, key string, fi os.FileInfo) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec := lv.files[key]
@@ -113,12 +109,9 @@ func compareStreamed(file os.FileInfo, served int64, tail []byte, f *os.File, fi
 	return ""
 }
 
-// noteServed records that a stream of file key of lv (f) went to off.
-func (s *Store) noteServed(lv *live, key string, f *os.File, off int64) {
-	fi, err := f.Stat()
-	if err != nil {
-		return
-	}
+// noteServed records that a stream of file key of lv (f, which fi
+// describes) went to off.
+func (s *Store) noteServed(lv *live, key string, f *os.File, fi os.FileInfo, off int64) {
 	s.mu.Lock()
 	rec := lv.files[key]
 	if rec == nil || off <= rec.served || !os.SameFile(rec.file, fi) {
