@@ -112,7 +112,7 @@ func (s *Store) broken(w http.ResponseWriter, q Request, why string) {
 }
 
 func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Request) {
-	if why := h.broken[q.Consumer+"/"+strconv.Itoa(q.Index)]; why != "" {
+	if why := h.meta.Broken[q.Consumer+"/"+strconv.Itoa(q.Index)]; why != "" {
 		start(w)
 		s.broken(w, q, why)
 		return
@@ -317,7 +317,7 @@ wait:
 	if h == nil {
 		return // released meanwhile: incomplete, and the next fetch gets a 404
 	}
-	if why := h.broken[key]; why != "" {
+	if why := h.meta.Broken[key]; why != "" {
 		s.broken(w, q, why)
 		return
 	}

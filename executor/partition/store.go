@@ -51,8 +51,10 @@ type Meta struct {
 	// Bytes is the partition's size: the sum of the files that count.
 	Bytes int64 `json:"bytes"`
 	// Broken are the files of a partition that streams took while its
-	// producer ran and that are not what they streamed (held.broken), kept
-	// so that an executor started again answers them as broken too.
+	// producer ran and that are not what they streamed (replaced, cut
+	// short): by "<consumer>/<index>", why (wire.EndReplaced,
+	// wire.EndShrank). They are answered as broken streams, by an executor
+	// started again too.
 	Broken map[string]string `json:"broken,omitempty"`
 }
 
@@ -76,11 +78,6 @@ type held struct {
 	// partition has its live entry's signal, which streams that followed
 	// it while it ran wait on too.
 	gone *dropSignal
-	// broken are its files that streams took while the producer ran and
-	// that are not what they streamed (replaced, cut short): by
-	// "<consumer>/<index>", why (wire.EndReplaced, wire.EndShrank). Those
-	// are answered as broken streams.
-	broken map[string]string
 }
 
 // newHeld is a partition; gone is its producer's signal, nil for a new one.
@@ -88,7 +85,7 @@ func newHeld(m Meta, dir string, sizes map[string]int64, gone *dropSignal) *held
 	if gone == nil {
 		gone = newDropSignal()
 	}
-	return &held{meta: m, dir: dir, sizes: sizes, gone: gone, broken: m.Broken}
+	return &held{meta: m, dir: dir, sizes: sizes, gone: gone}
 }
 
 // dropSignal is closed, once, when what it belongs to is dropped.

@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 
 	"jobmaster/wire"
 )
@@ -147,7 +148,7 @@ func (s *Store) brokenFiles(lv *live, data string) map[string]string {
 			continue // nothing of it was sent: nothing to splice
 		}
 		why := ""
-		f, err := os.Open(data + "/" + key)
+		f, err := os.Open(filepath.Join(data, filepath.FromSlash(key)))
 		if err != nil {
 			why = wire.EndShrank
 		} else {
