@@ -94,7 +94,7 @@ func (c *Client) earlierAttemptLogs(ctx context.Context, job *api.Job, vertex st
 	if attempt < 0 || attempt > st.Attempt {
 		return nil, fmt.Errorf("subtask %s[%d] of job %q is at attempt %d: no attempt %d", vertex, st.Index, job.ID, st.Attempt, attempt)
 	}
-	id := fmt.Sprintf("%s/%s/%d/%d", job.ID, vertex, st.Index, attempt)
+	id := wire.ExecutionID(job.ID, vertex, st.Index, attempt)
 	cluster, err := c.Cluster(ctx)
 	if err != nil {
 		return nil, err
