@@ -172,7 +172,7 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	}
 	defer c.stopAll()
 	c.printNodes()
-	defer c.startControl(dir, published)()
+	defer c.startControl(dir, devCredentialsDir(env.getenv))()
 
 	addrs := c.masterAddrs()
 	cl, err := client.New(addrs, client.WithTimeout(30*time.Second), client.WithToken(sec.token),

@@ -13,22 +13,33 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"jobmaster/api"
 )
 
 // A running `jobmaster dev` takes orders on a Unix socket in its data
 // directory (devSocket), so that a user playing with failures can kill a
 // node and bring it back: `jobmaster dev kill NODE`, `jobmaster dev restart
-// NODE`. On its default ports the dev also names the socket where the
-// client commands find its credentials (devControlFile), so that neither
-// needs flags. One request per connection, one line: the verb and the node;
+// NODE`. Every dev also names the socket, under its first master's
+// address, where the client commands find a dev's credentials
+// (devControlFile), so that the dev JOBMASTER_ADDR names is found without
+// flags. One request per connection, one line: the verb and the node;
 // the answer is one line, "ok ..." or "error ...".
 
-// Names of the control socket (in the data directory) and of the file
-// that names it (in devCredentialsDir).
-const (
-	devSocket      = "dev.sock"
-	devControlFile = "dev.control"
-)
+// devSocket is the name of the control socket in the data directory.
+const devSocket = "dev.sock"
+
+// devControlFile is the file in dir (devCredentialsDir) that names the
+// control socket of the dev whose first master serves addr: every dev is
+// found by the address its client commands use, so 'dev kill' reaches the
+// dev that JOBMASTER_ADDR names, not whichever runs on the default ports.
+func devControlFile(dir, addr string) string {
+	if _, rest, ok := strings.Cut(addr, "://"); ok {
+		addr = rest
+	}
+	addr = strings.TrimSuffix(strings.TrimSpace(addr), "/")
+	return filepath.Join(dir, "control-"+strings.NewReplacer(":", "_", "/", "_", "[", "", "]", "").Replace(addr))
+}
 
 // devControl serves the control socket of a dev cluster.
 type devControl struct {
@@ -54,11 +65,11 @@ func (d *devControl) close() { d.ln.Close() }
 // maxSocketPath is the longest path a Unix socket may have on Linux.
 const maxSocketPath = 107
 
-// startControl opens the control socket in dir and, with published (the
-// dev's credentials directory on the default ports), names it there. It
-// returns what undoes both; a socket that cannot be opened is reported and
-// done without.
-func (c *devCluster) startControl(dir, published string) func() {
+// startControl opens the control socket in dir and, with registry (the
+// directory of devControlFile), names it there under the first master's
+// address. It returns what undoes both; a socket that cannot be opened is
+// reported and done without.
+func (c *devCluster) startControl(dir, registry string) func() {
 	sock := filepath.Join(dir, devSocket)
 	if abs, err := filepath.Abs(sock); err == nil {
 		sock = abs
@@ -73,9 +84,9 @@ func (c *devCluster) startControl(dir, published string) func() {
 		return func() {}
 	}
 	named := ""
-	if published != "" {
-		named = filepath.Join(published, devControlFile)
-		if err := replaceFile(named, []byte(sock+"\n")); err != nil {
+	if registry != "" && len(c.masters) > 0 {
+		named = devControlFile(registry, c.masters[0].http)
+		if os.MkdirAll(registry, 0o700) != nil || replaceFile(named, []byte(sock+"\n")) != nil {
 			named = ""
 		}
 	}
@@ -83,6 +94,7 @@ func (c *devCluster) startControl(dir, published string) func() {
 		ctl.close()
 		if b, err := os.ReadFile(named); err == nil && strings.TrimSpace(string(b)) == sock {
 			os.Remove(named)
+			os.Remove(registry) // only if that left it empty
 		}
 		os.Remove(sock)
 	}
@@ -140,7 +152,7 @@ func (c *devCluster) order(words []string) (string, error) {
 		pid := n.pid()
 		n.signal(syscall.SIGKILL, 5*time.Second)
 		fmt.Fprintf(c.out, "\n>>> Killed %s (kill -9, pid %d), as asked.\n", id, pid)
-		return fmt.Sprintf("killed %s (pid %d)", id, pid), nil
+		return fmt.Sprintf("killed %s (pid %d) of the dev in %s", id, pid, c.dir), nil
 	case "restart":
 		how := "started %s again"
 		if n.running() {
@@ -152,7 +164,7 @@ func (c *devCluster) order(words []string) (string, error) {
 		}
 		done := fmt.Sprintf(how+" (pid %d)", id, n.pid())
 		fmt.Fprintf(c.out, "\n>>> %s%s, as asked.\n", strings.ToUpper(done[:1]), done[1:])
-		return done, nil
+		return done + " in the dev in " + c.dir, nil
 	}
 	return "", fmt.Errorf("unknown order %q: want kill or restart", verb)
 }
@@ -180,8 +192,9 @@ func newDevOrderCmd(env *cliEnv, verb, short string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   verb + " NODE",
 		Short: short,
-		Long: short + `, in the 'jobmaster dev' running on this machine: on its
-default ports it is found without flags; otherwise give its --data-dir.
+		Long: short + `, in a 'jobmaster dev' running on this machine: the one
+whose masters $JOBMASTER_ADDR names (the line 'dev' prints to export), else
+the one on the default ports; or the one in --data-dir.
 NODE is m1, m2, m3, e1, ... as the dev's table lists them.`,
 		Example: "  jobmaster dev " + verb + " m2\n  jobmaster dev " + verb + " e1 --data-dir /tmp/mydev",
 		Args:    exactArgs("NODE"),
@@ -198,22 +211,29 @@ NODE is m1, m2, m3, e1, ... as the dev's table lists them.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory of the dev to talk to (default: the dev on the default ports)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory of the dev to talk to (default: the dev serving $"+addressEnv+", else the default ports)")
 	return cmd
 }
 
 // findDevSocket is the control socket of the dev in dataDir, else of the
-// dev on the default ports.
+// dev whose masters $JOBMASTER_ADDR names, else of the dev on the default
+// ports.
 func findDevSocket(env *cliEnv, dataDir string) (string, error) {
 	if dataDir != "" {
 		return filepath.Join(dataDir, devSocket), nil
 	}
-	dir := devCredentialsDir(env.getenv)
-	b, err := os.ReadFile(filepath.Join(dir, devControlFile))
-	if dir == "" || err != nil {
-		return "", errors.New("no 'jobmaster dev' on the default ports runs on this machine; for another, give its --data-dir")
+	addrs, from := env.getenv(addressEnv), "$"+addressEnv
+	if addrs == "" {
+		addrs, from = api.DefaultAddress, "the default ports"
 	}
-	return strings.TrimSpace(string(b)), nil
+	if dir := devCredentialsDir(env.getenv); dir != "" {
+		for _, a := range strings.Split(addrs, ",") {
+			if b, err := os.ReadFile(devControlFile(dir, a)); err == nil {
+				return strings.TrimSpace(string(b)), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no 'jobmaster dev' serving %s (%s) runs on this machine; for another, give its --data-dir", addrs, from)
 }
 
 // sendDevOrder sends one order and returns the dev's answer.
