@@ -143,13 +143,15 @@ var Routes = map[Route]Need{
 
 	// Internal: executors push, and ask for their own drain when told to
 	// stop, with their certificate, not a token; masters ask each other
-	// for their Raft log position when their leader's process is gone, and
+	// for their Raft log position when their leader's process is gone,
 	// relay submissions to the leader (each carrying its own token, which
-	// the leader checks).
+	// the leader checks), and ask the leader for a token they do not know
+	// yet.
 	{"POST", "/v1/internal/executor-update"}: Node,
 	{"POST", "/v1/internal/executor-drain"}:  Node,
 	{"GET", "/v1/internal/raft-position"}:    Node,
 	{"POST", "/v1/internal/submit-batch"}:    Node,
+	{"GET", "/v1/internal/acl-token"}:        Node,
 }
 
 // CatchAll is the pattern of the router's catch-all, which only answers

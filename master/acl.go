@@ -25,12 +25,14 @@ import (
 //   - a token it knows that meets the need: served, here or by the leader,
 //     which checks it again against its own state when the request is
 //     forwarded (the leader's state decides);
-//   - a token it does not know: 401 if it serves the request itself (a
-//     stale read, a local endpoint, or it leads); otherwise the request is
-//     forwarded unverified, and the leader decides (a token created a
-//     moment ago may not have reached this master yet). Such a request is
-//     only ever served through onLeader, which checks it on the leader
-//     (confirmCaller) if this master took over meanwhile.
+//   - a token it does not know (a token created a moment ago may not have
+//     reached this master yet, or it restarted and is catching up): a
+//     request for the leader is forwarded unverified, and the leader
+//     decides; such a request is only ever served through onLeader, which
+//     checks it on the leader (confirmCaller) if this master took over
+//     meanwhile. One it serves itself (a stale read, a local endpoint) it
+//     serves if the leader has the token (acl_leader.go), else 401; the
+//     leader refuses what it does not know.
 //
 // The caller's token travels with the request in its context (callerOf),
 // for the audit lines of writes.
@@ -70,6 +72,10 @@ type caller struct {
 	unverified bool
 	hash       string
 	need       acl.Need
+	// vouchedUntil: this master did not know the token, the leader did
+	// when it had applied this index (tokenFromLeader); until this master
+	// has applied as far, the leader's word stands.
+	vouchedUntil uint64
 }
 
 type callerKey struct{}
@@ -140,18 +146,23 @@ func (m *Master) authorize(w http.ResponseWriter, r *http.Request, route acl.Rou
 		hash = secretHash(secret)
 	}
 	t, known := m.lookupToken(hash)
+	var until uint64
 	switch {
-	case known:
-		if !t.Policy.Satisfies(need) {
-			m.refuse(w, r, http.StatusForbidden, denied(t, r, need))
-			return nil, false
-		}
-		return withCaller(r, &caller{token: t, need: need}), true
-	case hash != "" && leaderRoutes[route] && !r.URL.Query().Has("stale") && m.currentSession() == nil:
+	case known || hash == "":
+	case leaderRoutes[route] && !r.URL.Query().Has("stale") && m.currentSession() == nil:
 		return withCaller(r, &caller{unverified: true, hash: hash, need: need}), true
+	default:
+		t, until, known = m.tokenFromLeader(r.Context(), hash)
 	}
-	m.refuse(w, r, http.StatusUnauthorized, "ACL token not found: it was deleted, or never created")
-	return nil, false
+	if !known {
+		m.refuse(w, r, http.StatusUnauthorized, "ACL token not found: it was deleted, or never created")
+		return nil, false
+	}
+	if !t.Policy.Satisfies(need) {
+		m.refuse(w, r, http.StatusForbidden, denied(t, r, need))
+		return nil, false
+	}
+	return withCaller(r, &caller{token: t, need: need, vouchedUntil: until}), true
 }
 
 // aclBootstrapped reports whether this master has applied the ACL
@@ -171,6 +182,9 @@ func (m *Master) stillAllowed(r *http.Request) bool {
 		return true
 	}
 	t, ok := m.lookupToken(c.token.SecretHash)
+	if !ok && c.vouchedUntil > 0 && m.appliedIndex() < c.vouchedUntil {
+		return true // not yet applied here as far as the leader had
+	}
 	return ok && t.Policy.Satisfies(c.need)
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -484,4 +485,60 @@ func TestMasterWithoutACLInAnACLClusterSaysSo(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, strings.Count(logs.String(), warn))
+}
+
+// A master that does not know a token yet (it restarted and is catching
+// up, or the token is a moment old) serves what it serves itself if the
+// leader has the token: the leader's word stands until this master has
+// applied as far as the leader had; from then on its own state decides.
+// A token the leader does not have either stays refused.
+func TestAMasterBehindAsksTheLeaderForATokenItServesItself(t *testing.T) {
+	c, _ := aclCluster(t)
+	l := c.leader()
+	root := tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil))
+	body, _ := json.Marshal(api.ACLTokenRequest{Name: "dashboard", Policy: "read"})
+	reader := tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/tokens"), body, auth(root.SecretID)...))
+
+	// A master that has applied nothing yet: its leader is the cluster's.
+	behind := &Master{cfg: Config{ACL: true}, log: slog.New(slog.DiscardHandler), fsm: fsm.New(),
+		client: http.DefaultClient, tokenAsks: make(chan struct{}, maxTokenAsks),
+		leaderForTokens: func() string { return c.masters[l].HTTPAddr() }}
+	req := func(secret, target string) *http.Request {
+		r := httptest.NewRequest("GET", target, nil)
+		r.Header.Set("X-Jobmaster-Token", secret)
+		return r
+	}
+	route := acl.Route{Method: "GET", Pattern: "/v1/state/hash"}
+	w := httptest.NewRecorder()
+	r, ok := behind.authorize(w, req(reader.SecretID, "/v1/state/hash"), route)
+	require.True(t, ok, "%d %s", w.Code, w.Body)
+	cl := callerOf(r)
+	require.NotNil(t, cl)
+	assert.False(t, cl.unverified)
+	assert.Equal(t, "dashboard", cl.token.Name)
+	assert.Positive(t, cl.vouchedUntil)
+	assert.True(t, behind.stillAllowed(r), "before this master applied as far as the leader had")
+
+	// The leader's policy stands: read may not write.
+	w = httptest.NewRecorder()
+	_, ok = behind.authorize(w, req(reader.SecretID, "/v1/operator/snapshot"), acl.Route{Method: "PUT", Pattern: "/v1/operator/snapshot"})
+	require.False(t, ok)
+	assert.Equal(t, http.StatusForbidden, w.Code, "%s", w.Body)
+
+	// A token nobody has.
+	w = httptest.NewRecorder()
+	_, ok = behind.authorize(w, req("never-created", "/v1/state/hash"), route)
+	require.False(t, ok)
+	assert.Equal(t, http.StatusUnauthorized, w.Code)
+
+	// Once this master has applied as far, without the token (deleted
+	// meanwhile, say), its own state decides.
+	behind.fsm.ApplyBatch([]*raft.Log{{Index: cl.vouchedUntil, Type: raft.LogNoop}})
+	assert.False(t, behind.stillAllowed(r), "after this master applied as far as the leader had")
+
+	// The leader answers only masters' questions about tokens it has, and
+	// only as the leader.
+	assert.Equal(t, http.StatusBadRequest, do(t, "GET", c.url(l, tokenPath+"?hash=xyz"), nil).status)
+	assert.Equal(t, http.StatusNotFound, do(t, "GET", c.url(l, tokenPath+"?hash="+secretHash("never-created")), nil).status)
+	assert.Equal(t, http.StatusServiceUnavailable, do(t, "GET", c.url(c.follower(), tokenPath+"?hash="+secretHash(reader.SecretID)), nil).status)
 }

@@ -44,6 +44,9 @@ func (m *Master) routes() http.Handler {
 	mux.HandleFunc(relayPath, m.methods(map[string]http.HandlerFunc{
 		http.MethodPost: m.requireServer(m.submitBatch),
 	}))
+	mux.HandleFunc(tokenPath, m.methods(map[string]http.HandlerFunc{
+		http.MethodGet: m.requireServer(m.tokenForPeer),
+	}))
 	mux.HandleFunc(raftPositionPath, m.methods(map[string]http.HandlerFunc{
 		http.MethodGet: m.requireServer(m.raftPosition),
 	}))

@@ -83,6 +83,11 @@ type Master struct {
 	pushes    *semaphore.Weighted
 	pushMu    sync.Mutex
 	pushLocks map[string]*semaphore.Weighted
+	// leaderForTokens is the leader's HTTP address when another master
+	// leads, else "" (leaderHTTPAddr); tokenAsks bounds the questions
+	// about tokens in flight to it (acl_leader.go).
+	leaderForTokens func() string
+	tokenAsks       chan struct{}
 	// bigReadWrite bounds the writing of a big read's answer
 	// (bigReadWriteTimeout; tests shorten it).
 	bigReadWrite time.Duration
@@ -133,6 +138,7 @@ func New(cfg Config) (*Master, error) {
 		pushes:         semaphore.NewWeighted(pushBudget),
 		pushLocks:      map[string]*semaphore.Weighted{},
 		bigReadWrite:   bigReadWriteTimeout,
+		tokenAsks:      make(chan struct{}, maxTokenAsks),
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),
 		replaceCh:      make(chan replaceRequest),
@@ -182,6 +188,7 @@ func New(cfg Config) (*Master, error) {
 	m.metrics = newMasterMetrics(m)
 	m.succession = newSuccessionWatch(m)
 	m.relay = newRelay(m)
+	m.leaderForTokens = m.leaderHTTPAddr
 	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{TLS: tl, MaxConnsPerClient: cfg.MaxConnsPerClient,
 		Logger: m.log.With("component", "http")})
 	m.goFunc(m.monitorLeadership)

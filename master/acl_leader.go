@@ -1,0 +1,110 @@
+package master
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"jobmaster/fsm"
+	"jobmaster/transport"
+)
+
+// A master that does not know a token may only be behind: a master that
+// has just restarted applies what it missed once the leader's retries
+// reach it (seconds), and a token created a moment ago may not have
+// reached it yet. For a request it serves itself (a stale read, the event
+// stream, its state hash, its metrics), it asks the leader for the token
+// (tokenPath) rather than refuse a token the cluster has: the leader's
+// answer stands here until this master has applied as far as the leader
+// had when it answered (caller.vouchedUntil); from then on this master's
+// own state decides, as for any token.
+
+// tokenPath is the leader's endpoint that looks a token up for another
+// master, by its secret's hash.
+const tokenPath = "/v1/internal/acl-token"
+
+const (
+	// tokenAskTimeout bounds one question to the leader.
+	tokenAskTimeout = 2 * time.Second
+	// maxTokenAsks bounds the questions in flight: requests with unknown
+	// tokens beyond it are refused as unknown, without asking.
+	maxTokenAsks = 16
+)
+
+// tokenAnswer is the leader's answer: the token, and the index the leader
+// had applied when it looked.
+type tokenAnswer struct {
+	Token fsm.ACLToken `json:"token"`
+	Index uint64       `json:"index"`
+}
+
+// tokenForPeer serves tokenPath on the leader: 200 with the token, 404
+// for a hash no token has, 503 on a master that does not lead.
+func (m *Master) tokenForPeer(w http.ResponseWriter, r *http.Request) {
+	hash := r.URL.Query().Get("hash")
+	if b, err := hex.DecodeString(hash); err != nil || len(b) != 32 {
+		writeError(w, http.StatusBadRequest, "hash: want the hex SHA-256 of a token's secret (64 hex digits)")
+		return
+	}
+	if m.currentSession() == nil {
+		writeError(w, http.StatusServiceUnavailable, "this master does not lead")
+		return
+	}
+	t, ok := m.lookupToken(hash)
+	if !ok {
+		writeError(w, http.StatusNotFound, "ACL token not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, tokenAnswer{Token: t, Index: m.appliedIndex()})
+}
+
+// tokenFromLeader asks the leader for the token whose secret hashes to
+// hash. ok is false when this master leads, knows no leader, may not ask
+// (maxTokenAsks), or the leader does not have the token or did not answer.
+func (m *Master) tokenFromLeader(ctx context.Context, hash string) (t fsm.ACLToken, until uint64, ok bool) {
+	if m.currentSession() != nil || m.leaderForTokens == nil {
+		return fsm.ACLToken{}, 0, false
+	}
+	addr := m.leaderForTokens()
+	if addr == "" {
+		return fsm.ACLToken{}, 0, false
+	}
+	select {
+	case m.tokenAsks <- struct{}{}:
+		defer func() { <-m.tokenAsks }()
+	default:
+		return fsm.ACLToken{}, 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, tokenAskTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, transport.URL(m.client, addr, tokenPath)+"?hash="+url.QueryEscape(hash), nil)
+	if err != nil {
+		return fsm.ACLToken{}, 0, false
+	}
+	resp, err := m.client.Do(req)
+	if err != nil {
+		m.log.Debug("could not ask the leader for a token", "err", err)
+		return fsm.ACLToken{}, 0, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fsm.ACLToken{}, 0, false
+	}
+	var a tokenAnswer
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&a); err != nil || a.Token.SecretHash != hash {
+		m.log.Warn("the leader's answer about a token is not one", "err", err)
+		return fsm.ACLToken{}, 0, false
+	}
+	return a.Token, a.Index, true
+}
+
+// appliedIndex is the index of the state this master serves.
+func (m *Master) appliedIndex() uint64 {
+	var i uint64
+	m.fsm.Read(func(st *fsm.State) { i = m.fsm.IndexOf(st) })
+	return i
+}
