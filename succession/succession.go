@@ -144,8 +144,19 @@ func Decide(self Position, peers []Position, voters int) Decision {
 			best = p
 		}
 	}
-	if best.ID != self.ID {
-		return Decision{Nominee: best.ID, Reason: "another survivor's log is ahead"}
+	// A tie of logs goes to the smaller id: say so, not "ahead".
+	evenWith := func(p Position) bool { return p.ID != best.ID && p.Term == best.Term && p.Index == best.Index }
+	tied := evenWith(self)
+	for _, p := range peers {
+		tied = tied || evenWith(p)
+	}
+	switch {
+	case best.ID != self.ID && tied:
+		return Decision{Nominee: best.ID, Reason: "survivor " + best.ID + "'s log is as far as this master's and its id is smaller"}
+	case best.ID != self.ID:
+		return Decision{Nominee: best.ID, Reason: "survivor " + best.ID + "'s log is ahead"}
+	case tied:
+		return Decision{Stand: true, Nominee: self.ID, Reason: "no survivor's log is ahead of this master's, and of those as far its id is the smallest"}
 	}
 	return Decision{Stand: true, Nominee: self.ID, Reason: "this master's log is ahead of every survivor's"}
 }

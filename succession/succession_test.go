@@ -2,6 +2,7 @@ package succession
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,19 +51,20 @@ func TestDecide(t *testing.T) {
 		voters  int
 		stand   bool
 		nominee string
+		why     string // in the reason, when set
 	}{
-		{"equal logs: the smaller id", p("m2", 3, 100), []Position{p("m3", 3, 100)}, 3, true, "m2"},
-		{"equal logs: not the larger id", p("m3", 3, 100), []Position{p("m2", 3, 100)}, 3, false, "m2"},
-		{"a longer log wins over a smaller id", p("m2", 3, 99), []Position{p("m3", 3, 100)}, 3, false, "m3"},
-		{"a later term wins over a longer log", p("m3", 4, 90), []Position{p("m2", 3, 100)}, 3, true, "m3"},
-		{"no peer answered: no quorum of 3", p("m2", 3, 100), nil, 3, false, ""},
-		{"five voters, three survivors answered", p("m1", 2, 10), []Position{p("m4", 2, 10), p("m5", 2, 9)}, 5, true, "m1"},
-		{"five voters, two survivors answered", p("m1", 2, 10), []Position{p("m4", 2, 10)}, 5, false, ""},
-		{"a survivor still reaches the leader", p("m2", 3, 100), []Position{{ID: "m3", Term: 3, Index: 100, Reaches: true}}, 3, false, ""},
-		{"one of two reaches it", p("m1", 2, 10), []Position{p("m4", 2, 10), {ID: "m5", Term: 2, Index: 9, Reaches: true}}, 5, false, ""},
+		{"equal logs: the smaller id", p("m2", 3, 100), []Position{p("m3", 3, 100)}, 3, true, "m2", "its id is the smallest"},
+		{"equal logs: not the larger id", p("m3", 3, 100), []Position{p("m2", 3, 100)}, 3, false, "m2", "survivor m2's log is as far as this master's and its id is smaller"},
+		{"a longer log wins over a smaller id", p("m2", 3, 99), []Position{p("m3", 3, 100)}, 3, false, "m3", "survivor m3's log is ahead"},
+		{"a later term wins over a longer log", p("m3", 4, 90), []Position{p("m2", 3, 100)}, 3, true, "m3", "this master's log is ahead of every survivor's"},
+		{"no peer answered: no quorum of 3", p("m2", 3, 100), nil, 3, false, "", ""},
+		{"five voters, three survivors answered", p("m1", 2, 10), []Position{p("m4", 2, 10), p("m5", 2, 9)}, 5, true, "m1", ""},
+		{"five voters, two survivors answered", p("m1", 2, 10), []Position{p("m4", 2, 10)}, 5, false, "", ""},
+		{"a survivor still reaches the leader", p("m2", 3, 100), []Position{{ID: "m3", Term: 3, Index: 100, Reaches: true}}, 3, false, "", ""},
+		{"one of two reaches it", p("m1", 2, 10), []Position{p("m4", 2, 10), {ID: "m5", Term: 2, Index: 9, Reaches: true}}, 5, false, "", ""},
 	} {
 		d := Decide(tc.self, tc.peers, tc.voters)
-		if d.Stand != tc.stand || d.Nominee != tc.nominee || d.Reason == "" {
+		if d.Stand != tc.stand || d.Nominee != tc.nominee || d.Reason == "" || !strings.Contains(d.Reason, tc.why) {
 			t.Errorf("%s: Decide = %+v, want stand %v nominee %q", tc.name, d, tc.stand, tc.nominee)
 		}
 	}
