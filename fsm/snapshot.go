@@ -229,7 +229,13 @@ func restoreSized(r io.Reader, size int64) (*State, error) {
 	edec := &execDecoder{r: br}
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("snapshot header: %w", err)
+		switch {
+		case size == 0:
+			return nil, errors.New("not a jobmaster snapshot: it is empty")
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.HasSuffix(err.Error(), ": EOF"):
+			return nil, fmt.Errorf("snapshot header: %w", err) // cut short (RestoreSized)
+		}
+		return nil, errors.New("not a jobmaster snapshot: its first bytes are not a snapshot's header")
 	}
 	if h.Format < 1 || h.Format > snapshotFormat {
 		return nil, fmt.Errorf("snapshot format %d, this version reads 1 to %d", h.Format, snapshotFormat)

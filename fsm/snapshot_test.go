@@ -225,4 +225,11 @@ func TestRestoreRefusesCutAndPaddedSnapshots(t *testing.T) {
 	padded := append(append([]byte(nil), whole...), "Saved 3394 bytes to /dev/stdout\n"...)
 	_, err = RestoreSized(bytes.NewReader(padded), int64(len(padded)))
 	require.ErrorContains(t, err, "bytes follow its last record")
+
+	// What is no snapshot at all is said to be none, without the decoder's
+	// words.
+	_, err = RestoreSized(bytes.NewReader([]byte("garbage")), 7)
+	require.EqualError(t, err, "not a jobmaster snapshot: its first bytes are not a snapshot's header")
+	_, err = RestoreSized(bytes.NewReader(nil), 0)
+	require.EqualError(t, err, "not a jobmaster snapshot: it is empty")
 }

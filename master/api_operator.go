@@ -84,7 +84,7 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := fsm.RestoreSized(tmp, size)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "not a jobmaster snapshot: "+err.Error())
+		writeError(w, http.StatusBadRequest, "cannot restore it: "+err.Error())
 		return
 	}
 	// A restored cluster is a new cluster to the executors (its tokens start
