@@ -152,7 +152,14 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err, prefix, data)
+		e := jsonError(err, prefix, data)
+		if e.Msg == "unknown field" {
+			field := e.Field[strings.LastIndexByte(e.Field, '.')+1:]
+			if near := suggestField(v, field); near != "" {
+				e.Msg += fmt.Sprintf(" (did you mean %q?)", near)
+			}
+		}
+		return e
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &Error{Field: prefix, Msg: "malformed JSON: unexpected data after the value"}
@@ -459,7 +466,11 @@ func (r *Restart) UnmarshalJSON(b []byte) error {
 	for _, k := range names {
 		target, ok := targets[k]
 		if !ok {
-			return &Error{Field: "restart." + k, Msg: "unknown field"}
+			msg := "unknown field"
+			if near := suggestField(r, k); near != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", near)
+			}
+			return &Error{Field: "restart." + k, Msg: msg}
 		}
 		if err := json.Unmarshal(fields[k], target); err != nil {
 			var typ *json.UnmarshalTypeError

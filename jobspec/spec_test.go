@@ -108,6 +108,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad delay", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"fixed-delay","delay":"soon"}}`, `restart.delay: invalid duration "soon"`},
 		{"unused param", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"none","attempts":2}}`, `restart.attempts: not used by strategy "none"`},
 		{"unknown restart field", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"none","tries":2}}`, `restart.tries: unknown field`},
+		{"a misspelt field is named", `{"vertices":[{"id":"a","paralelism":1,"command":["x"]}]}`, `vertices[0].paralelism: unknown field (did you mean "parallelism"?)`},
+		{"a misspelt restart field is named", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"none","atempts":2}}`, `restart.atempts: unknown field (did you mean "attempts"?)`},
 		{"negative attempts", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"fixed-delay","attempts":-1}}`, `restart.attempts: must not be negative`},
 		{"jitter", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"exponential-delay","jitter":2}}`, `restart.jitter`},
 		{"too many subtasks", `{"vertices":[` + strings.Repeat(`{"id":"x","parallelism":10000,"command":["x"]},`, 0) + manyVertices(11) + `]}`, "subtasks in all"},

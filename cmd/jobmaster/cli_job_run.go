@@ -29,9 +29,9 @@ again changes nothing, so retries are safe. Without it the masters pick an id.
 With --wait the command follows the job until it ends and exits 0 only if it
 FINISHED (1 if it FAILED or was CANCELED). Ctrl-C stops waiting; the job keeps
 running.`,
-		Example: `  jobmaster job run wordcount.json
-  jobmaster job run --id wc-1 --wait wordcount.json
-  cat wordcount.json | jobmaster job run -`,
+		Example: `  jobmaster job run examples/wordcount.json
+  jobmaster job run --id wc-1 --wait examples/wordcount.json
+  cat examples/wordcount.json | jobmaster job run -`,
 		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("id") {
