@@ -119,6 +119,19 @@ func TestUI(t *testing.T) {
 		)
 		require.Equal(t, "CANCELED", c.Job("ui-cancel").Status)
 	})
+	t.Run("a finished job's restart is labelled as one, not shown as its failure", func(t *testing.T) {
+		c.Submit("ui-flaky", `{"name": "ui-flaky", "vertices": [
+			{"id": "once", "parallelism": 1, "command": ["sh", "-c", "[ \"$JOBMASTER_ATTEMPT\" -ge 1 ] || exit 3"]}],
+			"restart": {"strategy": "fixed-delay", "delay": "100ms", "attempts": 2}}`)
+		var msg string
+		browse(t, ctx, "ui-flaky FINISHED after a restart", uiWait,
+			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs/ui-flaky")),
+			js(`document.querySelector('#job-status')?.textContent === 'FINISHED'`),
+			js(`!document.querySelector('#job-message').hidden`),
+			eval(`document.querySelector('#job-message').textContent`, &msg))
+		require.True(t, strings.HasPrefix(msg, "Last restart: "), msg)
+		require.Contains(t, msg, "ui-flaky/once/0/0")
+	})
 	t.Run("the masters page recovers from the death of its own master, the leader", func(t *testing.T) {
 		browse(t, ctx, "the masters page", uiWait,
 			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/masters")),

@@ -45,7 +45,8 @@ export function mount(root, { arg: id, fail }) {
       h('span', { class: 'mono muted' }, job.id), ' \u00b7 submitted ', h('span', { title: fmtTime(job.submit_time_ms) }, fmtAgo(job.submit_time_ms, now)),
       job.end_time_ms ? ` \u00b7 ran for ${fmtDuration(job.end_time_ms - job.submit_time_ms)}` : ` \u00b7 running for ${fmtDuration(now - job.submit_time_ms)}`,
       ` \u00b7 ${job.restarts} restart${job.restarts === 1 ? '' : 's'}`);
-    message.textContent = job.message || '';
+    // A finished job's message is why it last restarted, not an error.
+    message.textContent = job.message && job.status === 'FINISHED' ? `Last restart: ${job.message}` : job.message || '';
     message.hidden = !job.message;
     const ended = TERMINAL_JOB.has(job.status);
     cancel.disabled = ended || job.status === 'CANCELLING';
