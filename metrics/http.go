@@ -50,13 +50,28 @@ func (h *HTTP) Wrap(next http.Handler) http.Handler {
 			if route == "" || route == "/" {
 				route = "unmatched"
 			}
-			h.requests.WithLabelValues(route, r.Method, strconv.Itoa(sw.code())).Inc()
+			method := methodLabel(r.Method)
+			h.requests.WithLabelValues(route, method, strconv.Itoa(sw.code())).Inc()
 			if !h.stream(r) {
-				h.duration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+				h.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 			}
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// methodLabel is a request's method as a label: the server takes any
+// token as a method, before anything checks the request, so every method
+// but the standard ones counts as "other" (else each made-up method a
+// client sends, without a token or a certificate, would be new series
+// kept for good).
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // statusWriter remembers the status code written. It flushes, and unwraps

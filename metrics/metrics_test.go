@@ -57,6 +57,16 @@ func TestHTTPCountsRoutesNotPaths(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// Made-up methods, as many as a client likes: one label between them.
+	for _, m := range []string{"FOO", "BAR", "M" + strings.Repeat("X", 1000)} {
+		req, _ := http.NewRequest(m, srv.URL+"/elsewhere", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
 		// To the end: the stream's headers arrive on its flush, before its
 		// handler returns and the wrapper counts it; its last chunk is sent
 		// after that.
@@ -71,12 +81,13 @@ func TestHTTPCountsRoutesNotPaths(t *testing.T) {
 		{[]string{"/v1/jobs/{id}", "GET", "404"}, 1},
 		{[]string{"/v1/events", "GET", "200"}, 1},
 		{[]string{"unmatched", "GET", "404"}, 1},
+		{[]string{"unmatched", "other", "404"}, 3},
 	} {
 		if got := testutil.ToFloat64(h.requests.WithLabelValues(c.labels...)); got != c.want {
 			t.Errorf("requests%v = %v, want %v", c.labels, got, c.want)
 		}
 	}
-	if n := testutil.CollectAndCount(h.duration); n != 2 { // jobs and unmatched; the stream is not timed
-		t.Errorf("%d latency series, want 2", n)
+	if n := testutil.CollectAndCount(h.duration); n != 3 { // jobs, unmatched GET and other; the stream is not timed
+		t.Errorf("%d latency series, want 3", n)
 	}
 }
