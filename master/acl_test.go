@@ -3,6 +3,7 @@ package master
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -541,4 +542,35 @@ func TestAMasterBehindAsksTheLeaderForATokenItServesItself(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, do(t, "GET", c.url(l, tokenPath+"?hash=xyz"), nil).status)
 	assert.Equal(t, http.StatusNotFound, do(t, "GET", c.url(l, tokenPath+"?hash="+secretHash("never-created")), nil).status)
 	assert.Equal(t, http.StatusServiceUnavailable, do(t, "GET", c.url(c.follower(), tokenPath+"?hash="+secretHash(reader.SecretID)), nil).status)
+}
+
+// Wide jobs submitted at once are decided one batch at a time: the quota
+// holds exactly, however many arrive together, at the leader and through
+// followers.
+func TestWideSubmitsAtOnceKeepTheQuota(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.MaxExecutions = 50_000 })
+	l := c.leader()
+	wide := `{"vertices":[{"id":"a","parallelism":10000,"command":["true"]},{"id":"b","parallelism":10000,"command":["true"]}]}`
+	var wg sync.WaitGroup
+	codes := make([]int, 6)
+	for i := range codes {
+		wg.Go(func() {
+			codes[i] = do(t, "PUT", c.url(i%3, fmt.Sprintf("/v1/jobs/wide%d", i)), []byte(wide)).status
+		})
+	}
+	wg.Wait()
+	accepted := 0
+	for _, code := range codes {
+		switch code {
+		case http.StatusCreated:
+			accepted++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("answers %v", codes)
+		}
+	}
+	assert.Equal(t, 2, accepted, "answers %v", codes)
+	var execs int
+	c.masters[l].fsm.Read(func(st *fsm.State) { execs = st.NumExecutions() })
+	assert.Equal(t, 40_000, execs)
 }

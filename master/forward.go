@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -107,6 +109,7 @@ func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h
 func (m *Master) leaderDo(w http.ResponseWriter, r *http.Request, here func(http.ResponseWriter, *http.Request, *session) error,
 	toLeader func(addr string) bool) {
 	deadline := m.cfg.Now().Add(m.cfg.RequestWait)
+	unanswered := "" // a leader sent the request that did not answer
 	for {
 		s, changed := m.sessionWatch()
 		if s != nil {
@@ -122,10 +125,11 @@ func (m *Master) leaderDo(w http.ResponseWriter, r *http.Request, here func(http
 			if toLeader(addr) {
 				return
 			}
+			unanswered = addr
 		}
 		if m.cfg.Now().After(deadline) {
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, "no leader available (an election may be in progress); retry shortly")
+			writeError(w, http.StatusServiceUnavailable, noLeaderMessage(r, unanswered))
 			return
 		}
 		select {
@@ -139,6 +143,25 @@ func (m *Master) leaderDo(w http.ResponseWriter, r *http.Request, here func(http
 			return
 		}
 	}
+}
+
+// noLeaderMessage is the 503 of a request no leader answered in time.
+// One that was sent to a leader, which did not answer (busy, or gone), is
+// told that a write may have been carried out, and under which job id a
+// POST /v1/jobs was.
+func noLeaderMessage(r *http.Request, unanswered string) string {
+	if unanswered == "" {
+		return "no leader available (an election may be in progress); retry shortly"
+	}
+	msg := fmt.Sprintf("the leader (%s) did not answer in time: it may be busy, or gone", unanswered)
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return msg + "; retry shortly"
+	}
+	msg += "; the request may have been carried out"
+	if id := r.Header.Get(jobIDHeader); id != "" {
+		msg += fmt.Sprintf(", as job %s (look for it with GET /v1/jobs/%s before submitting again)", id, url.PathEscape(id))
+	}
+	return msg + "; retry shortly"
 }
 
 // leaderHTTPAddr is the HTTP address of the current leader if it is another

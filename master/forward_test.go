@@ -97,3 +97,18 @@ func TestElectionWaitFollowsTheClock(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", body)
 	assert.Contains(t, transport.ErrorMessage(body), "no leader available")
 }
+
+// A request sent to a leader that did not answer is told so, and a write
+// that it may have been carried out (a POST /v1/jobs under which id).
+func TestNoLeaderMessageSaysWhatMayHaveHappened(t *testing.T) {
+	get := httptest.NewRequest(http.MethodGet, "/v1/jobs", nil)
+	post := httptest.NewRequest(http.MethodPost, "/v1/jobs", nil)
+	post.Header.Set(jobIDHeader, "wc-1a2b")
+	put := httptest.NewRequest(http.MethodPut, "/v1/jobs/x", nil)
+	assert.Equal(t, "no leader available (an election may be in progress); retry shortly", noLeaderMessage(post, ""))
+	assert.Equal(t, "the leader (10.0.0.2:7401) did not answer in time: it may be busy, or gone; retry shortly", noLeaderMessage(get, "10.0.0.2:7401"))
+	assert.Equal(t, "the leader (10.0.0.2:7401) did not answer in time: it may be busy, or gone; the request may have been carried out; retry shortly",
+		noLeaderMessage(put, "10.0.0.2:7401"))
+	assert.Equal(t, "the leader (10.0.0.2:7401) did not answer in time: it may be busy, or gone; the request may have been carried out, as job wc-1a2b (look for it with GET /v1/jobs/wc-1a2b before submitting again); retry shortly",
+		noLeaderMessage(post, "10.0.0.2:7401"))
+}

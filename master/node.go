@@ -88,6 +88,9 @@ type Master struct {
 	// about tokens in flight to it (acl_leader.go).
 	leaderForTokens func() string
 	tokenAsks       chan struct{}
+	// heavy is held while a batch of many subtasks is decided
+	// (decideSubmissions).
+	heavy chan struct{}
 	// bigReadWrite bounds the writing of a big read's answer
 	// (bigReadWriteTimeout; tests shorten it).
 	bigReadWrite time.Duration
@@ -139,6 +142,7 @@ func New(cfg Config) (*Master, error) {
 		pushLocks:      map[string]*semaphore.Weighted{},
 		bigReadWrite:   bigReadWriteTimeout,
 		tokenAsks:      make(chan struct{}, maxTokenAsks),
+		heavy:          make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),
 		replaceCh:      make(chan replaceRequest),

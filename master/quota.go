@@ -15,9 +15,11 @@ import (
 // ones not forgotten yet (--job-retention), and every attempt of their
 // subtasks. The check sees the state as applied, so submits in flight
 // together may pass a quota by as many as there are (a batch's count
-// each other: a batch is decided as one); and restarts of
-// admitted jobs are never refused, so executions may grow past theirs by
-// new attempts.
+// each other: a batch is decided as one), but for batches of more than
+// heavySubtasks subtasks, which are decided one at a time
+// (decideSubmissions): the quota may be passed by small jobs, not by
+// wide ones. Restarts of admitted jobs are never refused, so executions
+// may grow past theirs by new attempts.
 
 // quotaError is the refusal of a submit, or nil when it fits: a job new to
 // a state of jobs jobs and execs executions, whose spec has subtasks

@@ -73,6 +73,9 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 	if generated && id == "" {
 		id = newJobID(spec.Name)
 	}
+	if generated {
+		r.Header.Set(jobIDHeader, id) // forwarded with it; and named if no answer comes
+	}
 	sub := submission{ID: id, Generated: generated, Secret: requestSecret(r), Spec: spec}
 	m.leaderDo(w, r, func(w http.ResponseWriter, r *http.Request, s *session) error {
 		a, err := m.decideSubmissions(r.Context(), s, []submission{sub}, callerOf(r))
@@ -86,9 +89,6 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 		switch {
 		case errors.Is(err, errRelayUnknown):
 			// A leader of an older version: the request as it came.
-			if generated {
-				r.Header.Set(jobIDHeader, id)
-			}
 			hops, _ := strconv.Atoi(r.Header.Get(hopsHeader))
 			return hops < maxHops && m.forward(w, r, body, addr, hops+1)
 		case err != nil:
@@ -103,17 +103,23 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 // decideSubmissions decides submissions on the leader, in session s: each
 // is checked (its token, when ACLs are on and the caller is not known
 // yet; the quotas; whether its regions can ever fit), and those that pass
-// are proposed together, in one entry. It returns an answer for each, in
-// order, or an error when none was decided: a retryable one (see
-// retryable) when leadership was lost meanwhile. known is the caller when
-// this master already checked the submissions' token (one submission, from
-// a request it took itself).
+// are proposed together, in one entry, or in several of at most
+// maxEntrySubtasks subtasks each when they are many. It returns an answer
+// for each, in order, or an error when none was decided: a retryable one
+// (see retryable) when leadership was lost meanwhile. known is the caller
+// when this master already checked the submissions' token (one
+// submission, from a request it took itself).
+//
+// Submissions of more than heavySubtasks subtasks in all are decided one
+// such batch at a time (m.heavy): every master applies a job's subtasks in
+// one go, and many wide jobs in one entry held the state for seconds on
+// each master (reads and the executors' heartbeats waited); one at a
+// time, each sees the quotas as the one before left them.
 func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submission, known *caller) ([]answer, error) {
 	answers := make([]answer, len(subs))
 	callers := make([]*caller, len(subs))
-	var cmds []fsm.Command
-	var at []int // the submission of each command
-	var admitted quotaAdmitted
+	var valid []int // the submissions that passed the checks
+	weight := 0
 	for i := range subs {
 		sub := &subs[i]
 		c, refusal := m.submitter(sub.Secret, known)
@@ -126,26 +132,68 @@ func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submi
 			answers[i] = errorAnswer(http.StatusBadRequest, err.Error())
 			continue
 		}
+		valid = append(valid, i)
+		weight += subtasksOf(sub.Spec)
+	}
+	if weight > heavySubtasks {
+		select {
+		case m.heavy <- struct{}{}:
+			defer func() { <-m.heavy }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	for len(valid) > 0 {
+		n, w := 0, 0
+		for n < len(valid) && (n == 0 || w+subtasksOf(subs[valid[n]].Spec) <= maxEntrySubtasks) {
+			w += subtasksOf(subs[valid[n]].Spec)
+			n++
+		}
+		if err := m.proposeSubmissions(ctx, s, subs, valid[:n], callers, answers); err != nil {
+			return nil, err
+		}
+		valid = valid[n:]
+	}
+	return answers, nil
+}
+
+const (
+	// maxEntrySubtasks bounds the subtasks of the jobs one entry submits
+	// (but for one job, which may have as many as a job may).
+	maxEntrySubtasks = jobspec.MaxTotalSubtasks
+	// heavySubtasks: submissions of more subtasks than this, in all, are
+	// decided one batch at a time.
+	heavySubtasks = 10_000
+)
+
+// proposeSubmissions checks the quotas of the submissions subs[at...] and
+// proposes those within them in one entry, writing each one's answer.
+func (m *Master) proposeSubmissions(ctx context.Context, s *session, subs []submission, at []int, callers []*caller, answers []answer) error {
+	var cmds []fsm.Command
+	var proposed []int // the submission of each command
+	var admitted quotaAdmitted
+	for _, i := range at {
+		sub := &subs[i]
 		if err := m.checkQuota(sub.ID, sub.Spec, &admitted); err != nil {
 			answers[i] = errorAnswer(http.StatusTooManyRequests, err.Error())
 			continue
 		}
 		cmds = append(cmds, &fsm.SubmitJob{Fenced: s.fenced(), ID: sub.ID, Spec: sub.Spec})
-		at = append(at, i)
+		proposed = append(proposed, i)
 	}
 	if len(cmds) == 0 {
-		return answers, nil
+		return nil
 	}
 	rs, _, err := m.prop.Propose(ctx, cmds...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for k, res := range rs {
-		i := at[k]
+		i := proposed[k]
 		sub := &subs[i]
 		switch {
 		case errors.Is(res.Err, fsm.ErrStaleToken):
-			return nil, res.Err // a newer leader: every submission goes to it
+			return res.Err // a newer leader: every submission goes to it
 		case errors.Is(res.Err, fsm.ErrConflict):
 			msg := fmt.Sprintf("job %q already exists with a different spec", sub.ID)
 			if res.Status.Terminal() {
@@ -168,7 +216,7 @@ func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submi
 			answers[i] = jsonAnswer(http.StatusOK, api.SubmitResponse{ID: sub.ID})
 		}
 	}
-	return answers, nil
+	return nil
 }
 
 // submitter is who submits with secret, on the leader: known when this
