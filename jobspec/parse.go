@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -94,18 +96,35 @@ func Check(s *Spec) error {
 	if err := s.Normalize(); err != nil {
 		return err
 	}
-	for _, r := range s.Name {
-		// Checked at submission only, as the sizes are: a name accepted
-		// before still applies from the log.
-		switch {
-		case unicode.IsControl(r):
-			return fieldErr("name", "has the control character %U: a name is shown in terminals and pages", r)
-		case unicode.Is(unicode.Bidi_Control, r):
-			// "invoice\u202egnp.exe" shows as "invoice...exe.png".
-			return fieldErr("name", "has the bidirectional control character %U: a name is shown in terminals and pages, and would show reordered", r)
+	// Checked at submission only, as the sizes are: a name accepted
+	// before still applies from the log.
+	if err := checkShown("name", "", "a name", s.Name); err != nil {
+		return err
+	}
+	for i, v := range s.Vertices {
+		for _, k := range slices.Sorted(maps.Keys(v.Env)) {
+			if err := checkShown(fmt.Sprintf("vertices[%d].env", i), fmt.Sprintf("variable name %q ", k), "a variable name", k); err != nil {
+				return err
+			}
 		}
 	}
 	return checkSizes(s)
+}
+
+// checkShown refuses, in field, text that what is shown in terminals and
+// pages must not hold: control characters, and bidirectional controls
+// ("invoice\u202egnp.exe" shows as "invoice...exe.png"). what names the
+// text in the message (with a trailing space), noun its kind.
+func checkShown(field, what, noun, text string) error {
+	for _, r := range text {
+		switch {
+		case unicode.IsControl(r):
+			return fieldErr(field, "%shas the control character %U: %s is shown in terminals and pages", what, r, noun)
+		case unicode.Is(unicode.Bidi_Control, r):
+			return fieldErr(field, "%shas the bidirectional control character %U: %s is shown in terminals and pages, and would show reordered", what, r, noun)
+		}
+	}
+	return nil
 }
 
 // decodeVertex decodes one vertex, and each of its inputs separately, so

@@ -96,3 +96,21 @@ func TestNameWithoutControlCharacters(t *testing.T) {
 	_, err := Parse([]byte(`{"name":"word count — ünïcode ✓ 👩‍💻 עברית","vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`))
 	require.NoError(t, err)
 }
+
+// A variable's name is shown too (job status, the UI): control and
+// bidirectional characters are refused in it at submission; other names
+// the task may use pass.
+func TestEnvNamesWithoutControlCharacters(t *testing.T) {
+	spec := func(name string) []byte {
+		quoted, _ := json.Marshal(name)
+		return []byte(fmt.Sprintf(`{"vertices":[{"id":"v","parallelism":1,"command":["x"],"env":{%s:"x"}}]}`, quoted))
+	}
+	_, err := Parse(spec("A\nB"))
+	require.EqualError(t, err, `vertices[0].env: variable name "A\nB" has the control character U+000A: a variable name is shown in terminals and pages`)
+	_, err = Parse(spec("AB\u202e"))
+	require.ErrorContains(t, err, `vertices[0].env: variable name "AB\u202e" has the bidirectional control character U+202E`)
+	for _, ok := range []string{"A B", "1X", "ü", "lower_case"} {
+		_, err := Parse(spec(ok))
+		require.NoError(t, err, "%q", ok)
+	}
+}
