@@ -25,6 +25,9 @@ func (m *Master) guard(mux *http.ServeMux) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		_, pattern := mux.Handler(r)
+		// Set on the request the metrics' wrapper holds: the mux sets it
+		// on the copy authorize passes on, which the wrapper never sees.
+		r.Pattern = pattern
 		handled, peerRead := m.crossOrigin(w, r, pattern)
 		if handled {
 			return

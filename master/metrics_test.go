@@ -1,19 +1,22 @@
 package master
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 )
 
-// scrape reads master i's /v1/metrics into metric families.
-func (c *testCluster) scrape(i int) map[string]*metricFamily {
+// scrape reads master i's /v1/metrics into metric families, with the
+// request headers given (name, value, ...).
+func (c *testCluster) scrape(i int, headers ...string) map[string]*metricFamily {
 	c.t.Helper()
-	r := do(c.t, http.MethodGet, c.url(i, "/v1/metrics"), nil)
+	r := do(c.t, http.MethodGet, c.url(i, "/v1/metrics"), nil, headers...)
 	require.Equal(c.t, http.StatusOK, r.status, "%s", r.body)
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(string(r.body)))
@@ -75,4 +78,31 @@ func TestMetricsOnEveryMaster(t *testing.T) {
 	require.Equal(t, 1.0, value(c.scrape(f), "jobmaster_relayed_submissions_total"))
 	require.Equal(t, 1.0, value(c.scrape(f), "jobmaster_relay_batches_total", "outcome", "answered"))
 	require.Equal(t, -1.0, value(fams, "jobmaster_http_requests_total", "route", "/v1/jobs/m-1"), "routes are patterns")
+}
+
+// With ACLs on, a request's route is its pattern too (authorize passes a
+// copy of the request on, which the mux gives its pattern), and an event
+// stream is counted, not timed.
+func TestMetricsCountRoutesWithACLs(t *testing.T) {
+	c, _ := aclCluster(t)
+	l := c.leader()
+	root := tokenOf(t, do(t, http.MethodPost, c.url(l, "/v1/acl/bootstrap"), nil))
+	do(t, http.MethodGet, c.url(l, "/v1/jobs/nope"), nil, auth(root.SecretID)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(l, eventsPath+"?index=0"), nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Jobmaster-Token", root.SecretID)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	cancel()
+	resp.Body.Close()
+
+	fams := c.scrape(l, auth(root.SecretID)...)
+	require.Equal(t, 1.0, value(fams, "jobmaster_http_requests_total", "route", "/v1/jobs/{id}", "method", "GET", "code", "404"))
+	require.Equal(t, -1.0, value(fams, "jobmaster_http_requests_total", "route", "unmatched", "method", "GET", "code", "404"))
+	require.Eventually(t, func() bool {
+		return value(c.scrape(l, auth(root.SecretID)...), "jobmaster_http_requests_total", "route", eventsPath, "method", "GET", "code", "200") == 1
+	}, 10*time.Second, 20*time.Millisecond, "the stream, counted once it ended")
+	require.Equal(t, -1.0, value(c.scrape(l, auth(root.SecretID)...), "jobmaster_http_request_duration_seconds_count", "route", eventsPath), "a stream is not timed")
 }
