@@ -105,7 +105,8 @@ func parseEventsQuery(r *http.Request) (eventsQuery, error) {
 // master derives the same events from the same entries, so a reader may
 // resume on any of them. The stream ends when the client goes, when the
 // master stops, or with a "gone" line when this master no longer holds
-// what comes next (a snapshot was installed under it).
+// what comes next (the reader fell behind what it keeps, or a snapshot
+// was installed under it).
 func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 	q, err := parseEventsQuery(r)
 	if err != nil {
@@ -183,8 +184,20 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 		read, err = m.fsm.Events(cur, &q.filter, eventsBatch)
 		if gone, ok := errors.AsType[*fsm.EventsGoneError](err); ok {
 			o := gone.Oldest
-			s.line(api.EventGone, "", &api.Event{Index: cur.Index, Type: api.EventGone, OldestIndex: &o,
-				Error: fmt.Sprintf("master %s no longer holds the events after index %d (a snapshot was installed): read the state again and resume from its %s", m.cfg.NodeID, cur.Index, api.IndexHeader)})
+			ev := &api.Event{Index: cur.Index, Type: api.EventGone, OldestIndex: &o}
+			at := fmt.Sprintf("index %d", cur.Index)
+			if !cur.Whole() {
+				off := cur.Offset
+				ev.Offset = &off
+				at += fmt.Sprintf(", offset %d", off)
+			}
+			kept := m.cfg.EventBuffer
+			if kept <= 0 {
+				kept = fsm.DefaultEventBuffer
+			}
+			ev.Error = fmt.Sprintf("master %s no longer holds the events after %s: this stream fell behind the newest %d events it keeps, or a snapshot was installed (it holds those after index %d now): read the state again and resume from its %s",
+				m.cfg.NodeID, at, kept, gone.Oldest, api.IndexHeader)
+			s.line(api.EventGone, "", ev)
 			s.flush()
 			return
 		}

@@ -50,6 +50,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	for l := next(); ; l = next() {
 		require.NotEmpty(t, l, "the stream ended without a gone line")
 		if e := parseEvent(t, l); e.Type == api.EventGone {
+			require.Contains(t, e.Error, "or a snapshot was installed")
 			break
 		}
 	}
