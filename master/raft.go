@@ -50,6 +50,7 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 		Level:      hclog.LevelFromString(cfg.RaftLogLevel),
 		Output:     cfg.RaftLog,
 		JSONFormat: cfg.RaftLogJSON,
+		Exclude:    newRepeatLimit(raftRepeatWindow, time.Now).exclude,
 	}).With("node", cfg.NodeID)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
