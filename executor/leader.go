@@ -80,7 +80,9 @@ func (e *Executor) expireLocked(now time.Time) []string {
 		return nil
 	}
 	live := e.held.live()
-	msg := leaseMessage(e.cfg.fenceAfter(), e.cfg.Lease)
+	// The silence as it was, not the threshold: a check that came late
+	// (the executor held up) says how late.
+	msg := leaseMessage(now.Sub(e.lease.last).Round(100*time.Millisecond), e.cfg.Lease)
 	switch {
 	case len(live) > 0:
 		e.metrics.selfFences.Inc()

@@ -12,10 +12,14 @@ func leaseExpired(last, now time.Time, d time.Duration) bool {
 }
 
 // leaseMessage is the terminal message of the tasks a lease expiry stops:
-// after silent, with the lease of the given length about to run out.
+// after silent, with the lease of the given length about to run out (or
+// run out already: a check that came late, the executor held up).
 func leaseMessage(silent, lease time.Duration) string {
-	if silent == lease {
+	switch {
+	case silent == lease:
 		return fmt.Sprintf("lease expired: no heartbeat from a leader for %s", lease)
+	case silent > lease:
+		return fmt.Sprintf("lease expired: no heartbeat from a leader for %s (lease %s)", silent, lease)
 	}
 	return fmt.Sprintf("lease expiring: no heartbeat from a leader for %s (lease %s)", silent, lease)
 }

@@ -48,6 +48,7 @@ func TestLeaseFiresOncePerRenewal(t *testing.T) {
 func TestLeaseMessage(t *testing.T) {
 	require.Equal(t, "lease expired: no heartbeat from a leader for 10s", leaseMessage(10*time.Second, 10*time.Second))
 	require.Equal(t, "lease expiring: no heartbeat from a leader for 6.5s (lease 10s)", leaseMessage(6500*time.Millisecond, 10*time.Second))
+	require.Equal(t, "lease expired: no heartbeat from a leader for 14s (lease 10s)", leaseMessage(14*time.Second, 10*time.Second))
 	require.Equal(t, 500*time.Millisecond, leaseTick(10*time.Second))
 }
 
