@@ -271,15 +271,23 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 	// JSON logs, with the same keys for the same things.
 	log, err := os.ReadFile(leader.LogPath)
 	require.NoError(t, err)
-	found := false
+	found, why := false, ""
 	for _, line := range strings.Split(string(log), "\n") {
 		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "leadership established" {
+		if json.Unmarshal([]byte(line), &rec) != nil {
 			continue
 		}
-		require.Equal(t, leader.ID, rec["node"], "%s", line)
-		require.Equal(t, cl.FencingToken, uint64(rec["token"].(float64)), "%s", line)
-		found = true
+		switch {
+		case rec["msg"] == "leadership established":
+			require.Equal(t, leader.ID, rec["node"], "%s", line)
+			require.Equal(t, cl.FencingToken, uint64(rec["token"].(float64)), "%s", line)
+			found = true
+		case rec["msg"] == "executor status" && rec["executor"] == c.Executors[1].ID && rec["to"] == "suspect":
+			why, _ = rec["last_heartbeat_error"].(string)
+		}
 	}
 	require.True(t, found, "no JSON line of the leadership in %s", leader.LogPath)
+	// The killed executor turned suspect, and the line says why its
+	// heartbeats failed.
+	require.Contains(t, why, "connection refused", "the suspect line's last_heartbeat_error in %s", leader.LogPath)
 }

@@ -19,7 +19,11 @@ import (
 // executors' next heartbeats.
 func (t *tracker) carry(r leader.Ready, wait bool) []string {
 	for _, c := range r.Changes {
-		t.m.log.Info("executor status", "executor", c.Executor, "from", c.From, "to", c.To, "silent_for", c.Silent.Round(time.Millisecond))
+		args := []any{"executor", c.Executor, "from", c.From, "to", c.To, "silent_for", c.Silent.Round(time.Millisecond)}
+		if why := t.failure(c.Executor); why != "" && c.To != leader.Alive {
+			args = append(args, "last_heartbeat_error", why)
+		}
+		t.m.log.Info("executor status", args...)
 	}
 	if len(r.Propose) > 0 {
 		rs, err := t.s.propose(r.Propose...)
@@ -86,6 +90,7 @@ func (t *tracker) heartbeat(id string) {
 		status, _ := t.core.Status(id)
 		t.m.metrics.heartbeat(cfg.Now().Sub(sent), err != nil, status)
 	}
+	t.noteFailure(id, err)
 	if err != nil {
 		t.core.HeartbeatFailed(h)
 		switch {
@@ -101,6 +106,27 @@ func (t *tracker) heartbeat(id string) {
 		return
 	}
 	t.core.QueueAcks(id, t.carry(t.core.HeartbeatAnswered(t.read, h, &rep, cfg.Now()), true))
+}
+
+// noteFailure remembers why the last heartbeat to executor id failed
+// (err nil: it was answered), for the line that says it turned suspect
+// or lost.
+func (t *tracker) noteFailure(id string, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err == nil {
+		delete(t.failing, id)
+		return
+	}
+	t.failing[id] = err.Error()
+}
+
+// failure is why the last heartbeat to executor id failed ("": it was
+// answered).
+func (t *tracker) failure(id string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failing[id]
 }
 
 // push carries out an executor's push of state changes and returns the acks
