@@ -152,6 +152,22 @@ func TestUI(t *testing.T) {
 		require.True(t, strings.Contains(changes, next.ID), changes)
 		t.Logf("the page showed the new leader %s %.2fs after its own master, the leader %s, was killed", next.ID, time.Since(killed).Seconds(), leader.ID)
 	})
+	t.Run("a job's history says what is missing only when its own beginning is gone", func(t *testing.T) {
+		at := c.Leader()
+		snap, err := c.Client.SnapshotSave(c.ctx())
+		require.NoError(t, err)
+		// A restore: every event from before it is gone, on every master.
+		require.NoError(t, c.Client.SnapshotRestore(c.ctx(), snap))
+		c.Submit("ui-after", `{"name": "ui-after", "vertices": [{"id": "v", "parallelism": 1, "command": ["true"]}]}`)
+		uiSignIn(t, c, ctx, at.HTTPAddr, c.ManagementToken) // another master: another origin
+		browse(t, ctx, "the history of a job submitted since, whole", uiWait,
+			chromedp.Navigate(c.URL(at.HTTPAddr, "/ui/#/jobs/ui-after")),
+			js(`[...document.querySelectorAll('#history li[data-type="job-status"]')].some(li => li.textContent.includes('job CREATED'))`),
+			js(`document.querySelector('#history-note').textContent === ''`))
+		browse(t, ctx, "the history of a job from before, said to be cut", uiWait,
+			chromedp.Navigate(c.URL(at.HTTPAddr, "/ui/#/jobs/ui-dag")),
+			js(`document.querySelector('#history-note')?.textContent.includes('is no longer held by the masters')`))
+	})
 	// Nothing the page did was blocked by its CSP, and no script failed.
 	var problems string
 	browse(t, ctx, "the page's own errors", uiWait,

@@ -19,7 +19,7 @@ export function mount(root, { arg: id, fail }) {
   const subtasks = h('tbody', { id: 'subtasks-body' });
   const subtasksMore = h('p', { class: 'muted small' });
   const history = h('ol', { class: 'history', id: 'history' });
-  const historyNote = h('p', { class: 'muted small' });
+  const historyNote = h('p', { class: 'muted small', id: 'history-note' });
   root.append(h('section', { class: 'page' },
     h('div', { class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / ', h('span', { class: 'mono' }, id)),
     h('div', { class: 'head' }, title, status, h('span', { class: 'spacer' }), note, cancel),
@@ -141,6 +141,15 @@ export function mount(root, { arg: id, fail }) {
   function keep(e) {
     return e.type === 'job-restart' || (e.type === 'job-status') || (e.type === 'execution-state' && e.state === 'FAILED');
   }
+  // The note that history is missing is shown only while the job's own
+  // beginning (its first job-status, with no previous status) has not
+  // been seen: a job submitted after the oldest event held has all of it.
+  let goneBefore = null;
+  let begun = false;
+  function renderNote() {
+    historyNote.textContent = goneBefore !== null && !begun
+      ? `What happened before log index ${goneBefore} is no longer held by the masters.` : '';
+  }
   const stream = new Stream({ job: id, topic: 'job,execution' }, {
     from: { index: 0, offset: null },
     onEvent(e) {
@@ -148,7 +157,12 @@ export function mount(root, { arg: id, fail }) {
         // What came before belongs to an earlier job of this id, which
         // ended and was forgotten: what follows is a new job's.
         events.length = 0;
+        begun = false;
         renderHistory();
+      }
+      if (e.type === 'job-status' && !e.previous) {
+        begun = true;
+        renderNote();
       }
       if (keep(e)) {
         events.push(e);
@@ -158,7 +172,9 @@ export function mount(root, { arg: id, fail }) {
       soon();
     },
     onGone(oldest) {
-      historyNote.textContent = `What happened before log index ${oldest} is no longer held by the masters.`;
+      goneBefore = oldest;
+      begun = false; // seen again only if the job began after oldest
+      renderNote();
       soon(); // the job may have changed, or be gone, meanwhile
     },
     onAuth: fail,
