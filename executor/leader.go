@@ -255,7 +255,14 @@ func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wi
 		return nil, rerr
 	}
 	if len(fresh) > 0 {
-		e.log.Info("deploying", "leader", l.Node, "token", l.Token, "tasks", len(fresh))
+		ids := make([]string, 0, min(len(fresh), maxLoggedIDs+1))
+		for _, t := range fresh[:min(len(fresh), maxLoggedIDs)] {
+			ids = append(ids, t.ExecutionID)
+		}
+		if len(fresh) > maxLoggedIDs {
+			ids = append(ids, fmt.Sprintf("and %d more", len(fresh)-maxLoggedIDs))
+		}
+		e.log.Info("deploying", "leader", l.Node, "token", l.Token, "tasks", len(fresh), "executions", ids)
 	}
 	for _, t := range fresh {
 		// A task that must fetch its inputs first starts in the
@@ -326,6 +333,9 @@ func (e *Executor) startTask(t wire.Task) {
 		e.rt.stop(id)
 	}
 }
+
+// maxLoggedIDs bounds the execution ids a log line lists.
+const maxLoggedIDs = 10
 
 // cancel handles a cancel request.
 func (e *Executor) cancel(now time.Time, req wire.CancelRequest) *requestError {

@@ -121,6 +121,15 @@ func (s *State) JobReadCost(id string) int {
 	return j.Spec.TotalSubtasks() + 6*bytes/readUnit
 }
 
+// JobMessage is job id's message (why it failed, or what it last
+// restarted for); "" for a job it does not hold.
+func (s *State) JobMessage(id string) string {
+	if j, ok := s.jobs[id]; ok {
+		return j.Message
+	}
+	return ""
+}
+
 // readUnit is the bytes of a subtask in a job's answer without messages.
 const readUnit = 600
 

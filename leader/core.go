@@ -1,12 +1,15 @@
 package leader
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"jobmaster/fsm"
+	"jobmaster/wire"
 )
 
 // Config is the leader's timing.
@@ -169,13 +172,16 @@ func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
 		case *fsm.FailExecutions:
 			r.event(slog.LevelWarn, "executions failed", "executor", cmd.Executor, "executions", cmd.IDs, "reason", cmd.Reason)
 		case *fsm.RestartRegions:
-			r.event(slog.LevelInfo, "restarting", "job", cmd.Job)
+			var why string
+			read(func(st *fsm.State) { why = st.JobMessage(cmd.Job) })
+			r.event(slog.LevelInfo, "restarting", "job", cmd.Job, "why", why)
 		case *fsm.ForgetJobs:
 			if len(cmd.IDs) > 0 {
 				r.event(slog.LevelInfo, "forgot ended jobs", "jobs", len(cmd.IDs))
 			}
 		case *fsm.ExecutorLost:
-			r.event(slog.LevelWarn, "executor lost: its executions failed", "executor", cmd.Executor)
+			ended := endedExecutions(res.Events())
+			r.event(slog.LevelWarn, "executor lost: its executions failed", "executor", cmd.Executor, "ended", len(ended), "executions", firstOf(ended, maxLoggedIDs))
 		case *fsm.LosePartitions:
 			r.event(slog.LevelWarn, "partitions lost", "executor", cmd.Executor, "executions", cmd.IDs, "reason", cmd.Reason)
 		}
@@ -192,6 +198,29 @@ func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
 		r.Deploy = append(r.Deploy, deploysOf(read, placed)...)
 	}
 	return r
+}
+
+// maxLoggedIDs bounds the execution ids a log line lists.
+const maxLoggedIDs = 10
+
+// endedExecutions are the executions events say ended (failed, or
+// cancelled: one a restart was stopping already).
+func endedExecutions(evs []fsm.Event) []string {
+	var ids []string
+	for _, e := range evs {
+		if e.Type == fsm.EventExecutionState && wire.State(e.State).Terminal() {
+			ids = append(ids, e.Execution)
+		}
+	}
+	return ids
+}
+
+// firstOf is the first n of ids, and how many more there are.
+func firstOf(ids []string, n int) string {
+	if len(ids) <= n {
+		return strings.Join(ids, " ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:n], " "), len(ids)-n)
 }
 
 // Failed is what remains of r when its proposal failed: only what needed no

@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,10 +23,13 @@ func TestTallyCountsWhatTheCoreDid(t *testing.T) {
 	if total.RegionsPlaced != 1 || total.ExecutionsPlaced != 2 {
 		t.Fatalf("after a placement: %+v", total)
 	}
-	var onE1 string
+	var onE1, onE2 string
 	for _, d := range sched.Deploy {
-		if d.Executor == "e1" {
+		switch d.Executor {
+		case "e1":
 			onE1 = d.Tasks[0].Execution.ID
+		case "e2":
+			onE2 = d.Tasks[0].Execution.ID
 		}
 	}
 	// e1 acknowledges its task and also runs one nobody expects.
@@ -53,12 +57,22 @@ func TestTallyCountsWhatTheCoreDid(t *testing.T) {
 	if total.MissingFailed != 1 || total.Restarts[fsm.ReasonMissing] != 1 {
 		t.Fatalf("after the missing report: %+v", total)
 	}
-	// e2 falls silent past the timeout: lost, and its work fails.
+	// e2 falls silent past the timeout: lost, and its work fails; the
+	// line that says so names what failed.
+	var lostLine *Event
 	for s := 1; s <= 11; s++ { // ticks every second: a leader that was not paused
 		r = w.commit(w.core.Tick(w.read, t0.Add(time.Duration(s)*time.Second)))
 		total.Add(r.Tally)
+		for i, e := range r.Events {
+			if e.Msg == "executor lost: its executions failed" {
+				lostLine = &r.Events[i]
+			}
+		}
 	}
 	if total.ExecutorsLost != 1 {
 		t.Fatalf("after e2's timeout: %+v", total)
+	}
+	if lostLine == nil || fmt.Sprint(lostLine.Args) != fmt.Sprintf("[executor e2 ended 1 executions %s]", onE2) {
+		t.Fatalf("the lost executor's line: %+v, want its execution %s", lostLine, onE2)
 	}
 }
