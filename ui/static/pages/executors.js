@@ -36,7 +36,11 @@ export function mount(root, { fail }) {
         h('td', { class: 'mono' }, x.id),
         h('td', { class: 'mono muted' }, x.http_addr),
         h('td', {}, status),
-        h('td', {}, h('div', { class: 'slots' }, meter(inUse, x.slots, x.status), h('span', {}, `${inUse} / ${x.slots}`))),
+        // A lost executor offers no free slot, and runs nothing the state
+        // counts: its slots are not "in use".
+        h('td', {}, x.status === 'lost'
+          ? h('span', { class: 'muted', title: 'a lost executor takes no work' }, `\u2014 / ${x.slots}`)
+          : h('div', { class: 'slots' }, meter(inUse, x.slots, x.status), h('span', {}, `${inUse} / ${x.slots}`))),
         h('td', { class: 'num' }, String(x.partitions ?? '')),
         h('td', { class: 'num' }, x.silent_ms === undefined ? h('span', { class: 'muted', title: 'not known to this master (not the leader)' }, '\u2014') : `${fmtDuration(x.silent_ms)} ago`));
     }));
