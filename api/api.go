@@ -61,7 +61,13 @@ type Job struct {
 	Message    string   `json:"message,omitempty"`
 	SubmitTime int64    `json:"submit_time_ms"`
 	EndTime    int64    `json:"end_time_ms,omitempty"`
-	Vertices   []Vertex `json:"vertices"`
+	// StartSlots is, for a job that has not ended, the fewest free slots
+	// that let it start (its smallest first region's need), and
+	// DeclaresResources whether a vertex declares CPU or memory: what a
+	// client needs to say why the job waits to be placed.
+	StartSlots        int      `json:"start_slots,omitempty"`
+	DeclaresResources bool     `json:"declares_resources,omitempty"`
+	Vertices          []Vertex `json:"vertices"`
 }
 
 // Vertex is one vertex of a job.

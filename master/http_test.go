@@ -48,3 +48,23 @@ func TestDrainedExecutorsStayListed(t *testing.T) {
 		{ID: "e4", Status: "alive"},
 	}, got)
 }
+
+// A job's answer says, while it has not ended, the slots it needs at once
+// to start and whether it declares resources; an ended job's does not.
+func TestAJobSaysWhatItNeedsToStart(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.leader()
+	spec := `{"vertices": [
+		{"id": "a", "parallelism": 3, "command": ["true"]},
+		{"id": "b", "parallelism": 5, "command": ["true"], "resources": {"memory_mb": 64}, "inputs": [{"from": "a", "mode": "blocking"}]}]}`
+	requireAccepted(t, do(t, http.MethodPut, c.url(c.follower(), "/v1/jobs/two"), []byte(spec)))
+	job := decode[api.Job](t, do(t, http.MethodGet, c.url(0, "/v1/jobs/two"), nil))
+	require.Equal(t, 3, job.StartSlots, "its first region, a")
+	require.True(t, job.DeclaresResources)
+
+	require.Equal(t, http.StatusAccepted, do(t, http.MethodPost, c.url(0, "/v1/jobs/two/cancel"), nil).status)
+	job = decode[api.Job](t, do(t, http.MethodGet, c.url(0, "/v1/jobs/two"), nil))
+	require.Equal(t, "CANCELED", job.Status)
+	require.Zero(t, job.StartSlots)
+	require.False(t, job.DeclaresResources)
+}

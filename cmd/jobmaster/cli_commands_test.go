@@ -580,3 +580,21 @@ func TestAnExecutorFirstInTheAddressList(t *testing.T) {
 	assert.Contains(t, r.stderr, executor+" (an executor, not a master)")
 	assert.Contains(t, r.stderr, "Those are not masters' addresses")
 }
+
+// A job that waits to be placed is said to, from the slots its answer
+// says it needs and the cluster's.
+func TestJobStatusSaysWhyAJobWaits(t *testing.T) {
+	f := newFakeMaster(t)
+	f.addJob(t, "wide", `{"name": "wide", "vertices": [{"id": "v", "parallelism": 12}]}`)
+	f.mu.Lock()
+	f.jobs["wide"].job.StartSlots = 12
+	f.mu.Unlock()
+	r := runCLI(f.addr(), "job", "status", "wide")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "\nWaiting: it needs 12 slots at once to start and the executors that take work have 4 in all; it starts when more executors join.\n")
+
+	f.addJob(t, "wc", wcSpec, "RUNNING")
+	r = runCLI(f.addr(), "job", "status", "wc")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "Waiting", "a placed job waits for nothing")
+}

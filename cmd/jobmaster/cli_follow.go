@@ -304,7 +304,7 @@ func (s *stuckCheck) check(ctx context.Context, c *client.Client, job *api.Job, 
 	case now.Sub(s.since) >= s.w.stuckAfter && (s.checked.IsZero() || now.Sub(s.checked) >= recheckEvery):
 		s.checked = now
 		if cl, err := c.Cluster(ctx); err == nil {
-			view.note(slotNote(job, cl, s.w.need, s.w.resources))
+			view.note(waitNote(job, cl, s.w))
 		}
 	}
 }

@@ -25,7 +25,9 @@ previous attempt ended (PREVIOUS ATTEMPT: the reason it failed, or that it
 ran again with its region). A live subtask whose executor the
 leader has not heard from for 2s or more is marked "executor not heard for
 Ns": it may be gone, and is shown as it was until the executor timeout
-declares its executor lost.
+declares its executor lost. A job that waits to be placed, with nothing
+placed, gets a last line saying why (the slots it needs at once against
+those the executors have).
 
 With --follow the command shows the job as it changes until it ends (exit 0
 if it FINISHED, 1 otherwise), each failed attempt as it happens.`,
@@ -43,10 +45,16 @@ if it FINISHED, 1 otherwise), each failed attempt as it happens.`,
 				return printJSON(cmd.OutOrStdout(), job)
 			}
 			var notes map[string]string
-			if cl, err := c.Cluster(cmd.Context()); err == nil {
+			cl, err := c.Cluster(cmd.Context())
+			if err == nil {
 				notes = silentNotes(cl)
 			}
 			fmt.Fprint(cmd.OutOrStdout(), formatJobStatusNoting(job, time.Now(), notes))
+			if cl != nil && awaitsPlacement(job) {
+				if note := waitNote(job, cl, waitOpts{}); note != "" {
+					fmt.Fprintln(cmd.OutOrStdout(), "\n"+note)
+				}
+			}
 			return nil
 		}),
 	}

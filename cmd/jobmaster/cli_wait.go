@@ -48,6 +48,16 @@ const (
 // spec is not at hand). With enough slots free, what a job whose tasks
 // declare resources waits for is their CPU or memory. It is "" when
 // something is placed.
+// waitNote is slotNote with what w knows of the job's spec, else what the
+// job's answer says of it.
+func waitNote(job *api.Job, cl *api.Cluster, w waitOpts) string {
+	need := w.need
+	if need == 0 {
+		need = job.StartSlots
+	}
+	return slotNote(job, cl, need, w.resources || job.DeclaresResources)
+}
+
 func slotNote(job *api.Job, cl *api.Cluster, need int, resources bool) string {
 	for _, v := range job.Vertices {
 		for _, st := range v.Subtasks {
