@@ -109,6 +109,7 @@ func TestParseErrors(t *testing.T) {
 		{"unused param", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"none","attempts":2}}`, `restart.attempts: not used by strategy "none"`},
 		{"unknown restart field", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"none","tries":2}}`, `restart.tries: unknown field`},
 		{"a misspelt field is named", `{"vertices":[{"id":"a","paralelism":1,"command":["x"]}]}`, `vertices[0].paralelism: unknown field (did you mean "parallelism"?)`},
+		{"a vertex is not told of an input's fields", `{"vertices":[{"id":"a","parallelism":1,"command":["x"],"mod":"blocking"}]}`, `vertices[0].mod: unknown field`},
 		{"a misspelt restart field is named", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"none","atempts":2}}`, `restart.atempts: unknown field (did you mean "attempts"?)`},
 		{"negative attempts", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"fixed-delay","attempts":-1}}`, `restart.attempts: must not be negative`},
 		{"jitter", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"exponential-delay","jitter":2}}`, `restart.jitter`},
@@ -208,4 +209,12 @@ func TestParseFastTakesTheCommonSpecs(t *testing.T) {
 		_, ok := parseFast([]byte(body))
 		require.True(t, ok, body)
 	}
+}
+
+// A long unknown name is no misspelling: it is not compared with every
+// field (that costs the product of the lengths), and gets no suggestion.
+func TestALongUnknownFieldGetsNoSuggestion(t *testing.T) {
+	long := strings.Repeat("parallelism", 1000)
+	_, err := Parse([]byte(`{"vertices":[{"id":"a","parallelism":1,"command":["x"],"` + long + `":1}]}`))
+	require.EqualError(t, err, "vertices[0]."+long+": unknown field")
 }

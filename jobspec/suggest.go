@@ -5,41 +5,40 @@ import (
 	"strings"
 )
 
-// suggestField is the JSON field name of v's type, or of a struct within
-// it, nearest to name (a misspelling: at most two edits, case aside), or
-// "" if none is that near.
+// suggestField is the JSON field name of v's type (a struct, or a pointer
+// to one) nearest to name (a misspelling: at most two edits, case aside),
+// or "" if none is that near. Only v's own fields are candidates, not
+// those of the structs within it; a name longer than any field by more
+// than two is no misspelling of one, and is not compared (the comparison
+// costs the product of the lengths, and a request may send a long name).
 func suggestField(v any, name string) string {
-	best, bestDist := "", 3
-	seen := map[reflect.Type]bool{}
-	var walk func(t reflect.Type)
-	walk = func(t reflect.Type) {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || seen[t] {
-			return
-		}
-		seen[t] = true
-		for i := range t.NumField() {
-			f := t.Field(i)
-			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if tag == "-" || !f.IsExported() {
-				continue
-			}
-			if tag == "" {
-				tag = f.Name
-			}
-			if d := editDistance(strings.ToLower(name), strings.ToLower(tag)); d < bestDist && tag != name {
-				best, bestDist = tag, d
-			}
-			walk(f.Type)
-		}
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
-	if v != nil {
-		walk(reflect.TypeOf(v))
+	if t == nil || t.Kind() != reflect.Struct || len(name) > maxSuggestedName {
+		return ""
+	}
+	best, bestDist := "", 3
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if d := editDistance(strings.ToLower(name), strings.ToLower(tag)); d < bestDist && tag != name {
+			best, bestDist = tag, d
+		}
 	}
 	return best
 }
+
+// maxSuggestedName is the longest unknown name a suggestion is looked for:
+// every field name is far shorter.
+const maxSuggestedName = 32
 
 // editDistance is the Levenshtein distance of a and b (bytes).
 func editDistance(a, b string) int {
