@@ -546,31 +546,39 @@ func TestAMasterBehindAsksTheLeaderForATokenItServesItself(t *testing.T) {
 
 // Wide jobs submitted at once are decided one batch at a time: the quota
 // holds exactly, however many arrive together, at the leader and through
-// followers.
+// followers, for jobs of 10,000 subtasks (the threshold) and more.
 func TestWideSubmitsAtOnceKeepTheQuota(t *testing.T) {
 	c := newTestCluster(t, 3, func(cfg *Config) { cfg.MaxExecutions = 50_000 })
 	l := c.leader()
-	wide := `{"vertices":[{"id":"a","parallelism":10000,"command":["true"]},{"id":"b","parallelism":10000,"command":["true"]}]}`
-	var wg sync.WaitGroup
-	codes := make([]int, 6)
-	for i := range codes {
-		wg.Go(func() {
-			codes[i] = do(t, "PUT", c.url(i%3, fmt.Sprintf("/v1/jobs/wide%d", i)), []byte(wide)).status
-		})
-	}
-	wg.Wait()
-	accepted := 0
-	for _, code := range codes {
-		switch code {
-		case http.StatusCreated:
-			accepted++
-		case http.StatusTooManyRequests:
-		default:
-			t.Fatalf("answers %v", codes)
+	for _, tc := range []struct {
+		spec           string
+		n, subtasks    int
+		accepted, want int // jobs, executions after
+	}{
+		{`{"vertices":[{"id":"a","parallelism":10000,"command":["true"]},{"id":"b","parallelism":10000,"command":["true"]}]}`, 6, 20_000, 2, 40_000},
+		{`{"vertices":[{"id":"a","parallelism":10000,"command":["true"]}]}`, 6, 10_000, 1, 50_000},
+	} {
+		codes := make([]int, tc.n)
+		var wg sync.WaitGroup
+		for i := range codes {
+			wg.Go(func() {
+				codes[i] = do(t, "PUT", c.url(i%3, fmt.Sprintf("/v1/jobs/wide%d-%d", tc.subtasks, i)), []byte(tc.spec)).status
+			})
 		}
+		wg.Wait()
+		accepted := 0
+		for _, code := range codes {
+			switch code {
+			case http.StatusCreated:
+				accepted++
+			case http.StatusTooManyRequests:
+			default:
+				t.Fatalf("answers %v", codes)
+			}
+		}
+		assert.Equal(t, tc.accepted, accepted, "jobs of %d subtasks: answers %v", tc.subtasks, codes)
+		var execs int
+		c.masters[l].fsm.Read(func(st *fsm.State) { execs = st.NumExecutions() })
+		assert.Equal(t, tc.want, execs)
 	}
-	assert.Equal(t, 2, accepted, "answers %v", codes)
-	var execs int
-	c.masters[l].fsm.Read(func(st *fsm.State) { execs = st.NumExecutions() })
-	assert.Equal(t, 40_000, execs)
 }

@@ -39,7 +39,10 @@ func retryable(err error) bool {
 		// An operator restore replaced the state while the write was
 		// being committed: it was not applied, and goes to the session
 		// that starts after the restore.
-		errors.Is(err, raft.ErrAbortedByRestore)
+		errors.Is(err, raft.ErrAbortedByRestore) ||
+		// Some of a batch's submissions were committed: decided again,
+		// they are found to exist.
+		errors.Is(err, errPartlyDecided)
 }
 
 // leaderWrite serves a request on the leader: here if this master leads,

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"jobmaster/fsm"
+	"jobmaster/jobspec"
 )
 
 // proposer batches commands from many callers into Raft entries: one entry
@@ -45,12 +46,18 @@ const (
 	// two (the ratio to etcd's puts in the same run): 3 clients 0.83x and
 	// 0.65x, 64 clients 1.07x and 1.06x.
 	maxEntriesInFlight = 1
+	// maxEntryWeight bounds the weight of the proposals one entry carries
+	// (but for a lone proposal, which goes whole): every master applies an
+	// entry in one go, holding its state, and a job's subtasks are what
+	// applying its submission costs.
+	maxEntryWeight = jobspec.MaxTotalSubtasks
 )
 
 type proposal struct {
-	data  []byte
-	n     int // commands in data
-	reply chan proposalReply
+	data   []byte
+	n      int // commands in data
+	weight int // what applying it costs (subtasks submitted); see maxEntryWeight
+	reply  chan proposalReply
 	// taken: run took it from the queue, and so answers it. Written by
 	// run only, read by Propose once run has ended.
 	taken bool
@@ -74,6 +81,13 @@ func newProposer(r *raft.Raft) *proposer {
 // raft.ErrLeadershipLost (the outcome is unknown: they may still commit),
 // or errShutdown.
 func (p *proposer) Propose(ctx context.Context, cmds ...fsm.Command) ([]fsm.Result, uint64, error) {
+	return p.ProposeWeighted(ctx, 0, cmds...)
+}
+
+// ProposeWeighted is Propose of commands whose applying costs weight (the
+// subtasks they submit): an entry carries proposals of at most
+// maxEntryWeight together.
+func (p *proposer) ProposeWeighted(ctx context.Context, weight int, cmds ...fsm.Command) ([]fsm.Result, uint64, error) {
 	var data []byte
 	for _, c := range cmds {
 		var err error
@@ -81,7 +95,7 @@ func (p *proposer) Propose(ctx context.Context, cmds ...fsm.Command) ([]fsm.Resu
 			return nil, 0, err
 		}
 	}
-	pr := &proposal{data: data, n: len(cmds), reply: make(chan proposalReply, 1)}
+	pr := &proposal{data: data, n: len(cmds), weight: weight, reply: make(chan proposalReply, 1)}
 	select {
 	case p.queue <- pr:
 	case <-ctx.Done():
@@ -141,15 +155,20 @@ func (p *proposer) run() {
 	defer close(p.done)
 	inflight := make(chan struct{}, maxEntriesInFlight)
 	var batch []*proposal
+	var next *proposal // taken, and left for the next entry (its weight)
 	for {
 		batch = batch[:0]
-		select {
-		case pr := <-p.queue:
-			pr.taken = true
-			batch = append(batch, pr)
-		case <-p.stop:
-			p.drain()
-			return
+		if next != nil {
+			batch, next = append(batch, next), nil
+		} else {
+			select {
+			case pr := <-p.queue:
+				pr.taken = true
+				batch = append(batch, pr)
+			case <-p.stop:
+				p.drain()
+				return
+			}
 		}
 		// Wait for room before filling the entry: what queues meanwhile
 		// goes in it.
@@ -160,15 +179,20 @@ func (p *proposer) run() {
 			p.drain()
 			return
 		}
-		size, n := len(batch[0].data), batch[0].n
+		size, n, weight := len(batch[0].data), batch[0].n, batch[0].weight
 	fill:
 		for size < maxBatchBytes && n < maxBatchCmds {
 			select {
 			case pr := <-p.queue:
 				pr.taken = true
+				if weight+pr.weight > maxEntryWeight {
+					next = pr
+					break fill
+				}
 				batch = append(batch, pr)
 				size += len(pr.data)
 				n += pr.n
+				weight += pr.weight
 			default:
 				break fill
 			}

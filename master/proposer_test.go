@@ -28,3 +28,25 @@ func TestProposeAfterCloseIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Proposals heavier together than maxEntryWeight go in entries of their
+// own, however many wait at once.
+func TestHeavyProposalsTakeAnEntryEach(t *testing.T) {
+	c := newTestCluster(t, 1)
+	p := c.masters[c.leader()].prop
+	const n = 6
+	indexes := make(chan uint64, n)
+	for range n {
+		go func() {
+			_, idx, err := p.ProposeWeighted(context.Background(), maxEntryWeight*6/10)
+			require.NoError(t, err)
+			indexes <- idx
+		}()
+	}
+	seen := map[uint64]bool{}
+	for range n {
+		idx := <-indexes
+		require.False(t, seen[idx], "two heavy proposals in entry %d", idx)
+		seen[idx] = true
+	}
+}

@@ -22,7 +22,8 @@ import (
 // wait, and the next batch takes them all (up to relayMaxItems and
 // relayMaxBytes). A lone submission goes at once, in a batch of one. The
 // leader decides a batch's submissions together (decideSubmissions: one
-// Raft entry) and answers each; the follower hands every client its own
+// Raft entry, or entries of at most maxEntryWeight subtasks) and answers
+// each; the follower hands every client its own
 // answer, exactly what the leader would have written to it.
 //
 // The batch travels as msgpack (the spec as parsed here, never JSON

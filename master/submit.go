@@ -104,13 +104,15 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 // is checked (its token, when ACLs are on and the caller is not known
 // yet; the quotas; whether its regions can ever fit), and those that pass
 // are proposed together, in one entry, or in several of at most
-// maxEntrySubtasks subtasks each when they are many. It returns an answer
-// for each, in order, or an error when none was decided: a retryable one
-// (see retryable) when leadership was lost meanwhile. known is the caller
-// when this master already checked the submissions' token (one
-// submission, from a request it took itself).
+// maxEntryWeight subtasks each when they are many. It returns an answer
+// for each, in order, or an error: a retryable one (see retryable) when
+// leadership was lost meanwhile, or when some of the submissions were
+// committed and the rest were not (errPartlyDecided: decided again, those
+// committed are found to exist). known is the caller when this master
+// already checked the submissions' token (one submission, from a request
+// it took itself).
 //
-// Submissions of more than heavySubtasks subtasks in all are decided one
+// Submissions of heavySubtasks subtasks or more in all are decided one
 // such batch at a time (m.heavy): every master applies a job's subtasks in
 // one go, and many wide jobs in one entry held the state for seconds on
 // each master (reads and the executors' heartbeats waited); one at a
@@ -135,7 +137,7 @@ func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submi
 		valid = append(valid, i)
 		weight += subtasksOf(sub.Spec)
 	}
-	if weight > heavySubtasks {
+	if weight >= heavySubtasks {
 		select {
 		case m.heavy <- struct{}{}:
 			defer func() { <-m.heavy }()
@@ -143,13 +145,16 @@ func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submi
 			return nil, ctx.Err()
 		}
 	}
-	for len(valid) > 0 {
+	for committed := false; len(valid) > 0; committed = true {
 		n, w := 0, 0
-		for n < len(valid) && (n == 0 || w+subtasksOf(subs[valid[n]].Spec) <= maxEntrySubtasks) {
+		for n < len(valid) && (n == 0 || w+subtasksOf(subs[valid[n]].Spec) <= maxEntryWeight) {
 			w += subtasksOf(subs[valid[n]].Spec)
 			n++
 		}
-		if err := m.proposeSubmissions(ctx, s, subs, valid[:n], callers, answers); err != nil {
+		if err := m.proposeSubmissions(ctx, s, subs, valid[:n], w, callers, answers); err != nil {
+			if committed && !retryable(err) {
+				err = fmt.Errorf("%w: %w", errPartlyDecided, err)
+			}
 			return nil, err
 		}
 		valid = valid[n:]
@@ -157,18 +162,18 @@ func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submi
 	return answers, nil
 }
 
-const (
-	// maxEntrySubtasks bounds the subtasks of the jobs one entry submits
-	// (but for one job, which may have as many as a job may).
-	maxEntrySubtasks = jobspec.MaxTotalSubtasks
-	// heavySubtasks: submissions of more subtasks than this, in all, are
-	// decided one batch at a time.
-	heavySubtasks = 10_000
-)
+// heavySubtasks: submissions of this many subtasks or more, in all, are
+// decided one batch at a time.
+const heavySubtasks = 10_000
 
-// proposeSubmissions checks the quotas of the submissions subs[at...] and
-// proposes those within them in one entry, writing each one's answer.
-func (m *Master) proposeSubmissions(ctx context.Context, s *session, subs []submission, at []int, callers []*caller, answers []answer) error {
+// errPartlyDecided: some submissions of a batch were committed, the rest
+// were not; the batch is decided again (retryable).
+var errPartlyDecided = errors.New("part of the submissions were committed")
+
+// proposeSubmissions checks the quotas of the submissions subs[at...]
+// (weight subtasks in all) and proposes those within them in one entry,
+// writing each one's answer.
+func (m *Master) proposeSubmissions(ctx context.Context, s *session, subs []submission, at []int, weight int, callers []*caller, answers []answer) error {
 	var cmds []fsm.Command
 	var proposed []int // the submission of each command
 	var admitted quotaAdmitted
@@ -184,7 +189,7 @@ func (m *Master) proposeSubmissions(ctx context.Context, s *session, subs []subm
 	if len(cmds) == 0 {
 		return nil
 	}
-	rs, _, err := m.prop.Propose(ctx, cmds...)
+	rs, _, err := m.prop.ProposeWeighted(ctx, weight, cmds...)
 	if err != nil {
 		return err
 	}
