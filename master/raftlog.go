@@ -10,9 +10,11 @@ import (
 
 // Raft logs a failed heartbeat or append to a peer it cannot reach at
 // every retry: about six lines a second for as long as a master is down
-// (half a million a day). repeatLimit keeps a warning or an error that
-// repeats, about the same peer, to one line per window; the first of each
-// window is logged as Raft wrote it. Less severe lines pass.
+// (half a million a day). repeatLimit keeps a warning or an error about a
+// peer (one that names it, as peer or server-id) that repeats to one line
+// per window; the first of each window is logged as Raft wrote it. Lines
+// about no peer (an election begun, a step down) and less severe ones
+// pass: each says something new.
 type repeatLimit struct {
 	every time.Duration
 	now   func() time.Time
@@ -37,11 +39,15 @@ func (l *repeatLimit) exclude(level hclog.Level, msg string, args ...interface{}
 	if level < hclog.Warn {
 		return false
 	}
-	key := msg
+	key, about := msg, false
 	for i := 0; i+1 < len(args); i += 2 {
-		if args[i] == "peer" {
+		if args[i] == "peer" || args[i] == "server-id" {
 			key += "\x00" + fmt.Sprint(args[i+1])
+			about = true
 		}
+	}
+	if !about {
+		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
