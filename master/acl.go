@@ -153,6 +153,12 @@ func (m *Master) authorize(w http.ResponseWriter, r *http.Request, route acl.Rou
 		return withCaller(r, &caller{unverified: true, hash: hash, need: need}), true
 	default:
 		t, until, known = m.tokenFromLeader(r.Context(), hash)
+		if known && until <= m.appliedIndex() {
+			// This master has applied as far as the leader had, and
+			// does not know the token: it was deleted since.
+			t, known = m.lookupToken(hash)
+			until = 0
+		}
 	}
 	if !known {
 		m.refuse(w, r, http.StatusUnauthorized, "ACL token not found: it was deleted, or never created")

@@ -7,9 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
+	"jobmaster/acl"
 	"jobmaster/fsm"
+	"jobmaster/pki"
 	"jobmaster/transport"
 )
 
@@ -38,8 +41,24 @@ const (
 // tokenAnswer is the leader's answer: the token, and the index the leader
 // had applied when it looked.
 type tokenAnswer struct {
-	Token fsm.ACLToken `json:"token"`
-	Index uint64       `json:"index"`
+	Token tokenWire `json:"token"`
+	Index uint64    `json:"index"`
+}
+
+// tokenWire is a token as the leader answers another master (its
+// secret's hash, never the secret).
+type tokenWire struct {
+	AccessorID  string     `json:"accessor_id"`
+	Name        string     `json:"name,omitempty"`
+	Policy      acl.Policy `json:"policy"`
+	SecretHash  string     `json:"secret_hash"`
+	CreateIndex uint64     `json:"create_index"`
+	CreateTime  int64      `json:"create_time_ms"`
+}
+
+func (t tokenWire) token() fsm.ACLToken {
+	return fsm.ACLToken{AccessorID: t.AccessorID, Name: t.Name, Policy: t.Policy, SecretHash: t.SecretHash,
+		CreateIndex: t.CreateIndex, CreateTime: t.CreateTime}
 }
 
 // tokenForPeer serves tokenPath on the leader: 200 with the token, 404
@@ -59,18 +78,26 @@ func (m *Master) tokenForPeer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "ACL token not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, tokenAnswer{Token: t, Index: m.appliedIndex()})
+	writeJSON(w, http.StatusOK, tokenAnswer{Index: m.appliedIndex(), Token: tokenWire{AccessorID: t.AccessorID, Name: t.Name,
+		Policy: t.Policy, SecretHash: t.SecretHash, CreateIndex: t.CreateIndex, CreateTime: t.CreateTime}})
 }
 
 // tokenFromLeader asks the leader for the token whose secret hashes to
 // hash. ok is false when this master leads, knows no leader, may not ask
-// (maxTokenAsks), or the leader does not have the token or did not answer.
+// (maxTokenAsks), the leader said no since this master last applied an
+// entry, the answer does not come from the master Raft names leader
+// (with TLS: its server certificate), or the leader does not have the
+// token or did not answer.
 func (m *Master) tokenFromLeader(ctx context.Context, hash string) (t fsm.ACLToken, until uint64, ok bool) {
 	if m.currentSession() != nil || m.leaderForTokens == nil {
 		return fsm.ACLToken{}, 0, false
 	}
-	addr := m.leaderForTokens()
+	addr, leaderID := m.leaderForTokens()
 	if addr == "" {
+		return fsm.ACLToken{}, 0, false
+	}
+	applied := m.appliedIndex()
+	if m.tokenRefusals.said(hash, applied) {
 		return fsm.ACLToken{}, 0, false
 	}
 	select {
@@ -91,7 +118,23 @@ func (m *Master) tokenFromLeader(ctx context.Context, hash string) (t fsm.ACLTok
 		return fsm.ACLToken{}, 0, false
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if m.tls != nil {
+		// Only the leader's word counts: gossip gave the address.
+		var peer pki.Identity
+		if resp.TLS != nil && len(resp.TLS.PeerCertificates) > 0 {
+			peer, err = pki.IdentityOf(resp.TLS.PeerCertificates[0])
+		}
+		if err != nil || peer.Role != pki.Server || peer.NodeID != leaderID {
+			m.log.Warn("a question about a token was answered by another than the leader", "leader", leaderID, "addr", addr, "answered_by", peer.String())
+			return fsm.ACLToken{}, 0, false
+		}
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		m.tokenRefusals.note(hash, applied)
+		return fsm.ACLToken{}, 0, false
+	default:
 		return fsm.ACLToken{}, 0, false
 	}
 	var a tokenAnswer
@@ -99,7 +142,34 @@ func (m *Master) tokenFromLeader(ctx context.Context, hash string) (t fsm.ACLTok
 		m.log.Warn("the leader's answer about a token is not one", "err", err)
 		return fsm.ACLToken{}, 0, false
 	}
-	return a.Token, a.Index, true
+	return a.Token.token(), a.Index, true
+}
+
+// refusals remembers the tokens the leader said it does not have, and
+// this master's applied index then: until this master applies another
+// entry (which may create the token), the leader is not asked again about
+// them. Bounded: it forgets everything when full.
+type refusals struct {
+	mu sync.Mutex
+	at map[string]uint64
+}
+
+const maxRefusals = 1024
+
+func (r *refusals) said(hash string, applied uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.at[hash]
+	return ok && at == applied
+}
+
+func (r *refusals) note(hash string, applied uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at == nil || len(r.at) >= maxRefusals {
+		r.at = map[string]uint64{}
+	}
+	r.at[hash] = applied
 }
 
 // appliedIndex is the index of the state this master serves.

@@ -503,7 +503,7 @@ func TestAMasterBehindAsksTheLeaderForATokenItServesItself(t *testing.T) {
 	// A master that has applied nothing yet: its leader is the cluster's.
 	behind := &Master{cfg: Config{ACL: true}, log: slog.New(slog.DiscardHandler), fsm: fsm.New(),
 		client: http.DefaultClient, tokenAsks: make(chan struct{}, maxTokenAsks),
-		leaderForTokens: func() string { return c.masters[l].HTTPAddr() }}
+		leaderForTokens: func() (string, string) { return c.masters[l].HTTPAddr(), c.masters[l].ID() }}
 	req := func(secret, target string) *http.Request {
 		r := httptest.NewRequest("GET", target, nil)
 		r.Header.Set("X-Jobmaster-Token", secret)
@@ -526,11 +526,13 @@ func TestAMasterBehindAsksTheLeaderForATokenItServesItself(t *testing.T) {
 	require.False(t, ok)
 	assert.Equal(t, http.StatusForbidden, w.Code, "%s", w.Body)
 
-	// A token nobody has.
+	// A token nobody has; the leader is not asked again about it until
+	// this master applies another entry.
 	w = httptest.NewRecorder()
 	_, ok = behind.authorize(w, req("never-created", "/v1/state/hash"), route)
 	require.False(t, ok)
 	assert.Equal(t, http.StatusUnauthorized, w.Code)
+	assert.True(t, behind.tokenRefusals.said(secretHash("never-created"), behind.appliedIndex()))
 
 	// Once this master has applied as far, without the token (deleted
 	// meanwhile, say), its own state decides.

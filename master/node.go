@@ -83,11 +83,13 @@ type Master struct {
 	pushes    *semaphore.Weighted
 	pushMu    sync.Mutex
 	pushLocks map[string]*semaphore.Weighted
-	// leaderForTokens is the leader's HTTP address when another master
-	// leads, else "" (leaderHTTPAddr); tokenAsks bounds the questions
-	// about tokens in flight to it (acl_leader.go).
-	leaderForTokens func() string
+	// leaderForTokens is the leader's HTTP address and id when another
+	// master leads, else "" (leaderHTTPAddr); tokenAsks bounds the
+	// questions about tokens in flight to it, and tokenRefusals remembers
+	// its noes (acl_leader.go).
+	leaderForTokens func() (httpAddr, id string)
 	tokenAsks       chan struct{}
+	tokenRefusals   refusals
 	// heavy is held while a batch of many subtasks is decided
 	// (decideSubmissions).
 	heavy chan struct{}
@@ -192,7 +194,10 @@ func New(cfg Config) (*Master, error) {
 	m.metrics = newMasterMetrics(m)
 	m.succession = newSuccessionWatch(m)
 	m.relay = newRelay(m)
-	m.leaderForTokens = m.leaderHTTPAddr
+	m.leaderForTokens = func() (string, string) {
+		_, id := m.raft.LeaderWithID()
+		return m.leaderHTTPAddr(), string(id)
+	}
 	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{TLS: tl, MaxConnsPerClient: cfg.MaxConnsPerClient,
 		Logger: m.log.With("component", "http")})
 	m.goFunc(m.monitorLeadership)

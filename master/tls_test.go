@@ -2,10 +2,12 @@ package master
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"jobmaster/fsm"
 	"jobmaster/internal/pkitest"
 	"jobmaster/membership"
 	"jobmaster/pki"
@@ -343,4 +346,22 @@ func TestRefusesToListenBeyondLoopbackUnprotected(t *testing.T) {
 	cfg.GossipKeys = []string{"short"}
 	_, err = New(cfg)
 	assert.ErrorContains(t, err, "--gossip-key", "a bad key is refused before anything else")
+}
+
+// With TLS, a master takes the word about a token only of the master Raft
+// names leader, by its server certificate: not of whoever answers at the
+// address gossip gave.
+func TestATokenIsVouchedForOnlyByTheLeadersCertificate(t *testing.T) {
+	c := newTLSCluster(t, 3)
+	l, f := c.leader(), c.follower()
+	ask := func(id string) bool {
+		behind := &Master{cfg: Config{ACL: true}, log: slog.New(slog.DiscardHandler), fsm: fsm.New(),
+			client: c.masters[f].client, tls: c.masters[f].tls, tokenAsks: make(chan struct{}, maxTokenAsks),
+			leaderForTokens: func() (string, string) { return c.masters[l].HTTPAddr(), id }}
+		_, _, ok := behind.tokenFromLeader(context.Background(), secretHash(c.token))
+		return ok
+	}
+	require.True(t, ask(c.masters[l].ID()), "the leader's answer")
+	other := c.masters[(l+1)%3].ID()
+	require.False(t, ask(other), "an answer from the leader's address, in another's name than %s", other)
 }
