@@ -211,6 +211,21 @@ const (
 	restoreChunk = 1 << 14
 )
 
+// readErr remembers the error its reader returned, other than io.EOF: a
+// failure to read is told from bytes that are no snapshot.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
 // RestoreSized is Restore of a stream of size bytes (-1: unknown). With a
 // size, a header that claims more records than the bytes could hold (each
 // takes at least one) is refused before anything is decoded: a 40-byte
@@ -224,12 +239,15 @@ func RestoreSized(r io.Reader, size int64) (*State, error) {
 }
 
 func restoreSized(r io.Reader, size int64) (*State, error) {
-	br := bufio.NewReaderSize(r, 256<<10)
+	rr := &readErr{r: r}
+	br := bufio.NewReaderSize(rr, 256<<10)
 	dec := codec.NewDecoder(br, msgpackHandle)
 	edec := &execDecoder{r: br}
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
 		switch {
+		case rr.err != nil:
+			return nil, fmt.Errorf("reading the snapshot: %w", rr.err) // the reader's, not the bytes'
 		case size == 0:
 			return nil, errors.New("not a jobmaster snapshot: it is empty")
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.HasSuffix(err.Error(), ": EOF"):

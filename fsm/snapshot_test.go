@@ -3,13 +3,17 @@ package fsm
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
-	"jobmaster/acl"
-	"jobmaster/wire"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/iotest"
+
+	"jobmaster/acl"
+	"jobmaster/wire"
 
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
@@ -232,4 +236,13 @@ func TestRestoreRefusesCutAndPaddedSnapshots(t *testing.T) {
 	require.EqualError(t, err, "not a jobmaster snapshot: its first bytes are not a snapshot's header")
 	_, err = RestoreSized(bytes.NewReader(nil), 0)
 	require.EqualError(t, err, "not a jobmaster snapshot: it is empty")
+}
+
+// A reader that fails is said to, not taken for bytes that are no
+// snapshot.
+func TestRestoreSaysTheReaderFailed(t *testing.T) {
+	broken := errors.New("input/output error")
+	_, err := RestoreSized(io.MultiReader(bytes.NewReader([]byte{0x8a}), iotest.ErrReader(broken)), 100)
+	require.ErrorIs(t, err, broken)
+	require.ErrorContains(t, err, "reading the snapshot: input/output error")
 }
