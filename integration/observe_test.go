@@ -290,4 +290,24 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 	// The killed executor turned suspect, and the line says why its
 	// heartbeats failed.
 	require.Contains(t, why, "connection refused", "the suspect line's last_heartbeat_error in %s", leader.LogPath)
+
+	// A held-up executor turns suspect before its heartbeat times out:
+	// the line says one is on its way unanswered.
+	before, err := os.ReadFile(leader.LogPath)
+	require.NoError(t, err)
+	e1.Pause()
+	defer e1.Resume()
+	WaitFor(t, "the paused executor's suspect line", 20*time.Second, func() bool {
+		log, err := os.ReadFile(leader.LogPath)
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(log[len(before):]), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "executor status" && rec["executor"] == e1.ID && rec["to"] == "suspect" {
+				why, _ = rec["last_heartbeat_error"].(string)
+				return true
+			}
+		}
+		return false
+	})
+	require.NotEmpty(t, why, "a paused executor's suspect line says why")
 }

@@ -2,6 +2,7 @@ package master
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"jobmaster/leader"
@@ -20,7 +21,7 @@ import (
 func (t *tracker) carry(r leader.Ready, wait bool) []string {
 	for _, c := range r.Changes {
 		args := []any{"executor", c.Executor, "from", c.From, "to", c.To, "silent_for", c.Silent.Round(time.Millisecond)}
-		if why := t.failure(c.Executor); why != "" && c.To != leader.Alive {
+		if why := t.failure(c.Executor, t.m.cfg.Now()); why != "" && c.To != leader.Alive {
 			args = append(args, "last_heartbeat_error", why)
 		}
 		t.m.log.Info("executor status", args...)
@@ -85,6 +86,7 @@ func (t *tracker) heartbeat(id string) {
 	}
 	req := wire.HeartbeatRequest{Leader: t.leader(), Ack: h.Ack, Probe: h.Probe}
 	sent := cfg.Now()
+	t.noteSent(id, sent)
 	rep, err := postHeartbeat(t.s.ctx, t.m.client, id, h.Addr, &req, cfg.heartbeatRPCTimeout())
 	if t.s.ctx.Err() == nil {
 		status, _ := t.core.Status(id)
@@ -108,9 +110,24 @@ func (t *tracker) heartbeat(id string) {
 	t.core.QueueAcks(id, t.carry(t.core.HeartbeatAnswered(t.read, h, &rep, cfg.Now()), true))
 }
 
-// noteFailure remembers why the last heartbeat to executor id failed
-// (err nil: it was answered), for the line that says it turned suspect
-// or lost.
+// heartbeatState is what the line that says an executor turned suspect
+// or lost tells of its heartbeats: why the last one failed, and since
+// when one is on its way unanswered.
+type heartbeatState struct {
+	err  string
+	sent time.Time // zero: none on its way
+}
+
+// noteSent and noteFailure keep heartbeatState: a heartbeat to executor
+// id sent at sent, and its outcome (err nil: it was answered).
+func (t *tracker) noteSent(id string, sent time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	hs := t.failing[id]
+	hs.sent = sent
+	t.failing[id] = hs
+}
+
 func (t *tracker) noteFailure(id string, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -118,15 +135,23 @@ func (t *tracker) noteFailure(id string, err error) {
 		delete(t.failing, id)
 		return
 	}
-	t.failing[id] = err.Error()
+	t.failing[id] = heartbeatState{err: err.Error()}
 }
 
-// failure is why the last heartbeat to executor id failed ("": it was
-// answered).
-func (t *tracker) failure(id string) string {
+// failure says why executor id is not heard from: its last heartbeat's
+// error, or that one has been on its way unanswered since a time ("":
+// neither).
+func (t *tracker) failure(id string, now time.Time) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.failing[id]
+	hs := t.failing[id]
+	switch {
+	case hs.err != "":
+		return hs.err
+	case !hs.sent.IsZero():
+		return fmt.Sprintf("no answer yet to the heartbeat sent %s ago", now.Sub(hs.sent).Round(time.Millisecond))
+	}
+	return ""
 }
 
 // push carries out an executor's push of state changes and returns the acks
