@@ -255,12 +255,9 @@ func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wi
 		return nil, rerr
 	}
 	if len(fresh) > 0 {
-		ids := make([]string, 0, min(len(fresh), maxLoggedIDs+1))
+		ids := make([]string, 0, min(len(fresh), maxLoggedIDs))
 		for _, t := range fresh[:min(len(fresh), maxLoggedIDs)] {
 			ids = append(ids, t.ExecutionID)
-		}
-		if len(fresh) > maxLoggedIDs {
-			ids = append(ids, fmt.Sprintf("and %d more", len(fresh)-maxLoggedIDs))
 		}
 		e.log.Info("deploying", "leader", l.Node, "token", l.Token, "tasks", len(fresh), "executions", ids)
 	}
@@ -334,7 +331,8 @@ func (e *Executor) startTask(t wire.Task) {
 	}
 }
 
-// maxLoggedIDs bounds the execution ids a log line lists.
+// maxLoggedIDs bounds the execution ids a log line lists (its count says
+// how many there were).
 const maxLoggedIDs = 10
 
 // cancel handles a cancel request.

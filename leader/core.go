@@ -1,10 +1,8 @@
 package leader
 
 import (
-	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -181,7 +179,7 @@ func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
 			}
 		case *fsm.ExecutorLost:
 			ended := endedExecutions(res.Events())
-			r.event(slog.LevelWarn, "executor lost: its executions failed", "executor", cmd.Executor, "ended", len(ended), "executions", firstOf(ended, maxLoggedIDs))
+			r.event(slog.LevelWarn, "executor lost: its executions ended", "executor", cmd.Executor, "ended", len(ended), "executions", ended[:min(len(ended), maxLoggedIDs)])
 		case *fsm.LosePartitions:
 			r.event(slog.LevelWarn, "partitions lost", "executor", cmd.Executor, "executions", cmd.IDs, "reason", cmd.Reason)
 		}
@@ -200,7 +198,8 @@ func (c *Core) Committed(read Reader, r Ready, results []fsm.Result) Ready {
 	return r
 }
 
-// maxLoggedIDs bounds the execution ids a log line lists.
+// maxLoggedIDs bounds the execution ids a log line lists (its count says
+// how many there were).
 const maxLoggedIDs = 10
 
 // endedExecutions are the executions events say ended (failed, or
@@ -213,14 +212,6 @@ func endedExecutions(evs []fsm.Event) []string {
 		}
 	}
 	return ids
-}
-
-// firstOf is the first n of ids, and how many more there are.
-func firstOf(ids []string, n int) string {
-	if len(ids) <= n {
-		return strings.Join(ids, " ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(ids[:n], " "), len(ids)-n)
 }
 
 // Failed is what remains of r when its proposal failed: only what needed no

@@ -64,7 +64,7 @@ func TestTallyCountsWhatTheCoreDid(t *testing.T) {
 		r = w.commit(w.core.Tick(w.read, t0.Add(time.Duration(s)*time.Second)))
 		total.Add(r.Tally)
 		for i, e := range r.Events {
-			if e.Msg == "executor lost: its executions failed" {
+			if e.Msg == "executor lost: its executions ended" {
 				lostLine = &r.Events[i]
 			}
 		}
@@ -72,7 +72,7 @@ func TestTallyCountsWhatTheCoreDid(t *testing.T) {
 	if total.ExecutorsLost != 1 {
 		t.Fatalf("after e2's timeout: %+v", total)
 	}
-	if lostLine == nil || fmt.Sprint(lostLine.Args) != fmt.Sprintf("[executor e2 ended 1 executions %s]", onE2) {
+	if lostLine == nil || fmt.Sprint(lostLine.Args) != fmt.Sprintf("[executor e2 ended 1 executions [%s]]", onE2) {
 		t.Fatalf("the lost executor's line: %+v, want its execution %s", lostLine, onE2)
 	}
 }

@@ -11,7 +11,7 @@ import (
 // Raft logs a failed heartbeat or append to a peer it cannot reach at
 // every retry: about six lines a second for as long as a master is down
 // (half a million a day). repeatLimit keeps a warning or an error about a
-// peer (one that names it, as peer or server-id) that repeats to one line
+// peer (one that names it, as peer, server-id or target) that repeats to one line
 // per window; the first of each window is logged as Raft wrote it. Lines
 // about no peer (an election begun, a step down) and less severe ones
 // pass: each says something new.
@@ -41,7 +41,7 @@ func (l *repeatLimit) exclude(level hclog.Level, msg string, args ...interface{}
 	}
 	key, about := msg, false
 	for i := 0; i+1 < len(args); i += 2 {
-		if args[i] == "peer" || args[i] == "server-id" {
+		if args[i] == "peer" || args[i] == "server-id" || args[i] == "target" {
 			key += "\x00" + fmt.Sprint(args[i+1])
 			about = true
 		}

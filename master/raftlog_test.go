@@ -26,6 +26,8 @@ func TestRepeatedRaftErrorsAreLoggedOnceAWindow(t *testing.T) {
 		logger.Warn("heartbeat timeout reached, starting election", "last-leader-id", "m3")
 		logger.Warn("failed to contact", "server-id", "m2", "time", "1s")
 		logger.Warn("failed to contact", "server-id", "m3", "time", "1s")
+		logger.Error("failed to make requestVote RPC", "target", "{Voter m2 127.0.0.1:7412}", "error", refused)
+		logger.Error("failed to make requestVote RPC", "target", "{Voter m3 127.0.0.1:7413}", "error", refused)
 		now = now.Add(time.Second / 6)
 	}
 	lines := strings.Count(out.String(), "failed to heartbeat to")
@@ -33,6 +35,7 @@ func TestRepeatedRaftErrorsAreLoggedOnceAWindow(t *testing.T) {
 	require.Equal(t, 60, strings.Count(out.String(), "entering follower state"))
 	require.Equal(t, 60, strings.Count(out.String(), "starting election"), "a line about no peer passes")
 	require.Equal(t, 2, strings.Count(out.String(), "failed to contact"), "once for each server-id")
+	require.Equal(t, 2, strings.Count(out.String(), "requestVote RPC"), "once for each target")
 	now = now.Add(30 * time.Second)
 	logger.Error("failed to heartbeat to", "peer", "127.0.0.1:7412", "backoff time", "125ms", "error", refused)
 	require.Equal(t, 3, strings.Count(out.String(), "failed to heartbeat to"), "once the window has passed")
