@@ -144,11 +144,16 @@ func Decide(self Position, peers []Position, voters int) Decision {
 			best = p
 		}
 	}
-	// A tie of logs goes to the smaller id: say so, not "ahead".
-	evenWith := func(p Position) bool { return p.ID != best.ID && p.Term == best.Term && p.Index == best.Index }
-	tied := evenWith(self)
-	for _, p := range peers {
-		tied = tied || evenWith(p)
+	// A tie of logs goes to the smaller id: say so, not "ahead". Only a
+	// tie of this master's log with the best one matters here.
+	even := func(p Position) bool { return p.Term == best.Term && p.Index == best.Index }
+	tied := false
+	if best.ID != self.ID {
+		tied = even(self)
+	} else {
+		for _, p := range peers {
+			tied = tied || even(p)
+		}
 	}
 	switch {
 	case best.ID != self.ID && tied:

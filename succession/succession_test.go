@@ -56,6 +56,7 @@ func TestDecide(t *testing.T) {
 		{"equal logs: the smaller id", p("m2", 3, 100), []Position{p("m3", 3, 100)}, 3, true, "m2", "its id is the smallest"},
 		{"equal logs: not the larger id", p("m3", 3, 100), []Position{p("m2", 3, 100)}, 3, false, "m2", "survivor m2's log is as far as this master's and its id is smaller"},
 		{"a longer log wins over a smaller id", p("m2", 3, 99), []Position{p("m3", 3, 100)}, 3, false, "m3", "survivor m3's log is ahead"},
+		{"behind two equal survivors: not a tie of this master's", p("m3", 3, 99), []Position{p("m1", 3, 100), p("m2", 3, 100)}, 3, false, "m1", "survivor m1's log is ahead"},
 		{"a later term wins over a longer log", p("m3", 4, 90), []Position{p("m2", 3, 100)}, 3, true, "m3", "this master's log is ahead of every survivor's"},
 		{"no peer answered: no quorum of 3", p("m2", 3, 100), nil, 3, false, "", ""},
 		{"five voters, three survivors answered", p("m1", 2, 10), []Position{p("m4", 2, 10), p("m5", 2, 9)}, 5, true, "m1", ""},
