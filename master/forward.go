@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -96,8 +97,11 @@ func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h
 			return nil
 		}
 		return h(w, r, body, s)
-	}, func(addr string) bool {
-		return hops < maxHops && m.forward(w, r, body, addr, hops+1)
+	}, func(addr string) delivery {
+		if hops >= maxHops {
+			return notSent
+		}
+		return m.forward(w, r, body, addr, hops+1)
 	})
 }
 
@@ -110,9 +114,9 @@ func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h
 // all, then answers 503 with Retry-After. here's error means the same as a
 // leaderHandler's.
 func (m *Master) leaderDo(w http.ResponseWriter, r *http.Request, here func(http.ResponseWriter, *http.Request, *session) error,
-	toLeader func(addr string) bool) {
+	toLeader func(addr string) delivery) {
 	deadline := m.cfg.Now().Add(m.cfg.RequestWait)
-	unanswered := "" // a leader sent the request that did not answer
+	unanswered := "" // a leader the request may have reached, which did not answer
 	for {
 		s, changed := m.sessionWatch()
 		if s != nil {
@@ -125,10 +129,12 @@ func (m *Master) leaderDo(w http.ResponseWriter, r *http.Request, here func(http
 				return
 			}
 		} else if addr := m.leaderHTTPAddr(); addr != "" {
-			if toLeader(addr) {
+			switch toLeader(addr) {
+			case answered:
 				return
+			case noAnswer:
+				unanswered = addr
 			}
-			unanswered = addr
 		}
 		if m.cfg.Now().After(deadline) {
 			w.Header().Set("Retry-After", "1")
@@ -181,25 +187,46 @@ func (m *Master) leaderHTTPAddr() string {
 	return mem.Meta.HTTPAddr
 }
 
+// delivery is what became of a request sent on to the leader.
+type delivery int
+
+const (
+	answered delivery = iota // its answer was written
+	notSent                  // it did not leave, or was refused before it arrived
+	noAnswer                 // it may have arrived, and no answer came
+)
+
+// deliveryOf is what a failed send's error says of the request: a
+// connection refused never carried it.
+func deliveryOf(err error) delivery {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return notSent
+	}
+	return noAnswer
+}
+
 // forward relays a request to the leader and its answer back. It returns
-// false when no answer came (the leader may have died): the caller waits
-// for the next leader and tries again.
-func (m *Master) forward(w http.ResponseWriter, r *http.Request, body []byte, addr string, hops int) bool {
+// notSent or noAnswer when no answer came (the leader may have died):
+// the caller waits for the next leader and tries again.
+func (m *Master) forward(w http.ResponseWriter, r *http.Request, body []byte, addr string, hops int) delivery {
 	ctx, cancel := context.WithTimeout(r.Context(), m.cfg.RequestWait+5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, r.Method, transport.URL(m.client, addr, r.URL.RequestURI()), bytes.NewReader(body))
 	if err != nil {
-		return false
+		return notSent
 	}
 	copyHeaders(req, r, jobIDHeader)
 	req.Header.Set(hopsHeader, strconv.Itoa(hops))
 	resp, err := m.client.Do(req)
 	if err != nil {
 		m.log.Debug("forward to leader failed", "leader", addr, "err", err)
-		return false
+		return deliveryOf(err)
 	}
 	defer resp.Body.Close()
-	return relayAnswer(w, resp, transport.MaxResponseBytes)
+	if !relayAnswer(w, resp, transport.MaxResponseBytes) {
+		return noAnswer
+	}
+	return answered
 }
 
 // relayedHeaders are the headers of a request that a master relays to the

@@ -41,7 +41,7 @@ func TestForwardRelaysTheAnswer(t *testing.T) {
 		r := httptest.NewRequest(http.MethodPut, uri, nil)
 		r.Header.Set(jobIDHeader, "j1")
 		w := httptest.NewRecorder()
-		require.True(t, m.forward(w, r, []byte(`{"name":"x"}`), addr, 2), "the leader answered")
+		require.Equal(t, answered, m.forward(w, r, []byte(`{"name":"x"}`), addr, 2), "the leader answered")
 		return w
 	}
 	w := relay("/v1/jobs/j1")
@@ -50,8 +50,8 @@ func TestForwardRelaysTheAnswer(t *testing.T) {
 	assert.Equal(t, "a different spec is there", transport.ErrorMessage(w.Body.Bytes()))
 
 	leader.Close()
-	require.False(t, m.forward(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/jobs", nil), nil, addr, 1),
-		"no answer: the caller waits for the next leader")
+	require.Equal(t, notSent, m.forward(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/jobs", nil), nil, addr, 1),
+		"no answer, nothing sent (the connection is refused): the caller waits for the next leader")
 }
 
 // TestRelayAnswer: an answer up to the buffer, at it, or longer than it is

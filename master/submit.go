@@ -84,19 +84,24 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 		}
 		a[0].write(w)
 		return nil
-	}, func(addr string) bool {
+	}, func(addr string) delivery {
 		a, err := m.relay.submit(r.Context(), addr, sub)
 		switch {
 		case errors.Is(err, errRelayUnknown):
 			// A leader of an older version: the request as it came.
 			hops, _ := strconv.Atoi(r.Header.Get(hopsHeader))
-			return hops < maxHops && m.forward(w, r, body, addr, hops+1)
+			if hops >= maxHops {
+				return notSent
+			}
+			return m.forward(w, r, body, addr, hops+1)
+		case errors.Is(err, errRelayFull):
+			return notSent
 		case err != nil:
 			m.log.Debug("relay to leader failed", "leader", addr, "err", err)
-			return false
+			return deliveryOf(err)
 		}
 		a.write(w)
-		return true
+		return answered
 	})
 }
 
