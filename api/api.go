@@ -58,9 +58,9 @@ type Job struct {
 	Status   string `json:"status"`
 	Restarts int    `json:"restarts"`
 	// Message says why the job failed or what it last restarted for.
-	Message    string   `json:"message,omitempty"`
-	SubmitTime int64    `json:"submit_time_ms"`
-	EndTime    int64    `json:"end_time_ms,omitempty"`
+	Message    string `json:"message,omitempty"`
+	SubmitTime int64  `json:"submit_time_ms"`
+	EndTime    int64  `json:"end_time_ms,omitempty"`
 	// StartSlots is, for a job that has not ended, the fewest free slots
 	// that let it start (its smallest first region's need), and
 	// DeclaresResources whether a vertex declares CPU or memory: what a
