@@ -176,9 +176,26 @@ func (m *Master) health(w http.ResponseWriter, _ *http.Request) {
 }
 
 // stateHash: GET /v1/state/hash. This master's own state, never forwarded.
-func (m *Master) stateHash(w http.ResponseWriter, _ *http.Request) {
+// A hash copies the whole state (a capture) and encodes it: one is made
+// at a time (the others wait, and give up when their client does), and
+// kept for the requests that find the state at the same index.
+func (m *Master) stateHash(w http.ResponseWriter, r *http.Request) {
+	select {
+	case m.hashing <- struct{}{}:
+		defer func() { <-m.hashing }()
+	case <-r.Context().Done():
+		return
+	}
+	var index uint64
+	m.fsm.Read(func(st *fsm.State) { index = st.Index() })
+	if h := m.lastHash; h != nil && h.AppliedIndex == index {
+		writeJSON(w, http.StatusOK, *h)
+		return
+	}
 	c := m.fsm.Capture()
-	writeJSON(w, http.StatusOK, api.StateHash{Node: m.cfg.NodeID, AppliedIndex: c.Index(), Hash: c.Hash()})
+	h := api.StateHash{Node: m.cfg.NodeID, AppliedIndex: c.Index(), Hash: c.Hash()}
+	m.lastHash = &h
+	writeJSON(w, http.StatusOK, h)
 }
 
 // errReportRevision: a push in binary of a report revision this master

@@ -2,6 +2,7 @@ package master
 
 import (
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,4 +68,23 @@ func TestAJobSaysWhatItNeedsToStart(t *testing.T) {
 	require.Equal(t, "CANCELED", job.Status)
 	require.Zero(t, job.StartSlots)
 	require.False(t, job.DeclaresResources)
+}
+
+// State hashes asked for at once are made one at a time and agree: the
+// last one made answers those that find the state at its index.
+func TestStateHashesAtOnceAgree(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.leader()
+	requireAccepted(t, do(t, http.MethodPut, c.url(0, "/v1/jobs/h"), []byte(simpleJob)))
+	c.waitSameState()
+	var wg sync.WaitGroup
+	hashes := make([]api.StateHash, 20)
+	for i := range hashes {
+		wg.Go(func() { hashes[i] = decode[api.StateHash](t, do(t, http.MethodGet, c.url(i%3, "/v1/state/hash"), nil)) })
+	}
+	wg.Wait()
+	for _, h := range hashes {
+		require.Equal(t, hashes[0].AppliedIndex, h.AppliedIndex)
+		require.Equal(t, hashes[0].Hash, h.Hash)
+	}
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/hashicorp/raft"
 	"golang.org/x/sync/semaphore"
 
+	"jobmaster/api"
 	"jobmaster/fsm"
 	"jobmaster/internal/dirlock"
 	"jobmaster/internal/privatedir"
@@ -93,6 +94,10 @@ type Master struct {
 	// heavy is held while a batch of many subtasks is decided
 	// (decideSubmissions).
 	heavy chan struct{}
+	// hashing is held while a state hash is made, and lastHash is the
+	// last one made (stateHash).
+	hashing  chan struct{}
+	lastHash *api.StateHash
 	// bigReadWrite bounds the writing of a big read's answer
 	// (bigReadWriteTimeout; tests shorten it).
 	bigReadWrite time.Duration
@@ -145,6 +150,7 @@ func New(cfg Config) (*Master, error) {
 		bigReadWrite:   bigReadWriteTimeout,
 		tokenAsks:      make(chan struct{}, maxTokenAsks),
 		heavy:          make(chan struct{}, 1),
+		hashing:        make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),
 		replaceCh:      make(chan replaceRequest),
