@@ -546,9 +546,9 @@ func TestAMasterBehindAsksTheLeaderForATokenItServesItself(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, do(t, "GET", c.url(c.follower(), tokenPath+"?hash="+secretHash(reader.SecretID)), nil).status)
 }
 
-// Wide jobs submitted at once are decided one batch at a time: the quota
-// holds exactly, however many arrive together, at the leader and through
-// followers, for jobs of 10,000 subtasks (the threshold) and more.
+// Jobs submitted at once keep the quota exactly, wide or not, however many
+// arrive together, at the leader and through followers: each check counts
+// what the others admitted and have not applied yet.
 func TestWideSubmitsAtOnceKeepTheQuota(t *testing.T) {
 	c := newTestCluster(t, 3, func(cfg *Config) { cfg.MaxExecutions = 50_000 })
 	l := c.leader()
@@ -558,7 +558,8 @@ func TestWideSubmitsAtOnceKeepTheQuota(t *testing.T) {
 		accepted, want int // jobs, executions after
 	}{
 		{`{"vertices":[{"id":"a","parallelism":10000,"command":["true"]},{"id":"b","parallelism":10000,"command":["true"]}]}`, 6, 20_000, 2, 40_000},
-		{`{"vertices":[{"id":"a","parallelism":10000,"command":["true"]}]}`, 6, 10_000, 1, 50_000},
+		{`{"vertices":[{"id":"a","parallelism":9000,"command":["true"]}]}`, 6, 9_000, 1, 49_000},
+		{`{"vertices":[{"id":"a","parallelism":1000,"command":["true"]}]}`, 6, 1_000, 1, 50_000},
 	} {
 		codes := make([]int, tc.n)
 		var wg sync.WaitGroup

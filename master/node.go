@@ -91,9 +91,8 @@ type Master struct {
 	leaderForTokens func() (httpAddr, id string)
 	tokenAsks       chan struct{}
 	tokenRefusals   refusals
-	// heavy is held while a batch of many subtasks is decided
-	// (decideSubmissions).
-	heavy chan struct{}
+	// quota counts the submissions admitted and not yet applied (quota.go).
+	quota quotaLedger
 	// hashing is held while a state hash is made, and lastHash is the
 	// last one made (stateHash).
 	hashing  chan struct{}
@@ -149,7 +148,6 @@ func New(cfg Config) (*Master, error) {
 		pushLocks:      map[string]*semaphore.Weighted{},
 		bigReadWrite:   bigReadWriteTimeout,
 		tokenAsks:      make(chan struct{}, maxTokenAsks),
-		heavy:          make(chan struct{}, 1),
 		hashing:        make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),

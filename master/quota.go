@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"sync"
 
 	"jobmaster/fsm"
 	"jobmaster/jobspec"
@@ -13,13 +14,10 @@ import (
 // and refuses it with 429 when it would pass one. The FSM knows nothing
 // of them. The count is of what the state holds: running jobs and ended
 // ones not forgotten yet (--job-retention), and every attempt of their
-// subtasks. The check sees the state as applied, so submits in flight
-// together may pass a quota by as many as there are (a batch's count
-// each other: a batch is decided as one), but for batches of more than
-// heavySubtasks subtasks, which are decided one at a time
-// (decideSubmissions): the quota may be passed by small jobs, not by
-// wide ones. Restarts of admitted jobs are never refused, so executions
-// may grow past theirs by new attempts.
+// subtasks. The check counts the state as applied and what the leader
+// admitted and has not applied yet (quotaLedger). Restarts of admitted
+// jobs are never refused, so executions may grow past theirs by new
+// attempts.
 
 // quotaError is the refusal of a submit, or nil when it fits: a job new to
 // a state of jobs jobs and execs executions, whose spec has subtasks
@@ -67,11 +65,41 @@ func (m *Master) checkQuota(id string, spec *jobspec.Spec, admitted *quotaAdmitt
 	return nil
 }
 
-// quotaAdmitted is what the submits of one batch admitted so far: the
-// jobs they add, and those jobs' subtasks.
+// quotaAdmitted is what the submits admitted and not yet applied: the
+// jobs they add, and those jobs' subtasks (ids: those of the batch being
+// checked).
 type quotaAdmitted struct {
 	ids         map[string]bool
 	jobs, execs int
+}
+
+// quotaLedger counts, on the leader, the jobs and subtasks admitted and
+// not yet applied, so that every check counts those of the others in
+// flight: submits decided at the same moment cannot together pass a
+// quota. (Between an entry's apply and its release a check counts its
+// jobs twice, and may refuse near the quota what would have fit.)
+type quotaLedger struct {
+	mu          sync.Mutex
+	jobs, execs int
+}
+
+// admit runs check with the admitted count of the others in flight, and
+// adds what check admitted to it until the returned release is called
+// (once the entry has been applied, or has failed).
+func (q *quotaLedger) admit(check func(*quotaAdmitted)) (release func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	a := quotaAdmitted{jobs: q.jobs, execs: q.execs}
+	check(&a)
+	jobs, execs := a.jobs-q.jobs, a.execs-q.execs
+	q.jobs += jobs
+	q.execs += execs
+	return func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.jobs -= jobs
+		q.execs -= execs
+	}
 }
 
 // checkFits refuses a new job with a region that can never fit the

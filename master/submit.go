@@ -117,16 +117,15 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 // already checked the submissions' token (one submission, from a request
 // it took itself).
 //
-// Submissions of heavySubtasks subtasks or more in all are decided one
-// such batch at a time (m.heavy): every master applies a job's subtasks in
-// one go, and many wide jobs in one entry held the state for seconds on
-// each master (reads and the executors' heartbeats waited); one at a
-// time, each sees the quotas as the one before left them.
+// Every master applies a job's subtasks in one go: many wide jobs in one
+// entry held the state for seconds on each master (reads and the
+// executors' heartbeats waited). An entry carries at most maxEntryWeight
+// subtasks (the proposer keeps to it across callers too), and the quotas
+// count what is admitted and not yet applied (quotaAdmitted).
 func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submission, known *caller) ([]answer, error) {
 	answers := make([]answer, len(subs))
 	callers := make([]*caller, len(subs))
 	var valid []int // the submissions that passed the checks
-	weight := 0
 	for i := range subs {
 		sub := &subs[i]
 		c, refusal := m.submitter(sub.Secret, known)
@@ -140,15 +139,6 @@ func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submi
 			continue
 		}
 		valid = append(valid, i)
-		weight += subtasksOf(sub.Spec)
-	}
-	if weight >= heavySubtasks {
-		select {
-		case m.heavy <- struct{}{}:
-			defer func() { <-m.heavy }()
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
 	}
 	for committed := false; len(valid) > 0; committed = true {
 		n, w := 0, 0
@@ -167,10 +157,6 @@ func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submi
 	return answers, nil
 }
 
-// heavySubtasks: submissions of this many subtasks or more, in all, are
-// decided one batch at a time.
-const heavySubtasks = 10_000
-
 // errPartlyDecided: some submissions of a batch were committed, the rest
 // were not; the batch is decided again (retryable).
 var errPartlyDecided = errors.New("part of the submissions were committed")
@@ -181,16 +167,18 @@ var errPartlyDecided = errors.New("part of the submissions were committed")
 func (m *Master) proposeSubmissions(ctx context.Context, s *session, subs []submission, at []int, weight int, callers []*caller, answers []answer) error {
 	var cmds []fsm.Command
 	var proposed []int // the submission of each command
-	var admitted quotaAdmitted
-	for _, i := range at {
-		sub := &subs[i]
-		if err := m.checkQuota(sub.ID, sub.Spec, &admitted); err != nil {
-			answers[i] = errorAnswer(http.StatusTooManyRequests, err.Error())
-			continue
+	release := m.quota.admit(func(admitted *quotaAdmitted) {
+		for _, i := range at {
+			sub := &subs[i]
+			if err := m.checkQuota(sub.ID, sub.Spec, admitted); err != nil {
+				answers[i] = errorAnswer(http.StatusTooManyRequests, err.Error())
+				continue
+			}
+			cmds = append(cmds, &fsm.SubmitJob{Fenced: s.fenced(), ID: sub.ID, Spec: sub.Spec})
+			proposed = append(proposed, i)
 		}
-		cmds = append(cmds, &fsm.SubmitJob{Fenced: s.fenced(), ID: sub.ID, Spec: sub.Spec})
-		proposed = append(proposed, i)
-	}
+	})
+	defer release()
 	if len(cmds) == 0 {
 		return nil
 	}
