@@ -152,7 +152,13 @@ func (m *Master) authorize(w http.ResponseWriter, r *http.Request, route acl.Rou
 	case leaderRoutes[route] && !r.URL.Query().Has("stale") && m.currentSession() == nil:
 		return withCaller(r, &caller{unverified: true, hash: hash, need: need}), true
 	default:
-		t, until, known = m.tokenFromLeader(r.Context(), hash)
+		var busy bool
+		t, until, known, busy = m.tokenFromLeader(r.Context(), hash)
+		if busy {
+			w.Header().Set("Retry-After", "1")
+			m.refuse(w, r, http.StatusServiceUnavailable, errTokenAsksBusy.Error())
+			return nil, false
+		}
 		if known && until <= m.appliedIndex() {
 			// This master has applied as far as the leader had, and
 			// does not know the token: it was deleted since.

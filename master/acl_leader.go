@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -82,40 +83,44 @@ func (m *Master) tokenForPeer(w http.ResponseWriter, r *http.Request) {
 		Policy: t.Policy, SecretHash: t.SecretHash, CreateIndex: t.CreateIndex, CreateTime: t.CreateTime}})
 }
 
+// errTokenAsksBusy: this master may not ask the leader about another
+// token now (maxTokenAsks are in flight).
+var errTokenAsksBusy = errors.New("this master does not know the token yet and is asking the leader about as many as it may: retry shortly")
+
 // tokenFromLeader asks the leader for the token whose secret hashes to
-// hash. ok is false when this master leads, knows no leader, may not ask
-// (maxTokenAsks), the leader said no since this master last applied an
-// entry, the answer does not come from the master Raft names leader
-// (with TLS: its server certificate), or the leader does not have the
-// token or did not answer.
-func (m *Master) tokenFromLeader(ctx context.Context, hash string) (t fsm.ACLToken, until uint64, ok bool) {
+// hash. ok is false when this master leads, knows no leader, the leader
+// said no since this master last applied an entry, the answer does not
+// come from the master Raft names leader (with TLS: its server
+// certificate), or the leader does not have the token or did not answer;
+// busy when it may not ask now (maxTokenAsks).
+func (m *Master) tokenFromLeader(ctx context.Context, hash string) (t fsm.ACLToken, until uint64, ok, busy bool) {
 	if m.currentSession() != nil || m.leaderForTokens == nil {
-		return fsm.ACLToken{}, 0, false
+		return fsm.ACLToken{}, 0, false, false
 	}
 	addr, leaderID := m.leaderForTokens()
 	if addr == "" {
-		return fsm.ACLToken{}, 0, false
+		return fsm.ACLToken{}, 0, false, false
 	}
 	applied := m.appliedIndex()
 	if m.tokenRefusals.said(hash, applied) {
-		return fsm.ACLToken{}, 0, false
+		return fsm.ACLToken{}, 0, false, false
 	}
 	select {
 	case m.tokenAsks <- struct{}{}:
 		defer func() { <-m.tokenAsks }()
 	default:
-		return fsm.ACLToken{}, 0, false
+		return fsm.ACLToken{}, 0, false, true
 	}
 	ctx, cancel := context.WithTimeout(ctx, tokenAskTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, transport.URL(m.client, addr, tokenPath)+"?hash="+url.QueryEscape(hash), nil)
 	if err != nil {
-		return fsm.ACLToken{}, 0, false
+		return fsm.ACLToken{}, 0, false, false
 	}
 	resp, err := m.client.Do(req)
 	if err != nil {
 		m.log.Debug("could not ask the leader for a token", "err", err)
-		return fsm.ACLToken{}, 0, false
+		return fsm.ACLToken{}, 0, false, false
 	}
 	defer resp.Body.Close()
 	if m.tls != nil {
@@ -126,23 +131,23 @@ func (m *Master) tokenFromLeader(ctx context.Context, hash string) (t fsm.ACLTok
 		}
 		if err != nil || peer.Role != pki.Server || peer.NodeID != leaderID {
 			m.log.Warn("a question about a token was answered by another than the leader", "leader", leaderID, "addr", addr, "answered_by", peer.String())
-			return fsm.ACLToken{}, 0, false
+			return fsm.ACLToken{}, 0, false, false
 		}
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotFound:
 		m.tokenRefusals.note(hash, applied)
-		return fsm.ACLToken{}, 0, false
+		return fsm.ACLToken{}, 0, false, false
 	default:
-		return fsm.ACLToken{}, 0, false
+		return fsm.ACLToken{}, 0, false, false
 	}
 	var a tokenAnswer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&a); err != nil || a.Token.SecretHash != hash {
 		m.log.Warn("the leader's answer about a token is not one", "err", err)
-		return fsm.ACLToken{}, 0, false
+		return fsm.ACLToken{}, 0, false, false
 	}
-	return a.Token.token(), a.Index, true
+	return a.Token.token(), a.Index, true, false
 }
 
 // refusals remembers the tokens the leader said it does not have, and

@@ -534,6 +534,20 @@ func TestAMasterBehindAsksTheLeaderForATokenItServesItself(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, w.Code)
 	assert.True(t, behind.tokenRefusals.said(secretHash("never-created"), behind.appliedIndex()))
 
+	// With as many questions in flight as it may ask, a token it does not
+	// know is not refused as unknown: it is asked to come back.
+	for range maxTokenAsks {
+		behind.tokenAsks <- struct{}{}
+	}
+	w = httptest.NewRecorder()
+	_, ok = behind.authorize(w, req("another-not-here-yet", "/v1/state/hash"), route)
+	require.False(t, ok)
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code, "%s", w.Body)
+	assert.Equal(t, "1", w.Header().Get("Retry-After"))
+	for range maxTokenAsks {
+		<-behind.tokenAsks
+	}
+
 	// Once this master has applied as far, without the token (deleted
 	// meanwhile, say), its own state decides.
 	behind.fsm.ApplyBatch([]*raft.Log{{Index: cl.vouchedUntil, Type: raft.LogNoop}})

@@ -358,7 +358,7 @@ func TestATokenIsVouchedForOnlyByTheLeadersCertificate(t *testing.T) {
 		behind := &Master{cfg: Config{ACL: true}, log: slog.New(slog.DiscardHandler), fsm: fsm.New(),
 			client: c.masters[f].client, tls: c.masters[f].tls, tokenAsks: make(chan struct{}, maxTokenAsks),
 			leaderForTokens: func() (string, string) { return c.masters[l].HTTPAddr(), id }}
-		_, _, ok := behind.tokenFromLeader(context.Background(), secretHash(c.token))
+		_, _, ok, _ := behind.tokenFromLeader(context.Background(), secretHash(c.token))
 		return ok
 	}
 	require.True(t, ask(c.masters[l].ID()), "the leader's answer")
