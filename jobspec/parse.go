@@ -98,12 +98,12 @@ func Check(s *Spec) error {
 	}
 	// Checked at submission only, as the sizes are: a name accepted
 	// before still applies from the log.
-	if err := checkShown("name", "", "a name", s.Name); err != nil {
+	if err := checkShown("name", "", "a name", s.Name, false); err != nil {
 		return err
 	}
 	for i, v := range s.Vertices {
 		for _, k := range slices.Sorted(maps.Keys(v.Env)) {
-			if err := checkShown(fmt.Sprintf("vertices[%d].env", i), fmt.Sprintf("variable name %q ", k), "a variable name", k); err != nil {
+			if err := checkShown(fmt.Sprintf("vertices[%d].env", i), fmt.Sprintf("variable name %q ", k), "a variable name", k, true); err != nil {
 				return err
 			}
 		}
@@ -113,15 +113,20 @@ func Check(s *Spec) error {
 
 // checkShown refuses, in field, text that what is shown in terminals and
 // pages must not hold: control characters, and bidirectional controls
-// ("invoice\u202egnp.exe" shows as "invoice...exe.png"). what names the
-// text in the message (with a trailing space), noun its kind.
-func checkShown(field, what, noun, text string) error {
+// ("invoice\u202egnp.exe" shows as "invoice...exe.png"); with invisible,
+// also format characters and line or paragraph separators, which show as
+// nothing ("PA\u200bTH" shows as "PATH"; a name needs none, where a job's
+// name may join an emoji). what names the text in the message (with a
+// trailing space), noun its kind.
+func checkShown(field, what, noun, text string, invisible bool) error {
 	for _, r := range text {
 		switch {
 		case unicode.IsControl(r):
 			return fieldErr(field, "%shas the control character %U: %s is shown in terminals and pages", what, r, noun)
 		case unicode.Is(unicode.Bidi_Control, r):
 			return fieldErr(field, "%shas the bidirectional control character %U: %s is shown in terminals and pages, and would show reordered", what, r, noun)
+		case invisible && (unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r)):
+			return fieldErr(field, "%shas the invisible character %U: %s is shown in terminals and pages, and would look like another", what, r, noun)
 		}
 	}
 	return nil
@@ -227,9 +232,22 @@ func jsonError(err error, prefix string, data []byte) *Error {
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return &Error{Field: join(strings.Trim(f, `"`)), Msg: "unknown field"}
+		return &Error{Field: join(shortName(strings.Trim(f, `"`))), Msg: "unknown field"}
 	}
 	return &Error{Field: prefix, Msg: "malformed job spec: " + strings.TrimPrefix(msg, "json: ")}
+}
+
+// shortName is a name a client sent, cut to what an error may echo.
+func shortName(name string) string {
+	const most = 64
+	if len(name) <= most {
+		return name
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s...(%d bytes)", name[:cut], len(name))
 }
 
 // lineColumn places the byte that made a syntax error, which encoding/json
@@ -489,7 +507,7 @@ func (r *Restart) UnmarshalJSON(b []byte) error {
 			if near := suggestField(r, k); near != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", near)
 			}
-			return &Error{Field: "restart." + k, Msg: msg}
+			return &Error{Field: "restart." + shortName(k), Msg: msg}
 		}
 		if err := json.Unmarshal(fields[k], target); err != nil {
 			var typ *json.UnmarshalTypeError

@@ -109,6 +109,10 @@ func TestEnvNamesWithoutControlCharacters(t *testing.T) {
 	require.EqualError(t, err, `vertices[0].env: variable name "A\nB" has the control character U+000A: a variable name is shown in terminals and pages`)
 	_, err = Parse(spec("AB\u202e"))
 	require.ErrorContains(t, err, `vertices[0].env: variable name "AB\u202e" has the bidirectional control character U+202E`)
+	for _, name := range []string{"PA\u200bTH", "\ufeffPATH", "A\u2028B", "A\u00adB", "A\U000E0041"} {
+		_, err = Parse(spec(name))
+		require.ErrorContains(t, err, "has the invisible character", "%q", name)
+	}
 	for _, ok := range []string{"A B", "1X", "ü", "lower_case"} {
 		_, err := Parse(spec(ok))
 		require.NoError(t, err, "%q", ok)
