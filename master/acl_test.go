@@ -2,6 +2,7 @@ package master
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -598,4 +599,28 @@ func TestWideSubmitsAtOnceKeepTheQuota(t *testing.T) {
 		c.masters[l].fsm.Read(func(st *fsm.State) { execs = st.NumExecutions() })
 		assert.Equal(t, tc.want, execs)
 	}
+}
+
+// A submission whose caller stops waiting keeps its place in the quota
+// until its entry has applied or failed: callers that give up at once
+// (their proposals queued, their contexts ended before the commit)
+// cannot together pass it.
+func TestCallersThatLeaveDoNotPassTheQuota(t *testing.T) {
+	c := newTestCluster(t, 1, func(cfg *Config) { cfg.MaxJobs = 3 })
+	m := c.masters[c.leader()]
+	spec := mustSpec(t, simpleJob)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			// Queued at once, given up before the commit.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			defer cancel()
+			_, _ = m.decideSubmissions(ctx, m.currentSession(), []submission{{ID: fmt.Sprintf("gone-%d", i), Spec: spec}}, nil)
+		})
+	}
+	wg.Wait()
+	c.waitSameState()
+	var jobs int
+	m.fsm.Read(func(st *fsm.State) { jobs = st.NumJobs() })
+	require.LessOrEqual(t, jobs, 3)
 }

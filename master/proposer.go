@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -57,7 +58,12 @@ type proposal struct {
 	data   []byte
 	n      int // commands in data
 	weight int // what applying it costs (subtasks submitted); see maxEntryWeight
-	reply  chan proposalReply
+	// settled, if set, is called once the proposal's outcome is known:
+	// its entry applied or failed, or it was never proposed. A caller
+	// that gives up waiting has not settled it.
+	settled func()
+	once    sync.Once
+	reply   chan proposalReply
 	// taken: run took it from the queue, and so answers it. Written by
 	// run only, read by Propose once run has ended.
 	taken bool
@@ -81,26 +87,30 @@ func newProposer(r *raft.Raft) *proposer {
 // raft.ErrLeadershipLost (the outcome is unknown: they may still commit),
 // or errShutdown.
 func (p *proposer) Propose(ctx context.Context, cmds ...fsm.Command) ([]fsm.Result, uint64, error) {
-	return p.ProposeWeighted(ctx, 0, cmds...)
+	return p.ProposeWeighted(ctx, 0, nil, cmds...)
 }
 
 // ProposeWeighted is Propose of commands whose applying costs weight (the
 // subtasks they submit): an entry carries proposals of at most
-// maxEntryWeight together.
-func (p *proposer) ProposeWeighted(ctx context.Context, weight int, cmds ...fsm.Command) ([]fsm.Result, uint64, error) {
-	var data []byte
+// maxEntryWeight together. settled (if not nil) is called once their
+// outcome is known, even after ctx ended: their entry applied or failed,
+// or they were never proposed.
+func (p *proposer) ProposeWeighted(ctx context.Context, weight int, settled func(), cmds ...fsm.Command) ([]fsm.Result, uint64, error) {
+	pr := &proposal{n: len(cmds), weight: weight, settled: settled, reply: make(chan proposalReply, 1)}
 	for _, c := range cmds {
 		var err error
-		if data, err = fsm.Encode(data, c); err != nil {
+		if pr.data, err = fsm.Encode(pr.data, c); err != nil {
+			pr.settle()
 			return nil, 0, err
 		}
 	}
-	pr := &proposal{data: data, n: len(cmds), weight: weight, reply: make(chan proposalReply, 1)}
 	select {
 	case p.queue <- pr:
 	case <-ctx.Done():
+		pr.settle()
 		return nil, 0, ctx.Err()
 	case <-p.stop:
+		pr.settle()
 		return nil, 0, errShutdown
 	}
 	select {
@@ -112,6 +122,7 @@ func (p *proposer) ProposeWeighted(ctx context.Context, weight int, cmds ...fsm.
 		// Queued as run stopped, after it drained the queue: nothing
 		// will take it. One run took is answered (its entry's outcome).
 		if !pr.taken {
+			pr.settle()
 			return nil, 0, errShutdown
 		}
 	}
@@ -175,7 +186,7 @@ func (p *proposer) run() {
 		select {
 		case inflight <- struct{}{}:
 		case <-p.stop:
-			batch[0].reply <- proposalReply{err: errShutdown}
+			batch[0].answer(proposalReply{err: errShutdown})
 			p.drain()
 			return
 		}
@@ -213,7 +224,7 @@ func (p *proposer) run() {
 func answerProposals(f raft.ApplyFuture, batch []*proposal) {
 	if err := f.Error(); err != nil {
 		for _, pr := range batch {
-			pr.reply <- proposalReply{err: err}
+			pr.answer(proposalReply{err: err})
 		}
 		return
 	}
@@ -221,11 +232,24 @@ func answerProposals(f raft.ApplyFuture, batch []*proposal) {
 	idx := f.Index()
 	for _, pr := range batch {
 		if len(results) < pr.n {
-			pr.reply <- proposalReply{err: fmt.Errorf("entry %d: %d results for %d commands", idx, len(results), pr.n)}
+			pr.answer(proposalReply{err: fmt.Errorf("entry %d: %d results for %d commands", idx, len(results), pr.n)})
 			continue
 		}
-		pr.reply <- proposalReply{results: results[:pr.n:pr.n], index: idx}
+		pr.answer(proposalReply{results: results[:pr.n:pr.n], index: idx})
 		results = results[pr.n:]
+	}
+}
+
+// answer hands the proposal its outcome, and settles it.
+func (pr *proposal) answer(r proposalReply) {
+	pr.reply <- r
+	pr.settle()
+}
+
+// settle calls settled, once.
+func (pr *proposal) settle() {
+	if pr.settled != nil {
+		pr.once.Do(pr.settled)
 	}
 }
 
@@ -234,7 +258,7 @@ func (p *proposer) drain() {
 		select {
 		case pr := <-p.queue:
 			pr.taken = true
-			pr.reply <- proposalReply{err: errShutdown}
+			pr.answer(proposalReply{err: errShutdown})
 		default:
 			return
 		}

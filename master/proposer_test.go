@@ -35,18 +35,22 @@ func TestHeavyProposalsTakeAnEntryEach(t *testing.T) {
 	c := newTestCluster(t, 1)
 	p := c.masters[c.leader()].prop
 	const n = 6
-	indexes := make(chan uint64, n)
+	type outcome struct {
+		index uint64
+		err   error
+	}
+	out := make(chan outcome, n)
 	for range n {
 		go func() {
-			_, idx, err := p.ProposeWeighted(context.Background(), maxEntryWeight*6/10)
-			require.NoError(t, err)
-			indexes <- idx
+			_, idx, err := p.ProposeWeighted(context.Background(), maxEntryWeight*6/10, nil)
+			out <- outcome{idx, err}
 		}()
 	}
 	seen := map[uint64]bool{}
 	for range n {
-		idx := <-indexes
-		require.False(t, seen[idx], "two heavy proposals in entry %d", idx)
-		seen[idx] = true
+		o := <-out
+		require.NoError(t, o.err)
+		require.False(t, seen[o.index], "two heavy proposals in entry %d", o.index)
+		seen[o.index] = true
 	}
 }

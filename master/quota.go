@@ -32,73 +32,75 @@ func quotaError(jobs, execs, subtasks, maxJobs, maxExecs int) error {
 	return nil
 }
 
-// checkQuota is quotaError for a submit of spec under id on this master's
-// state, with what earlier submits of the same batch admitted (admitted,
-// which it adds this one to when it is new); a job that exists already is
-// no new one (its submit is a retry, or a conflict).
-func (m *Master) checkQuota(id string, spec *jobspec.Spec, admitted *quotaAdmitted) error {
+// admitQuota checks the submissions subs[at...] against the quotas, on
+// this master's state and what the leader admitted and has not applied
+// yet (m.quota), and returns those within them, in order, with the release
+// of what it admitted (to call once their entry has applied or failed). A
+// job that exists already, or is admitted and not yet applied, is no new
+// one (its submit is a retry, or a conflict). refuse is called with each
+// refused submission and why.
+func (m *Master) admitQuota(subs []submission, at []int, refuse func(i int, err error)) (within []int, release func()) {
 	if m.cfg.MaxJobs <= 0 && m.cfg.MaxExecutions <= 0 {
-		return nil
+		return at, func() {}
 	}
-	if admitted.ids[id] {
-		return nil // counted already: this one is a retry of it
-	}
-	var jobs, execs int
-	var exists bool
-	m.fsm.Read(func(st *fsm.State) {
-		exists = st.HasJob(id)
-		jobs, execs = st.NumJobs(), st.NumExecutions()
-	})
-	if exists {
-		return nil
-	}
-	n := subtasksOf(spec)
-	if err := quotaError(jobs+admitted.jobs, execs+admitted.execs, n, m.cfg.MaxJobs, m.cfg.MaxExecutions); err != nil {
-		return err
-	}
-	if admitted.ids == nil {
-		admitted.ids = map[string]bool{}
-	}
-	admitted.ids[id] = true
-	admitted.jobs++
-	admitted.execs += n
-	return nil
+	return m.quota.admit(m.fsm, subs, at, m.cfg.MaxJobs, m.cfg.MaxExecutions, refuse)
 }
 
-// quotaAdmitted is what the submits admitted and not yet applied: the
-// jobs they add, and those jobs' subtasks (ids: those of the batch being
-// checked).
-type quotaAdmitted struct {
-	ids         map[string]bool
-	jobs, execs int
-}
-
-// quotaLedger counts, on the leader, the jobs and subtasks admitted and
-// not yet applied, so that every check counts those of the others in
+// quotaLedger holds, on the leader, the jobs admitted and not yet applied
+// (id: subtasks), so that every check counts those of the others in
 // flight: submits decided at the same moment cannot together pass a
-// quota. (Between an entry's apply and its release a check counts its
-// jobs twice, and may refuse near the quota what would have fit.)
+// quota. One that has applied is counted from the state, not twice.
 type quotaLedger struct {
-	mu          sync.Mutex
-	jobs, execs int
+	mu      sync.Mutex
+	pending map[string]int
 }
 
-// admit runs check with the admitted count of the others in flight, and
-// adds what check admitted to it until the returned release is called
-// (once the entry has been applied, or has failed).
-func (q *quotaLedger) admit(check func(*quotaAdmitted)) (release func()) {
+func (q *quotaLedger) admit(f *fsm.FSM, subs []submission, at []int, maxJobs, maxExecs int, refuse func(int, error)) (within []int, release func()) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	a := quotaAdmitted{jobs: q.jobs, execs: q.execs}
-	check(&a)
-	jobs, execs := a.jobs-q.jobs, a.execs-q.execs
-	q.jobs += jobs
-	q.execs += execs
-	return func() {
+	var jobs, execs int
+	exists := make([]bool, len(at))
+	f.Read(func(st *fsm.State) {
+		jobs, execs = st.NumJobs(), st.NumExecutions()
+		for id, n := range q.pending {
+			if !st.HasJob(id) {
+				jobs++
+				execs += n
+			}
+		}
+		for k, i := range at {
+			exists[k] = st.HasJob(subs[i].ID)
+		}
+	})
+	mine := map[string]int{}
+	for k, i := range at {
+		id := subs[i].ID
+		_, inFlight := q.pending[id]
+		_, counted := mine[id]
+		if !exists[k] && !inFlight && !counted {
+			n := subtasksOf(subs[i].Spec)
+			if err := quotaError(jobs, execs, n, maxJobs, maxExecs); err != nil {
+				refuse(i, err)
+				continue
+			}
+			jobs++
+			execs += n
+			mine[id] = n
+		}
+		within = append(within, i)
+	}
+	if q.pending == nil {
+		q.pending = map[string]int{}
+	}
+	for id, n := range mine {
+		q.pending[id] = n
+	}
+	return within, func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		q.jobs -= jobs
-		q.execs -= execs
+		for id := range mine {
+			delete(q.pending, id)
+		}
 	}
 }
 

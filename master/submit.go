@@ -95,7 +95,7 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 			}
 			return m.forward(w, r, body, addr, hops+1)
 		case errors.Is(err, errRelayFull):
-			return notSent
+			return leaderBusy
 		case err != nil:
 			m.log.Debug("relay to leader failed", "leader", addr, "err", err)
 			return deliveryOf(err)
@@ -165,24 +165,20 @@ var errPartlyDecided = errors.New("part of the submissions were committed")
 // (weight subtasks in all) and proposes those within them in one entry,
 // writing each one's answer.
 func (m *Master) proposeSubmissions(ctx context.Context, s *session, subs []submission, at []int, weight int, callers []*caller, answers []answer) error {
-	var cmds []fsm.Command
-	var proposed []int // the submission of each command
-	release := m.quota.admit(func(admitted *quotaAdmitted) {
-		for _, i := range at {
-			sub := &subs[i]
-			if err := m.checkQuota(sub.ID, sub.Spec, admitted); err != nil {
-				answers[i] = errorAnswer(http.StatusTooManyRequests, err.Error())
-				continue
-			}
-			cmds = append(cmds, &fsm.SubmitJob{Fenced: s.fenced(), ID: sub.ID, Spec: sub.Spec})
-			proposed = append(proposed, i)
-		}
+	proposed, release := m.admitQuota(subs, at, func(i int, err error) {
+		answers[i] = errorAnswer(http.StatusTooManyRequests, err.Error())
 	})
-	defer release()
-	if len(cmds) == 0 {
+	if len(proposed) == 0 {
+		release()
 		return nil
 	}
-	rs, _, err := m.prop.ProposeWeighted(ctx, weight, cmds...)
+	cmds := make([]fsm.Command, len(proposed))
+	for k, i := range proposed {
+		cmds[k] = &fsm.SubmitJob{Fenced: s.fenced(), ID: subs[i].ID, Spec: subs[i].Spec}
+	}
+	// What the quota admitted stays counted until the entry has applied
+	// or failed, even if this caller stops waiting for it.
+	rs, _, err := m.prop.ProposeWeighted(ctx, weight, release, cmds...)
 	if err != nil {
 		return err
 	}
