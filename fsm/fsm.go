@@ -58,23 +58,26 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 }
 
 // ApplyBatch applies committed entries in order. The response for a command
-// entry is a []Result, one per command in it.
+// entry is a []Result, one per command in it. The state is locked for one
+// entry at a time: Raft hands a master that catches up many committed
+// entries at once, each of which may place or submit 100,000 subtasks, and
+// readers wait for no more than one.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
-	f.mu.Lock()
 	for i, l := range logs {
+		f.mu.Lock()
 		if l.Type == raft.LogCommand {
 			out[i] = f.state.ApplyEntry(l.Index, l.Data)
 			f.events.add(f.state.takeRecords())
 		} else {
 			f.state.SetIndex(l.Index)
 		}
+		f.tokens.Store(f.state.tokenTable(f.tokens.Load()))
+		ch := f.changed
+		f.changed = make(chan struct{})
+		f.mu.Unlock()
+		close(ch)
 	}
-	f.tokens.Store(f.state.tokenTable(f.tokens.Load()))
-	ch := f.changed
-	f.changed = make(chan struct{})
-	f.mu.Unlock()
-	close(ch)
 	return out
 }
 
