@@ -114,7 +114,8 @@ func Check(s *Spec) error {
 // checkShown refuses, in field, text that what is shown in terminals and
 // pages must not hold: control characters, and bidirectional controls
 // ("invoice\u202egnp.exe" shows as "invoice...exe.png"); with invisible,
-// also format characters and line or paragraph separators, which show as
+// also format characters, line or paragraph separators, variation
+// selectors and the other default-ignorable code points, which show as
 // nothing ("PA\u200bTH" shows as "PATH"; a name needs none, where a job's
 // name may join an emoji). what names the text in the message (with a
 // trailing space), noun its kind.
@@ -125,7 +126,7 @@ func checkShown(field, what, noun, text string, invisible bool) error {
 			return fieldErr(field, "%shas the control character %U: %s is shown in terminals and pages", what, r, noun)
 		case unicode.Is(unicode.Bidi_Control, r):
 			return fieldErr(field, "%shas the bidirectional control character %U: %s is shown in terminals and pages, and would show reordered", what, r, noun)
-		case invisible && (unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r)):
+		case invisible && (unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)):
 			return fieldErr(field, "%shas the invisible character %U: %s is shown in terminals and pages, and would look like another", what, r, noun)
 		}
 	}

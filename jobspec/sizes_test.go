@@ -109,7 +109,7 @@ func TestEnvNamesWithoutControlCharacters(t *testing.T) {
 	require.EqualError(t, err, `vertices[0].env: variable name "A\nB" has the control character U+000A: a variable name is shown in terminals and pages`)
 	_, err = Parse(spec("AB\u202e"))
 	require.ErrorContains(t, err, `vertices[0].env: variable name "AB\u202e" has the bidirectional control character U+202E`)
-	for _, name := range []string{"PA\u200bTH", "\ufeffPATH", "A\u2028B", "A\u00adB", "A\U000E0041"} {
+	for _, name := range []string{"PA\u200bTH", "\ufeffPATH", "A\u2028B", "A\u00adB", "A\U000E0041", "PATH\ufe0f", "A\u034fB", "A\u3164B", "A\u115fB", "A\uffa0B"} {
 		_, err = Parse(spec(name))
 		require.ErrorContains(t, err, "has the invisible character", "%q", name)
 	}
