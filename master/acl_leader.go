@@ -3,8 +3,8 @@ package master
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -35,7 +35,7 @@ const (
 	// tokenAskTimeout bounds one question to the leader.
 	tokenAskTimeout = 2 * time.Second
 	// maxTokenAsks bounds the questions in flight: requests with unknown
-	// tokens beyond it are refused as unknown, without asking.
+	// tokens beyond it are answered 503 (errTokenAsksBusy), without asking.
 	maxTokenAsks = 16
 )
 

@@ -195,6 +195,7 @@ func (m *Master) stateHash(w http.ResponseWriter, r *http.Request) {
 	c := m.fsm.Capture()
 	h := api.StateHash{Node: m.cfg.NodeID, AppliedIndex: c.Index(), Hash: c.Hash()}
 	m.lastHash = &h
+	m.hashesMade++
 	writeJSON(w, http.StatusOK, h)
 }
 

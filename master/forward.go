@@ -107,8 +107,9 @@ func (m *Master) onLeader(w http.ResponseWriter, r *http.Request, body []byte, h
 
 // leaderDo serves a request on the leader: with here when this master
 // leads with an established session, else with toLeader(the leader's HTTP
-// address), which answers the request and returns true, or returns false
-// having written nothing (no answer came: the leader may have died). Until
+// address), which answers the request and returns answered, or returns
+// what became of it having written nothing (notSent, leaderBusy, or
+// noAnswer: the leader may have died, or be too busy to answer). Until
 // one of them answers, it waits for a leader: for the next change of the
 // session or of Raft's leader, at most 50 ms at a time, and RequestWait in
 // all, then answers 503 with Retry-After. here's error means the same as a
@@ -117,6 +118,7 @@ func (m *Master) leaderDo(w http.ResponseWriter, r *http.Request, here func(http
 	toLeader func(addr string) delivery) {
 	deadline := m.cfg.Now().Add(m.cfg.RequestWait)
 	unanswered := "" // a leader the request may have reached, which did not answer
+	busy := ""       // a leader too many requests wait for
 	for {
 		s, changed := m.sessionWatch()
 		if s != nil {
@@ -134,11 +136,13 @@ func (m *Master) leaderDo(w http.ResponseWriter, r *http.Request, here func(http
 				return
 			case noAnswer:
 				unanswered = addr
+			case leaderBusy:
+				busy = addr
 			}
 		}
 		if m.cfg.Now().After(deadline) {
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, noLeaderMessage(r, unanswered))
+			writeError(w, http.StatusServiceUnavailable, noLeaderMessage(r, unanswered, busy))
 			return
 		}
 		select {
@@ -157,9 +161,13 @@ func (m *Master) leaderDo(w http.ResponseWriter, r *http.Request, here func(http
 // noLeaderMessage is the 503 of a request no leader answered in time.
 // One that was sent to a leader, which did not answer (busy, or gone), is
 // told that a write may have been carried out, and under which job id a
-// POST /v1/jobs was.
-func noLeaderMessage(r *http.Request, unanswered string) string {
-	if unanswered == "" {
+// POST /v1/jobs was; one held back because too many wait for the leader
+// (busy) is told so.
+func noLeaderMessage(r *http.Request, unanswered, busy string) string {
+	switch {
+	case unanswered == "" && busy != "":
+		return fmt.Sprintf("the leader (%s) is busy: too many requests wait for it; retry shortly", busy)
+	case unanswered == "":
 		return "no leader available (an election may be in progress); retry shortly"
 	}
 	msg := fmt.Sprintf("the leader (%s) did not answer in time: it may be busy, or gone", unanswered)
@@ -191,9 +199,10 @@ func (m *Master) leaderHTTPAddr() string {
 type delivery int
 
 const (
-	answered delivery = iota // its answer was written
-	notSent                  // it did not leave, or was refused before it arrived
-	noAnswer                 // it may have arrived, and no answer came
+	answered   delivery = iota // its answer was written
+	notSent                    // it did not leave, or was refused before it arrived
+	leaderBusy                 // not sent: too many wait for the leader already
+	noAnswer                   // it may have arrived, and no answer came
 )
 
 // deliveryOf is what a failed send's error says of the request: a

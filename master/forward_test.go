@@ -105,10 +105,11 @@ func TestNoLeaderMessageSaysWhatMayHaveHappened(t *testing.T) {
 	post := httptest.NewRequest(http.MethodPost, "/v1/jobs", nil)
 	post.Header.Set(jobIDHeader, "wc-1a2b")
 	put := httptest.NewRequest(http.MethodPut, "/v1/jobs/x", nil)
-	assert.Equal(t, "no leader available (an election may be in progress); retry shortly", noLeaderMessage(post, ""))
-	assert.Equal(t, "the leader (10.0.0.2:7401) did not answer in time: it may be busy, or gone; retry shortly", noLeaderMessage(get, "10.0.0.2:7401"))
+	assert.Equal(t, "no leader available (an election may be in progress); retry shortly", noLeaderMessage(post, "", ""))
+	assert.Equal(t, "the leader (10.0.0.2:7401) is busy: too many requests wait for it; retry shortly", noLeaderMessage(post, "", "10.0.0.2:7401"))
+	assert.Equal(t, "the leader (10.0.0.2:7401) did not answer in time: it may be busy, or gone; retry shortly", noLeaderMessage(get, "10.0.0.2:7401", ""))
 	assert.Equal(t, "the leader (10.0.0.2:7401) did not answer in time: it may be busy, or gone; the request may have been carried out; retry shortly",
-		noLeaderMessage(put, "10.0.0.2:7401"))
+		noLeaderMessage(put, "10.0.0.2:7401", ""))
 	assert.Equal(t, "the leader (10.0.0.2:7401) did not answer in time: it may be busy, or gone; the request may have been carried out, as job wc-1a2b (look for it with GET /v1/jobs/wc-1a2b before submitting again); retry shortly",
-		noLeaderMessage(post, "10.0.0.2:7401"))
+		noLeaderMessage(post, "10.0.0.2:7401", ""))
 }

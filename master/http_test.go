@@ -77,6 +77,15 @@ func TestStateHashesAtOnceAgree(t *testing.T) {
 	c.leader()
 	requireAccepted(t, do(t, http.MethodPut, c.url(0, "/v1/jobs/h"), []byte(simpleJob)))
 	c.waitSameState()
+	made := func(m *Master) int {
+		m.hashing <- struct{}{} // hashesMade is read under the hash's lock
+		defer func() { <-m.hashing }()
+		return m.hashesMade
+	}
+	before := make([]int, len(c.masters))
+	for i, m := range c.masters {
+		before[i] = made(m)
+	}
 	var wg sync.WaitGroup
 	hashes := make([]api.StateHash, 20)
 	for i := range hashes {
@@ -86,5 +95,8 @@ func TestStateHashesAtOnceAgree(t *testing.T) {
 	for _, h := range hashes {
 		require.Equal(t, hashes[0].AppliedIndex, h.AppliedIndex)
 		require.Equal(t, hashes[0].Hash, h.Hash)
+	}
+	for i, m := range c.masters {
+		require.LessOrEqual(t, made(m)-before[i], 1, "master %d made a hash at most once for its index, and kept it", i)
 	}
 }

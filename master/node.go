@@ -95,8 +95,9 @@ type Master struct {
 	quota quotaLedger
 	// hashing is held while a state hash is made, and lastHash is the
 	// last one made (stateHash).
-	hashing  chan struct{}
-	lastHash *api.StateHash
+	hashing    chan struct{}
+	lastHash   *api.StateHash
+	hashesMade int // how many captures stateHash made (tests read it)
 	// bigReadWrite bounds the writing of a big read's answer
 	// (bigReadWriteTimeout; tests shorten it).
 	bigReadWrite time.Duration
@@ -200,7 +201,14 @@ func New(cfg Config) (*Master, error) {
 	m.relay = newRelay(m)
 	m.leaderForTokens = func() (string, string) {
 		_, id := m.raft.LeaderWithID()
-		return m.leaderHTTPAddr(), string(id)
+		if id == "" || string(id) == m.cfg.NodeID {
+			return "", ""
+		}
+		mem, ok := m.gossip.Get(string(id))
+		if !ok {
+			return "", ""
+		}
+		return mem.Meta.HTTPAddr, string(id)
 	}
 	m.httpSrv = transport.NewServer(m.routes(), transport.ServerOptions{TLS: tl, MaxConnsPerClient: cfg.MaxConnsPerClient,
 		Logger: m.log.With("component", "http")})

@@ -307,9 +307,13 @@ func (m *Master) submitBatch(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	switch {
-	case s == nil || retryable(err):
+	case s == nil:
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "not the leader")
+		return
+	case retryable(err):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "not decided: "+err.Error())
 		return
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err.Error())
