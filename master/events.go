@@ -195,7 +195,7 @@ func (m *Master) events(w http.ResponseWriter, r *http.Request) {
 			if kept <= 0 {
 				kept = fsm.DefaultEventBuffer
 			}
-			ev.Error = fmt.Sprintf("master %s no longer holds the events after %s: this stream fell behind the newest %d events it keeps, or a snapshot was installed (it holds those after index %d now): read the state again and resume from its %s",
+			ev.Error = fmt.Sprintf("master %s no longer holds the events after %s: this stream fell behind the newest %d events it keeps, or a snapshot was installed (the oldest it holds now are those after index %d): read the state again and resume from its %s",
 				m.cfg.NodeID, at, kept, gone.Oldest, api.IndexHeader)
 			s.line(api.EventGone, "", ev)
 			s.flush()
