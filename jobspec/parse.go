@@ -40,13 +40,21 @@ func fieldErr(field, format string, args ...any) *Error {
 	return &Error{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Parse decodes a JSON job spec, rejects unknown fields and trailing data,
-// validates it and returns it normalized. Every error is an *Error.
+// Parse decodes a JSON job spec, rejects unknown fields, keys given twice
+// in one object and trailing data, validates it and returns it
+// normalized. Every error is an *Error.
 func Parse(data []byte) (*Spec, error) {
-	if s, ok := parseFast(data); ok {
-		return s, nil
+	s, ok := parseFast(data)
+	if !ok {
+		var err error
+		if s, err = parseNaming(data); err != nil {
+			return nil, err
+		}
 	}
-	return parseNaming(data)
+	if field := duplicateKey(data); field != "" {
+		return nil, fieldErr(field, "given twice: an object holds a key once (the decoder would keep the last and drop the others)")
+	}
+	return s, nil
 }
 
 // parseFast decodes a spec in one pass and checks it: what nearly every

@@ -218,3 +218,20 @@ func TestALongUnknownFieldGetsNoSuggestion(t *testing.T) {
 	_, err := Parse([]byte(`{"vertices":[{"id":"a","parallelism":1,"command":["x"],"` + long + `":1}]}`))
 	require.EqualError(t, err, "vertices[0]."+long[:64]+"...(11000 bytes): unknown field", "and is not echoed whole")
 }
+
+// A key given twice in one object is refused, named by its path; the
+// same key in different objects is not a duplicate.
+func TestKeysGivenTwiceAreRefused(t *testing.T) {
+	for spec, field := range map[string]string{
+		`{"name":"a","name":"b","vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`:                                              "name",
+		`{"vertices":[{"id":"v","parallelism":1,"command":["x"]}],"vertices":[{"id":"w","parallelism":1,"command":["x"]}]}`:            "vertices",
+		`{"vertices":[{"id":"v","parallelism":1,"command":["x"]},{"id":"w","parallelism":1,"command":["x"],"env":{"A":"1","A":"2"}}]}`: "vertices[1].env.A",
+		`{"vertices":[{"id":"v","parallelism":1,"command":["x"],"parallelism":2}]}`:                                                    "vertices[0].parallelism",
+		`{"name":"a","Name":"b","vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`:                                              "Name",
+	} {
+		_, err := Parse([]byte(spec))
+		require.EqualError(t, err, field+": given twice: an object holds a key once (the decoder would keep the last and drop the others)", spec)
+	}
+	_, err := Parse([]byte(`{"name":"x","vertices":[{"id":"v","parallelism":1,"command":["x"],"env":{"id":"v","name":"n","A":"1","a":"2"}},{"id":"w","parallelism":1,"command":["id","id"]}]}`))
+	require.NoError(t, err)
+}
