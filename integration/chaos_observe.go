@@ -111,7 +111,7 @@ var mechanisms = []struct {
 	raft       bool
 }{
 	{"leaderships established (elections won)", `msg="leadership established"`, false},
-	{"executors declared lost", `msg="executor lost: its executions failed"`, false},
+	{"executors declared lost", `msg="executor lost: its executions ended"`, false},
 	{"reports with missing or expired executions", `msg="executions failed"`, false},
 	{"unknown executions cancelled on executors", `msg="cancelling executions"`, false},
 	{"requests executors refused from a stale leader", `msg="refused a request from a stale leader"`, false},
