@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"strings"
 )
@@ -13,8 +14,8 @@ import (
 // is a spec that decoded (valid JSON). The decoder matches a struct's
 // fields whatever their case ("Name" is "name"), so keys are compared so
 // too, but for those of an env object (variables whose names differ in
-// case are distinct). It scans the bytes once, on every submission's path:
-// a key with an escape in it is compared as written.
+// case are distinct). It scans the bytes once, on every submission's path,
+// and compares keys as the decoder reads them (escapes undone).
 func duplicateKey(data []byte) string {
 	var stack []*keyFrame
 	done := func() { // a value ended
@@ -30,8 +31,7 @@ func duplicateKey(data []byte) string {
 		switch c := data[i]; c {
 		case '{':
 			fold := true
-			if n := len(stack); n > 0 && stack[n-1].object && len(stack[n-1].keys) > 0 &&
-				bytes.EqualFold(stack[n-1].keys[len(stack[n-1].keys)-1], []byte("env")) {
+			if n := len(stack); n > 0 && stack[n-1].object && strings.EqualFold(stack[n-1].lastKey, "env") {
 				fold = false
 			}
 			stack = append(stack, &keyFrame{object: true, fold: fold, expectKey: true})
@@ -61,12 +61,9 @@ func duplicateKey(data []byte) string {
 				continue
 			}
 			top := stack[n-1]
-			for _, k := range top.keys {
-				if bytes.Equal(k, s) || top.fold && bytes.EqualFold(k, s) {
-					return keyPath(stack, string(s))
-				}
+			if top.holds(s) {
+				return keyPath(stack, string(s))
 			}
-			top.keys = append(top.keys, s)
 			top.expectKey = false
 		case ' ', '\t', '\r', '\n', ':', ',':
 			i++
@@ -84,9 +81,54 @@ func duplicateKey(data []byte) string {
 type keyFrame struct {
 	object    bool
 	fold      bool     // keys compared whatever their case
-	keys      [][]byte // the object's keys so far
-	index     int      // the array's current index
+	last      []byte   // the object's current key, as written
+	lastKey   string   // ... as the decoder reads it
+	names     []string // its keys so far, as holds compares them
+	seen      map[string]bool
+	index     int // the array's current index
 	expectKey bool
+}
+
+// keysScanned is how many keys an object's are compared with one by one;
+// past it they go in a map (an env may hold thousands).
+const keysScanned = 8
+
+// holds reports whether the object has key raw already, and notes it:
+// keys are compared as the decoder reads them (escapes undone; case folded
+// unless the object is an env).
+func (f *keyFrame) holds(raw []byte) bool {
+	f.last = raw
+	key := string(raw)
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		var s string
+		if json.Unmarshal([]byte(`"`+key+`"`), &s) == nil {
+			key = s
+		}
+	}
+	f.lastKey = key
+	if f.fold {
+		key = strings.ToLower(key)
+	}
+	if f.seen == nil && len(f.names) < keysScanned {
+		for _, k := range f.names {
+			if k == key {
+				return true
+			}
+		}
+		f.names = append(f.names, key)
+		return false
+	}
+	if f.seen == nil {
+		f.seen = make(map[string]bool, 2*keysScanned)
+		for _, k := range f.names {
+			f.seen[k] = true
+		}
+	}
+	if f.seen[key] {
+		return true
+	}
+	f.seen[key] = true
+	return false
 }
 
 // keyPath is the field path of key in the innermost object of stack.
@@ -97,7 +139,7 @@ func keyPath(stack []*keyFrame, key string) string {
 			if b.Len() > 0 {
 				b.WriteByte('.')
 			}
-			b.WriteString(shortName(string(f.keys[len(f.keys)-1])))
+			b.WriteString(shortName(string(f.last)))
 		} else {
 			b.WriteString("[" + strconv.Itoa(f.index) + "]")
 		}

@@ -3,6 +3,7 @@ package jobspec
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -11,12 +12,13 @@ import (
 
 // duplicateKey agrees with a reading of the same JSON through
 // encoding/json's tokens: on generated documents (objects, arrays,
-// strings with escaped quotes, numbers, literals, whitespace), it finds a
+// strings with escaped quotes, keys written with escapes, numbers,
+// literals, whitespace), it finds a
 // key given twice exactly when some object holds one (whatever its case,
 // but for an env object's).
 func TestDuplicateKeyAgreesWithTheTokens(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		keys := []string{"a", "A", "b", "env", "Env", "x"}
+		keys := []string{"a", "A", "b", "env", "Env", "x", `\u0061`, `\u0045nv`}
 		var gen func(depth int) any
 		gen = func(depth int) any {
 			switch k := rapid.IntRange(0, 5).Draw(t, "kind"); {
@@ -135,4 +137,24 @@ func duplicatedByTokens(data []byte) bool {
 			valueEnded()
 		}
 	}
+}
+
+// Keys are compared as the decoder reads them, in objects of any size.
+func TestDuplicateKeysWrittenOtherwiseOrLate(t *testing.T) {
+	require := func(want string, data string) {
+		t.Helper()
+		if got := duplicateKey([]byte(data)); got != want {
+			t.Fatalf("duplicateKey(%.80s...) = %q, want %q", data, got, want)
+		}
+	}
+	require("vertices[0].env.PAT\\u0048", `{"vertices":[{"env":{"PATH":"1","PAT\u0048":"2"}}]}`)
+	require("n\\u0061me", `{"name":"a","n\u0061me":"b"}`)
+	var b strings.Builder
+	b.WriteString(`{"env":{`)
+	for i := range 10_000 {
+		fmt.Fprintf(&b, `"V%d":"x",`, i)
+	}
+	b.WriteString(`"V1":"again"}}`)
+	require("env.V1", b.String())
+	require("", strings.Replace(b.String(), `"V1":"again"`, `"v1":"other case"`, 1))
 }
