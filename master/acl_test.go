@@ -624,3 +624,26 @@ func TestCallersThatLeaveDoNotPassTheQuota(t *testing.T) {
 	m.fsm.Read(func(st *fsm.State) { jobs = st.NumJobs() })
 	require.LessOrEqual(t, jobs, 3)
 }
+
+// A retry of a job in flight holds its place in the quota as long as
+// either submission is in flight: the first one settling without the job
+// (its caller gone, its entry failed) does not free it.
+func TestARetryInFlightHoldsTheJobsPlace(t *testing.T) {
+	var q quotaLedger
+	f := fsm.New()
+	spec := mustSpec(t, simpleJob)
+	sub := func(id string) []submission { return []submission{{ID: id, Spec: spec}} }
+	admit := func(id string) ([]int, func()) {
+		return q.admit(f, sub(id), []int{0}, 1, 0, func(int, error) {})
+	}
+	in, releaseFirst := admit("x")
+	require.Len(t, in, 1)
+	in, releaseRetry := admit("x")
+	require.Len(t, in, 1, "a retry of a job in flight is admitted")
+	releaseFirst()
+	in, _ = admit("y")
+	require.Empty(t, in, "x still holds the only place")
+	releaseRetry()
+	in, _ = admit("y")
+	require.Len(t, in, 1, "x settled without the job: its place is free")
+}

@@ -135,9 +135,11 @@ func (m *Master) leaderDo(w http.ResponseWriter, r *http.Request, here func(http
 			case answered:
 				return
 			case noAnswer:
-				unanswered = addr
+				unanswered, busy = addr, ""
 			case leaderBusy:
 				busy = addr
+			default:
+				busy = ""
 			}
 		}
 		if m.cfg.Now().After(deadline) {

@@ -117,6 +117,13 @@ func (p *proposer) ProposeWeighted(ctx context.Context, weight int, settled func
 	case r := <-pr.reply:
 		return r.results, r.index, r.err
 	case <-ctx.Done():
+		select {
+		case <-p.done:
+			if !pr.taken {
+				pr.settle() // queued as run stopped: nothing will take it
+			}
+		default:
+		}
 		return nil, 0, ctx.Err()
 	case <-p.done:
 		// Queued as run stopped, after it drained the queue: nothing
@@ -214,8 +221,9 @@ func (p *proposer) run() {
 		}
 		f := p.raft.Apply(entry, enqueueTimeout)
 		go func(b []*proposal) {
-			answerProposals(f, b)
+			_ = f.Error() // the entry applied or failed: the next may go
 			<-inflight
+			answerProposals(f, b)
 		}(append([]*proposal(nil), batch...))
 	}
 }

@@ -52,7 +52,13 @@ func (m *Master) admitQuota(subs []submission, at []int, refuse func(i int, err 
 // quota. One that has applied is counted from the state, not twice.
 type quotaLedger struct {
 	mu      sync.Mutex
-	pending map[string]int
+	pending map[string]*pendingJob
+}
+
+// pendingJob is a job admitted and not yet applied: its subtasks, and how
+// many submissions of it (a first and its retries) are in flight.
+type pendingJob struct {
+	subtasks, refs int
 }
 
 func (q *quotaLedger) admit(f *fsm.FSM, subs []submission, at []int, maxJobs, maxExecs int, refuse func(int, error)) (within []int, release func()) {
@@ -62,22 +68,30 @@ func (q *quotaLedger) admit(f *fsm.FSM, subs []submission, at []int, maxJobs, ma
 	exists := make([]bool, len(at))
 	f.Read(func(st *fsm.State) {
 		jobs, execs = st.NumJobs(), st.NumExecutions()
-		for id, n := range q.pending {
+		for id, p := range q.pending {
 			if !st.HasJob(id) {
 				jobs++
-				execs += n
+				execs += p.subtasks
 			}
 		}
 		for k, i := range at {
 			exists[k] = st.HasJob(subs[i].ID)
 		}
 	})
-	mine := map[string]int{}
+	if q.pending == nil {
+		q.pending = map[string]*pendingJob{}
+	}
+	mine := map[string]bool{} // the jobs this batch holds a place of
 	for k, i := range at {
 		id := subs[i].ID
-		_, inFlight := q.pending[id]
-		_, counted := mine[id]
-		if !exists[k] && !inFlight && !counted {
+		p, inFlight := q.pending[id]
+		switch {
+		case exists[k]:
+		case inFlight && mine[id]:
+		case inFlight: // a retry of a job in flight: held as long as either is
+			p.refs++
+			mine[id] = true
+		default:
 			n := subtasksOf(subs[i].Spec)
 			if err := quotaError(jobs, execs, n, maxJobs, maxExecs); err != nil {
 				refuse(i, err)
@@ -85,21 +99,20 @@ func (q *quotaLedger) admit(f *fsm.FSM, subs []submission, at []int, maxJobs, ma
 			}
 			jobs++
 			execs += n
-			mine[id] = n
+			q.pending[id] = &pendingJob{subtasks: n, refs: 1}
+			mine[id] = true
 		}
 		within = append(within, i)
-	}
-	if q.pending == nil {
-		q.pending = map[string]int{}
-	}
-	for id, n := range mine {
-		q.pending[id] = n
 	}
 	return within, func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		for id := range mine {
-			delete(q.pending, id)
+			if p := q.pending[id]; p != nil {
+				if p.refs--; p.refs == 0 {
+					delete(q.pending, id)
+				}
+			}
 		}
 	}
 }

@@ -313,7 +313,7 @@ func (m *Master) submitBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	case retryable(err):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "not decided: "+err.Error())
+		writeError(w, http.StatusServiceUnavailable, "decide the batch again: "+err.Error())
 		return
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err.Error())

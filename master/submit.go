@@ -121,7 +121,7 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 // entry held the state for seconds on each master (reads and the
 // executors' heartbeats waited). An entry carries at most maxEntryWeight
 // subtasks (the proposer keeps to it across callers too), and the quotas
-// count what is admitted and not yet applied (quotaAdmitted).
+// count what is admitted and not yet applied (quotaLedger).
 func (m *Master) decideSubmissions(ctx context.Context, s *session, subs []submission, known *caller) ([]answer, error) {
 	answers := make([]answer, len(subs))
 	callers := make([]*caller, len(subs))
