@@ -2,7 +2,6 @@ package master
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"jobmaster/leader"
@@ -21,8 +20,8 @@ import (
 func (t *tracker) carry(r leader.Ready, wait bool) []string {
 	for _, c := range r.Changes {
 		args := []any{"executor", c.Executor, "from", c.From, "to", c.To, "silent_for", c.Silent.Round(time.Millisecond)}
-		if why := t.failure(c.Executor, t.m.cfg.Now()); why != "" && c.To != leader.Alive {
-			args = append(args, "last_heartbeat_error", why)
+		if c.To != leader.Alive {
+			args = append(args, "last_heartbeat_error", t.failure(c.Executor))
 		}
 		t.m.log.Info("executor status", args...)
 	}
@@ -86,7 +85,6 @@ func (t *tracker) heartbeat(id string) {
 	}
 	req := wire.HeartbeatRequest{Leader: t.leader(), Ack: h.Ack, Probe: h.Probe}
 	sent := cfg.Now()
-	t.noteSent(id, sent)
 	rep, err := postHeartbeat(t.s.ctx, t.m.client, id, h.Addr, &req, cfg.heartbeatRPCTimeout())
 	if t.s.ctx.Err() == nil {
 		status, _ := t.core.Status(id)
@@ -110,24 +108,9 @@ func (t *tracker) heartbeat(id string) {
 	t.core.QueueAcks(id, t.carry(t.core.HeartbeatAnswered(t.read, h, &rep, cfg.Now()), true))
 }
 
-// heartbeatState is what the line that says an executor turned suspect
-// or lost tells of its heartbeats: why the last one failed, and since
-// when one is on its way unanswered.
-type heartbeatState struct {
-	err  string
-	sent time.Time // zero: none on its way
-}
-
-// noteSent and noteFailure keep heartbeatState: a heartbeat to executor
-// id sent at sent, and its outcome (err nil: it was answered).
-func (t *tracker) noteSent(id string, sent time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	hs := t.failing[id]
-	hs.sent = sent
-	t.failing[id] = hs
-}
-
+// noteFailure remembers why the last heartbeat to executor id failed
+// (err nil: it was answered), for the line that says it turned suspect
+// or lost.
 func (t *tracker) noteFailure(id string, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -135,23 +118,19 @@ func (t *tracker) noteFailure(id string, err error) {
 		delete(t.failing, id)
 		return
 	}
-	t.failing[id] = heartbeatState{err: err.Error()}
+	t.failing[id] = err.Error()
 }
 
 // failure says why executor id is not heard from: its last heartbeat's
-// error, or that one has been on its way unanswered since a time ("":
-// neither).
-func (t *tracker) failure(id string, now time.Time) string {
+// error or, when none has failed (an executor turns suspect before a
+// heartbeat to it times out), that the last is still unanswered.
+func (t *tracker) failure(id string) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	hs := t.failing[id]
-	switch {
-	case hs.err != "":
-		return hs.err
-	case !hs.sent.IsZero():
-		return fmt.Sprintf("no answer yet to the heartbeat sent %s ago", now.Sub(hs.sent).Round(time.Millisecond))
+	if err, ok := t.failing[id]; ok {
+		return err
 	}
-	return ""
+	return "no heartbeat has failed yet: the last one is still unanswered"
 }
 
 // push carries out an executor's push of state changes and returns the acks

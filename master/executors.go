@@ -49,9 +49,9 @@ type tracker struct {
 	// noBinary holds the executors that refused a deploy in binary (an
 	// older version): they get JSON for the rest of the session.
 	noBinary map[string]bool
-	// failing holds, per executor whose last heartbeat failed or is on its
-	// way, why: said when it turns suspect or lost.
-	failing map[string]heartbeatState
+	// failing holds, per executor whose last heartbeat failed, why: said
+	// when it turns suspect or lost.
+	failing map[string]string
 }
 
 // newTracker builds the session's core and fills its table from gossip and
@@ -59,7 +59,7 @@ type tracker struct {
 // every executor.
 func newTracker(s *session) *tracker {
 	now := s.m.cfg.Now()
-	t := &tracker{s: s, m: s.m, core: leader.New(s.m.cfg.leaderConfig(), s.token, now), outbox: leader.NewOutbox(), loops: make(map[string]chan struct{}), claims: make(map[string]int), failing: make(map[string]heartbeatState)}
+	t := &tracker{s: s, m: s.m, core: leader.New(s.m.cfg.leaderConfig(), s.token, now), outbox: leader.NewOutbox(), loops: make(map[string]chan struct{}), claims: make(map[string]int), failing: make(map[string]string)}
 	first := make(chan struct{})
 	t.wave.Store(&first)
 	t.refresh(now)
