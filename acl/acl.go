@@ -22,6 +22,7 @@
 package acl
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,6 +51,9 @@ func (p Policy) Valid() bool { return slices.Contains(Policies(), p) }
 func ParsePolicy(s string) (Policy, error) {
 	if p := Policy(s); p.Valid() {
 		return p, nil
+	}
+	if s == "" {
+		return "", errors.New("missing: use read, submit or management")
 	}
 	return "", fmt.Errorf("unknown policy %q: use read, submit or management", s)
 }

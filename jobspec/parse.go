@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
+
+	"jobmaster/strictjson"
 )
 
 // Limits beyond the per-vertex ones.
@@ -24,21 +23,9 @@ const (
 
 // Error is a validation error that names the offending field with a JSON
 // path such as "vertices[1].parallelism".
-type Error struct {
-	Field string
-	Msg   string
-}
+type Error = strictjson.Error
 
-func (e *Error) Error() string {
-	if e.Field == "" {
-		return e.Msg
-	}
-	return e.Field + ": " + e.Msg
-}
-
-func fieldErr(field, format string, args ...any) *Error {
-	return &Error{Field: field, Msg: fmt.Sprintf(format, args...)}
-}
+var fieldErr = strictjson.Errorf
 
 // Parse decodes a JSON job spec, rejects unknown fields, keys given twice
 // in one object and trailing data, validates it and returns it
@@ -48,13 +35,25 @@ func Parse(data []byte) (*Spec, error) {
 	if !ok {
 		var err error
 		if s, err = parseNaming(data); err != nil {
+			if dup := duplicated(data); dup != nil && json.Valid(data) {
+				return nil, dup // what follows from it is the lesser news
+			}
 			return nil, err
 		}
 	}
-	if field := duplicateKey(data); field != "" {
-		return nil, fieldErr(field, "given twice: an object holds a key once (the decoder would keep the last and drop the others)")
+	if dup := duplicated(data); dup != nil {
+		return nil, dup
 	}
 	return s, nil
+}
+
+// duplicated is the error for the first key that an object of data, valid
+// JSON, holds twice, or nil.
+func duplicated(data []byte) error {
+	if field := strictjson.DuplicateKey(data, isEnv); field != "" {
+		return fieldErr(field, "given twice: an object holds a key once (the decoder would keep the last and drop the others)")
+	}
+	return nil
 }
 
 // parseFast decodes a spec in one pass and checks it: what nearly every
@@ -179,120 +178,21 @@ func decodeVertex(data []byte, v *Vertex, prefix string) error {
 	return err
 }
 
-// decodeStrict decodes one JSON value, rejecting unknown fields and
-// trailing data; errors name fields under prefix.
+// decodeStrict decodes one JSON value of a spec, rejecting unknown
+// fields, trailing data and invalid UTF-8; errors name fields under prefix.
 func decodeStrict(data []byte, v any, prefix string) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		e := jsonError(err, prefix, data)
-		if e.Msg == "unknown field" {
-			field := e.Field[strings.LastIndexByte(e.Field, '.')+1:]
-			if near := suggestField(v, field); near != "" {
-				e.Msg += fmt.Sprintf(" (did you mean %q?)", near)
-			}
-		}
-		return e
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &Error{Field: prefix, Msg: "malformed JSON: unexpected data after the value"}
-	}
-	// null decodes into nothing without an error: say what was wanted.
-	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
-		if prefix == "" {
-			return &Error{Msg: "a job spec is a JSON object, got JSON null"}
-		}
-		return fieldErr(prefix, "want an object, got JSON null")
-	}
-	return nil
+	return strictjson.Decode(data, v, prefix, "job spec")
 }
 
-// jsonError turns an encoding/json error into a message a user can act on,
-// naming fields under prefix; a syntax error is placed by line and column
-// in data.
-func jsonError(err error, prefix string, data []byte) *Error {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	var ours *Error
-	join := func(f string) string {
-		switch {
-		case prefix == "":
-			return f
-		case f == "":
-			return prefix
-		}
-		return prefix + "." + f
-	}
-	switch {
-	case errors.As(err, &ours):
-		return &Error{Field: join(ours.Field), Msg: ours.Msg}
-	case errors.As(err, &syn):
-		line, col := lineColumn(data, syn.Offset)
-		return &Error{Field: prefix, Msg: fmt.Sprintf("malformed JSON at line %d, column %d: %v", line, col, syn)}
-	case errors.As(err, &typ):
-		if typ.Field == "" && prefix == "" {
-			return &Error{Msg: fmt.Sprintf("a job spec is a JSON object, got JSON %s", typ.Value)}
-		}
-		return fieldErr(join(typ.Field), "want %s, got JSON %s", kindOf(typ.Type), typ.Value)
-	case errors.Is(err, io.EOF):
-		return &Error{Field: prefix, Msg: "malformed JSON: empty body, want a job spec"}
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &Error{Field: prefix, Msg: "malformed JSON: unexpected end of input"}
-	}
-	msg := err.Error()
-	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return &Error{Field: join(shortName(strings.Trim(f, `"`))), Msg: "unknown field"}
-	}
-	return &Error{Field: prefix, Msg: "malformed job spec: " + strings.TrimPrefix(msg, "json: ")}
-}
-
-// shortName is a name a client sent, cut to what an error may echo.
-func shortName(name string) string {
-	const most = 64
-	if len(name) <= most {
-		return name
-	}
-	cut := most
-	for cut > 0 && !utf8.RuneStart(name[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s...(%d bytes)", name[:cut], len(name))
-}
-
-// lineColumn places the byte that made a syntax error, which encoding/json
-// reports by how many bytes it had read (offset): line and column from 1,
-// the column counted in characters.
-func lineColumn(data []byte, offset int64) (line, col int) {
-	at := int(min(max(offset-1, 0), int64(len(data))))
-	before := data[:at]
-	start := bytes.LastIndexByte(before, '\n') + 1
-	return bytes.Count(before, []byte("\n")) + 1, utf8.RuneCount(before[start:]) + 1
-}
-
-// kindOf names a Go type the way a JSON author thinks of it.
-func kindOf(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Slice:
-		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(kindOf(t.Elem()), "an "), "a ") + "s"
-	case reflect.Map, reflect.Struct, reflect.Pointer:
-		return "an object"
-	}
-	return t.String()
-}
+// isEnv reports whether the object under key is a vertex's env: a map,
+// whose keys (variable names) differ when only their case does.
+func isEnv(key string) bool { return strings.EqualFold(key, "env") }
 
 // Normalize validates the spec in place and fills in every default, so that
 // two specs meaning the same thing become equal.
 func (s *Spec) Normalize() error {
 	if len(s.Name) > MaxNameLength {
-		return fieldErr("name", "longer than %d characters", MaxNameLength)
+		return fieldErr("name", "longer than %d bytes", MaxNameLength)
 	}
 	if len(s.Vertices) == 0 {
 		return fieldErr("vertices", "a job needs at least one vertex")
@@ -513,15 +413,15 @@ func (r *Restart) UnmarshalJSON(b []byte) error {
 		target, ok := targets[k]
 		if !ok {
 			msg := "unknown field"
-			if near := suggestField(r, k); near != "" {
+			if near := strictjson.SuggestField(r, k); near != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", near)
 			}
-			return &Error{Field: "restart." + shortName(k), Msg: msg}
+			return &Error{Field: "restart." + strictjson.Short(k), Msg: msg}
 		}
 		if err := json.Unmarshal(fields[k], target); err != nil {
 			var typ *json.UnmarshalTypeError
 			if errors.As(err, &typ) {
-				return fieldErr("restart."+k, "want %s, got JSON %s", kindOf(typ.Type), typ.Value)
+				return fieldErr("restart."+k, "want %s, got JSON %s", strictjson.KindOf(typ.Type), typ.Value)
 			}
 			return &Error{Field: "restart." + k, Msg: err.Error()}
 		}

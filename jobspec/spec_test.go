@@ -235,3 +235,21 @@ func TestKeysGivenTwiceAreRefused(t *testing.T) {
 	_, err := Parse([]byte(`{"name":"x","vertices":[{"id":"v","parallelism":1,"command":["x"],"env":{"id":"v","name":"n","A":"1","a":"2"}},{"id":"w","parallelism":1,"command":["id","id"]}]}`))
 	require.NoError(t, err)
 }
+
+// A key given twice is said first, even when the spec is wrong otherwise
+// too: the second "vertices" (empty) is what made it so.
+func TestAKeyGivenTwiceIsSaidBeforeWhatFollowsFromIt(t *testing.T) {
+	_, err := Parse([]byte(`{"vertices":[{"id":"v","parallelism":1,"command":["x"]}],"vertices":[]}`))
+	require.EqualError(t, err, "vertices: given twice: an object holds a key once (the decoder would keep the last and drop the others)")
+	_, err = Parse([]byte(`{"vertices":[],"vertices":[]`))
+	require.ErrorContains(t, err, "unexpected end of input", "malformed JSON is said as such")
+}
+
+// A spec is UTF-8: invalid bytes are refused where they are (the decoder
+// would put U+FFFD in their place), and a byte-order mark is named.
+func TestASpecIsUTF8(t *testing.T) {
+	_, err := Parse([]byte("{\"vertices\":[{\"id\":\"v\",\"parallelism\":1,\"command\":[\"echo\",\"\xff\"]}]}"))
+	require.EqualError(t, err, "malformed JSON at line 1, column 59: not UTF-8 (JSON text is UTF-8)")
+	_, err = Parse([]byte("\uFEFF" + valid))
+	require.ErrorContains(t, err, "starts with a byte-order mark")
+}

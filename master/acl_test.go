@@ -109,8 +109,18 @@ func TestACLTokensDecideEveryRequest(t *testing.T) {
 	got := decode[api.ACLTokenList](t, list)
 	require.Len(t, got.Tokens, 3)
 	assert.Equal(t, api.ACLToken{AccessorID: reader.AccessorID, Name: "dashboard", Policy: "read"}, got.Tokens[1])
-	bad := do(t, "POST", c.url(f, "/v1/acl/tokens"), []byte(`{"name":"x","policy":"admin"}`), auth(root.SecretID)...)
-	require.Equal(t, http.StatusBadRequest, bad.status, "%s", bad.body)
+	for body, says := range map[string]string{
+		`{"name":"x","policy":"admin"}`:                      `policy: unknown policy \"admin\"`,
+		`{"name":"x"}`:                                       "policy: missing: use read, submit or management",
+		`{"name":"x","policy":1}`:                            "policy: want a string, got JSON number",
+		`{"name":"x","polcy":"read"}`:                        `polcy: unknown field (did you mean \"policy\"?)`,
+		`{"name":"x","policy":"read"}{}`:                     "unexpected data after the value",
+		`{"name":"x","policy":"read","Policy":"management"}`: "Policy: given twice",
+	} {
+		bad := do(t, "POST", c.url(f, "/v1/acl/tokens"), []byte(body), auth(root.SecretID)...)
+		require.Equal(t, http.StatusBadRequest, bad.status, "%s: %s", body, bad.body)
+		require.Contains(t, string(bad.body), says, body)
+	}
 
 	// Each policy, on every master (forwarded or served there).
 	for i := range c.masters {

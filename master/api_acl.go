@@ -13,6 +13,7 @@ import (
 	"jobmaster/acl"
 	"jobmaster/api"
 	"jobmaster/fsm"
+	"jobmaster/strictjson"
 )
 
 // The ACL endpoints (docs/api.md, "ACL endpoints"): the bootstrap, and the
@@ -60,10 +61,8 @@ func (m *Master) withSecret(h leaderHandler) http.HandlerFunc {
 		}
 		var req tokenBody
 		if len(bytes.TrimSpace(body)) > 0 {
-			dec := json.NewDecoder(bytes.NewReader(body))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&req); err != nil {
-				writeError(w, http.StatusBadRequest, "malformed request body: "+err.Error())
+			if err := strictjson.Body(body, &req, "token request"); err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
 				return
 			}
 		}

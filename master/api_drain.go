@@ -13,6 +13,7 @@ import (
 	"jobmaster/fsm"
 	"jobmaster/jobspec"
 	"jobmaster/membership"
+	"jobmaster/strictjson"
 	"jobmaster/wire"
 )
 
@@ -24,10 +25,8 @@ const maxDrainDeadline = time.Duration(fsm.MaxDrainDeadline) * time.Millisecond
 func parseDrainDeadline(body []byte) (time.Duration, error) {
 	var req api.DrainRequest
 	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return 0, fmt.Errorf("malformed request body: %v", err)
+		if err := strictjson.Body(body, &req, "drain request"); err != nil {
+			return 0, err
 		}
 	}
 	if req.Deadline == "" {

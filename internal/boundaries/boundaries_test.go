@@ -40,6 +40,8 @@ var rules = []struct {
 		"the PKI issues and reads certificates; how connections use them is package transport's, so the CA tool and the identity rule stay free of any role"},
 	{"acl", []string{"jobmaster/fsm", "jobmaster/master", "jobmaster/executor", "jobmaster/transport", "net/http"},
 		"what a policy allows is a pure decision on a policy and a route; looking tokens up and answering requests is the master's"},
+	{"strictjson", []string{"jobmaster/jobspec", "jobmaster/api", "jobmaster/fsm", "jobmaster/master", "net/http"},
+		"strict decoding is bytes in, a value or a field-naming error out, for any document; what a job spec or a request means is its own package's"},
 	{"exposure", []string{"jobmaster/master", "jobmaster/executor", "jobmaster/membership", "jobmaster/transport", "net/http"},
 		"whether a node may start exposed is a pure decision on its addresses and settings; loading certificates and keys is the node's"},
 }

@@ -1,17 +1,17 @@
-package jobspec
+package strictjson
 
 import (
 	"reflect"
 	"strings"
 )
 
-// suggestField is the JSON field name of v's type (a struct, or a pointer
+// SuggestField is the JSON field name of v's type (a struct, or a pointer
 // to one) nearest to name (a misspelling: at most two edits, case aside),
 // or "" if none is that near. Only v's own fields are candidates, not
 // those of the structs within it; a name longer than any field by more
 // than two is no misspelling of one, and is not compared (the comparison
 // costs the product of the lengths, and a request may send a long name).
-func suggestField(v any, name string) string {
+func SuggestField(v any, name string) string {
 	t := reflect.TypeOf(v)
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()

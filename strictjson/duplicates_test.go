@@ -1,4 +1,4 @@
-package jobspec
+package strictjson
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// duplicateKey agrees with a reading of the same JSON through
+// DuplicateKey agrees with a reading of the same JSON through
 // encoding/json's tokens: on generated documents (objects, arrays,
 // strings with escaped quotes, keys written with escapes, numbers,
 // literals, whitespace), it finds a
@@ -80,8 +80,8 @@ func TestDuplicateKeyAgreesWithTheTokens(t *testing.T) {
 		if !json.Valid(data) {
 			t.Fatalf("generated invalid JSON: %s", data)
 		}
-		if got, want := duplicateKey(data) != "", duplicatedByTokens(data); got != want {
-			t.Fatalf("duplicateKey(%s) = %q, the tokens say duplicated: %v", data, duplicateKey(data), want)
+		if got, want := DuplicateKey(data, isEnv) != "", duplicatedByTokens(data); got != want {
+			t.Fatalf("DuplicateKey(%s) = %q, the tokens say duplicated: %v", data, DuplicateKey(data, isEnv), want)
 		}
 	})
 }
@@ -143,8 +143,8 @@ func duplicatedByTokens(data []byte) bool {
 func TestDuplicateKeysWrittenOtherwiseOrLate(t *testing.T) {
 	require := func(want string, data string) {
 		t.Helper()
-		if got := duplicateKey([]byte(data)); got != want {
-			t.Fatalf("duplicateKey(%.80s...) = %q, want %q", data, got, want)
+		if got := DuplicateKey([]byte(data), isEnv); got != want {
+			t.Fatalf("DuplicateKey(%.80s...) = %q, want %q", data, got, want)
 		}
 	}
 	require("vertices[0].env.PAT\\u0048", `{"vertices":[{"env":{"PATH":"1","PAT\u0048":"2"}}]}`)
@@ -158,3 +158,7 @@ func TestDuplicateKeysWrittenOtherwiseOrLate(t *testing.T) {
 	require("env.V1", b.String())
 	require("", strings.Replace(b.String(), `"V1":"again"`, `"v1":"other case"`, 1))
 }
+
+// isEnv is the job spec's exception: an env object is a map, whose keys
+// are compared as written.
+func isEnv(key string) bool { return strings.EqualFold(key, "env") }

@@ -1,4 +1,4 @@
-package jobspec
+package strictjson
 
 import (
 	"bytes"
@@ -7,16 +7,18 @@ import (
 	"strings"
 )
 
-// duplicateKey names the first key that an object of data holds twice, as
+// DuplicateKey names the first key that an object of data holds twice, as
 // a field path ("vertices[0].env.PATH"), or "" if none does. encoding/json
 // keeps the last of them and drops the others without a word, so a spec
 // with two "env" objects in a vertex would run with the second only. data
-// is a spec that decoded (valid JSON). The decoder matches a struct's
+// is a document that decoded (valid JSON). The decoder matches a struct's
 // fields whatever their case ("Name" is "name"), so keys are compared so
-// too, but for those of an env object (variables whose names differ in
-// case are distinct). It scans the bytes once, on every submission's path,
-// and compares keys as the decoder reads them (escapes undone).
-func duplicateKey(data []byte) string {
+// too, but for those of an object that exact names by its key (a map,
+// such as a job spec's env: variables whose names differ in case are
+// distinct); exact may be nil. It scans the bytes once, on every
+// submission's path, and compares keys as the decoder reads them (escapes
+// undone).
+func DuplicateKey(data []byte, exact func(key string) bool) string {
 	var stack []*keyFrame
 	done := func() { // a value ended
 		if n := len(stack); n > 0 {
@@ -31,7 +33,7 @@ func duplicateKey(data []byte) string {
 		switch c := data[i]; c {
 		case '{':
 			fold := true
-			if n := len(stack); n > 0 && stack[n-1].object && strings.EqualFold(stack[n-1].lastKey, "env") {
+			if n := len(stack); n > 0 && stack[n-1].object && exact != nil && exact(stack[n-1].lastKey) {
 				fold = false
 			}
 			stack = append(stack, &keyFrame{object: true, fold: fold, expectKey: true})
@@ -77,7 +79,7 @@ func duplicateKey(data []byte) string {
 	return ""
 }
 
-// keyFrame is an object or an array duplicateKey is inside.
+// keyFrame is an object or an array DuplicateKey is inside.
 type keyFrame struct {
 	object    bool
 	fold      bool     // keys compared whatever their case
@@ -139,7 +141,7 @@ func keyPath(stack []*keyFrame, key string) string {
 			if b.Len() > 0 {
 				b.WriteByte('.')
 			}
-			b.WriteString(shortName(string(f.last)))
+			b.WriteString(Short(string(f.last)))
 		} else {
 			b.WriteString("[" + strconv.Itoa(f.index) + "]")
 		}
@@ -147,6 +149,6 @@ func keyPath(stack []*keyFrame, key string) string {
 	if b.Len() > 0 {
 		b.WriteByte('.')
 	}
-	b.WriteString(shortName(key))
+	b.WriteString(Short(key))
 	return b.String()
 }
