@@ -29,7 +29,7 @@ func TestBodyErrorsNameTheField(t *testing.T) {
 		``:                                    "malformed JSON: empty body, want a drain request",
 		"{\n \"count\": 1,\n \"x\" 2}":        "malformed JSON at line 3, column 6: invalid character '2' after object key",
 		"\uFEFF{}":                            "malformed JSON: the drain request starts with a byte-order mark (U+FEFF); save it as UTF-8 without one",
-		"{\n\"deadline\":\"a\xffb\"}":          "malformed JSON at line 2, column 14: not UTF-8 (JSON text is UTF-8)",
+		"{\n\"deadline\":\"a\xffb\"}":         "malformed JSON at line 2, column 14: not UTF-8 (JSON text is UTF-8)",
 	} {
 		var r request
 		err := Body([]byte(body), &r, "drain request")
