@@ -436,6 +436,66 @@ func TestReleaseEndsTheStreamsOfAPartition(t *testing.T) {
 	requireCut(t, resp, len(data), "the whole partition was sent after its release")
 }
 
+// Closing the store (the executor stopping) ends the streams it serves,
+// even one whose reader stalled and holds a write up: otherwise the
+// executor's HTTP server could not stop until its deadline.
+func TestCloseEndsAStreamWhoseWriteIsHeldUp(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB: more than the sockets buffer
+	m := committed(t, s, 0, data)
+	w := &writeWatch{}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.ResponseWriter = rw
+		(&holder{s: s}).ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	resp := getData(t, strings.TrimPrefix(srv.URL, "http://"), Source{Producer: m.ID, Consumer: "count"}, 0)
+	readMiB(t, resp) // then stalls
+	last := int64(-1)
+	require.Eventually(t, func() bool { // one write, held up
+		n, in := w.state()
+		held := in && n == last
+		last = n
+		return held
+	}, 20*time.Second, 50*time.Millisecond)
+	s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Config.Shutdown(ctx), "the server could not stop: a stream outlived the store")
+	requireCut(t, resp, len(data), "the whole partition was sent after the store closed")
+}
+
+// writeWatch is a ResponseWriter that tells whether a write is under way
+// and how many writes began.
+type writeWatch struct {
+	http.ResponseWriter
+	mu     sync.Mutex
+	writes int64
+	in     bool
+}
+
+func (w *writeWatch) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	w.writes++
+	w.in = true
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.in = false
+		w.mu.Unlock()
+	}()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *writeWatch) state() (int64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writes, w.in
+}
+
+func (w *writeWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // The same for a stream that followed the producer while it ran and goes
 // on after it FINISHED: the release of its partition ends it too.
 func TestReleaseEndsAFollowingStream(t *testing.T) {

@@ -148,7 +148,7 @@ func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Req
 		return
 	}
 	if f != nil {
-		defer cutWhenGone(w, h.gone)()
+		defer cutWhenGone(w, h.gone, s.closed)()
 		if n, err := s.pump(w, f, q.Offset, size, h.gone.ch, nil); err != nil || n != size-q.Offset {
 			return // incomplete
 		}
@@ -156,25 +156,29 @@ func (s *Store) serveHeld(w http.ResponseWriter, r *http.Request, h *held, q Req
 	finish(w, wire.EndComplete)
 }
 
-// cutWhenGone makes the answer w end once gone is signalled: a partition
-// released (or a producer discarded) while a slow or stalled reader
-// streams it ends the stream, incomplete, so its file is closed and its
-// space freed; a write the reader holds up is cut at once. The returned
-// function stops the watch, and returns only once it has stopped, so no
-// deadline is set on the connection after the handler is done.
-func cutWhenGone(w http.ResponseWriter, gone *dropSignal) func() {
+// cutWhenGone makes the answer w end once gone is signalled, or the store
+// closed: a partition released (or a producer discarded) while a slow or
+// stalled reader streams it ends the stream, incomplete, so its file is
+// closed and its space freed; a closed store (the executor stopping) ends
+// every stream, so that its HTTP server can stop. A write the reader holds
+// up is cut at once. The returned function stops the watch, and returns
+// only once it has stopped, so no deadline is set on the connection after
+// the handler is done.
+func cutWhenGone(w http.ResponseWriter, gone *dropSignal, closed <-chan struct{}) func() {
 	rc := http.NewResponseController(w)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		select {
 		case <-gone.ch:
-			select {
-			case <-stop: // the handler is done: its connection is not ours
-			default:
-				_ = rc.SetWriteDeadline(time.Now())
-			}
+		case <-closed:
 		case <-stop:
+			return
+		}
+		select {
+		case <-stop: // the handler is done: its connection is not ours
+		default:
+			_ = rc.SetWriteDeadline(time.Now())
 		}
 	}()
 	return func() {
@@ -235,7 +239,7 @@ func (s *Store) serveLive(w http.ResponseWriter, r *http.Request, lv *live, q Re
 	if rc.Flush() != nil {
 		return
 	}
-	defer cutWhenGone(w, lv.gone)()
+	defer cutWhenGone(w, lv.gone, s.closed)()
 	name := strconv.Itoa(q.Index)
 	key := q.Consumer + "/" + name
 	off := q.Offset
