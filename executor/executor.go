@@ -102,8 +102,9 @@ type Executor struct {
 	// metrics is what GET /v1/metrics serves (metrics.go).
 	metrics *executorMetrics
 
-	// dirMu: the collector deletes an execution directory's empty parents
-	// only while no task start is creating them (gcloop.go).
+	// dirMu: the collector deletes an execution directory (checking it is
+	// not held again) and its empty parents only while no task start is
+	// creating them (gcloop.go). Taken before mu, never inside it.
 	dirMu sync.Mutex
 	// gcMu guards execBytes: the space of the execution directories at
 	// the last collection.

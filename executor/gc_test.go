@@ -80,3 +80,22 @@ func TestScanExecutions(t *testing.T) {
 		t.Fatalf("scan = %+v, want j/v/0/1 ended at %v with at least 10000 bytes", got, at)
 	}
 }
+
+// The collector deletes an execution's directory only if the execution is
+// still not held when it comes to it: one deployed again since the scan
+// (a job id used again after its job was forgotten starts from the same
+// execution ids) keeps its directory.
+func TestCollectorLeavesAnExecutionDeployedSinceItsScan(t *testing.T) {
+	t.Parallel()
+	e, l := startExecExecutor(t, Config{NodeID: "e1", DataDir: t.TempDir()})
+	tk := task("reused", 0, 0, "sh", "-c", "echo $$; exec sleep 300")
+	l.deploy(tk)
+	l.firstLinePID(tk.ExecutionID)
+	deleted, err := e.deleteExecution(tk.ExecutionID)
+	if err != nil || deleted {
+		t.Fatalf("deleteExecution of a held execution = %v, %v; want false, nil", deleted, err)
+	}
+	if _, err := os.Stat(executionDir(e.cfg.DataDir, tk.ExecutionID)); err != nil {
+		t.Fatalf("the running task's directory: %v", err)
+	}
+}

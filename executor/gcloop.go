@@ -52,7 +52,11 @@ func (e *Executor) collect() {
 	var freed int64
 	byReason := map[string]int{}
 	for _, d := range plan {
-		if err := e.deleteExecution(d.ID); err != nil {
+		deleted, err := e.deleteExecution(d.ID)
+		if !deleted && err == nil {
+			continue // deployed again (a reused job id) since the scan
+		}
+		if err != nil {
 			e.log.Warn("cannot delete an execution directory", "execution", d.ID, "err", err)
 			continue
 		}
@@ -72,14 +76,23 @@ func (e *Executor) collect() {
 }
 
 // deleteExecution deletes an execution directory and then its parents
-// (subtask, vertex, job) that it leaves empty. A task's start creates
-// those parents under the same lock, so none vanishes under it.
-func (e *Executor) deleteExecution(id string) error {
+// (subtask, vertex, job) that it leaves empty, unless the execution is
+// held again (deployed since the scan: a job id used again after its job
+// was forgotten starts from the same execution ids), and reports whether
+// it did. A task's start creates its directory and those parents under
+// the same lock, so none vanishes under it.
+func (e *Executor) deleteExecution(id string) (bool, error) {
 	e.dirMu.Lock()
 	defer e.dirMu.Unlock()
+	e.mu.Lock()
+	_, held := e.held.get(id)
+	e.mu.Unlock()
+	if held {
+		return false, nil
+	}
 	dir := executionDir(e.cfg.DataDir, id)
 	if err := os.RemoveAll(dir); err != nil {
-		return err
+		return false, err
 	}
 	root := filepath.Join(e.cfg.DataDir, executionsDir)
 	for p := filepath.Dir(dir); p != root && strings.HasPrefix(p, root); p = filepath.Dir(p) {
@@ -87,7 +100,7 @@ func (e *Executor) deleteExecution(id string) error {
 			break
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // scanExecutions lists the execution directories under root
