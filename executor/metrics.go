@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"jobmaster/buildinfo"
 	"jobmaster/metrics"
 	"jobmaster/wire"
 )
@@ -34,7 +35,7 @@ const (
 )
 
 func newExecutorMetrics(e *Executor) *executorMetrics {
-	reg := metrics.NewRegistry()
+	reg := metrics.NewRegistry(buildinfo.Read(wire.Version, 0, 0))
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "executor", Name: name, Help: help})
 	}

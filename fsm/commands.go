@@ -33,6 +33,10 @@ const (
 // lastType is the highest command type number.
 const lastType = TypeMoveExecutor
 
+// LastCommandType is the newest command type this version applies, as
+// `jobmaster version` reports it.
+const LastCommandType = lastType
+
 func (t CommandType) String() string {
 	switch t {
 	case TypeEstablishLeadership:

@@ -26,6 +26,10 @@ import (
 // rather than misreading it.
 const snapshotFormat = 6
 
+// SnapshotFormat is the snapshot format this version writes (and the
+// newest it reads), as `jobmaster version` reports it.
+const SnapshotFormat = snapshotFormat
+
 // snapshotHeader opens a snapshot stream; Jobs jobs, Execs executions,
 // (from format 2) Tombstones tombstones, (from format 4) Partitions
 // partitions, (from format 5) Tokens ACL tokens and (from format 6) Drains

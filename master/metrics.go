@@ -6,9 +6,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"jobmaster/buildinfo"
 	"jobmaster/fsm"
 	"jobmaster/leader"
 	"jobmaster/metrics"
+	"jobmaster/wire"
 )
 
 // masterMetrics is what a master serves on GET /v1/metrics
@@ -47,7 +49,7 @@ const (
 )
 
 func newMasterMetrics(m *Master) *masterMetrics {
-	reg := metrics.NewRegistry()
+	reg := metrics.NewRegistry(buildinfo.Read(wire.Version, fsm.SnapshotFormat, int(fsm.LastCommandType)))
 	ns := metrics.Namespace
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help})

@@ -9,6 +9,8 @@ import (
 
 	gometrics "github.com/hashicorp/go-metrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"jobmaster/buildinfo"
 )
 
 func scrape(t *testing.T, h http.Handler) string {
@@ -28,8 +30,9 @@ func TestLibrariesReachTheHandler(t *testing.T) {
 	// What raft reports through go-metrics' global API.
 	gometrics.IncrCounter([]string{"raft", "apply"}, 1)
 	gometrics.SetGauge([]string{"raft", "peers"}, 3)
-	body := scrape(t, Handler(NewRegistry()))
-	for _, want := range []string{"jobmaster_raft_apply 1", "jobmaster_raft_peers 3", "go_goroutines", "process_start_time_seconds"} {
+	body := scrape(t, Handler(NewRegistry(buildinfo.Info{Revision: "abc", GoVersion: "go1.26", Wire: 3})))
+	for _, want := range []string{"jobmaster_raft_apply 1", "jobmaster_raft_peers 3", "go_goroutines", "process_start_time_seconds",
+		`jobmaster_build_info{go_version="go1.26",revision="abc",wire_protocol="3"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the scrape lacks %q", want)
 		}
@@ -37,7 +40,7 @@ func TestLibrariesReachTheHandler(t *testing.T) {
 }
 
 func TestHTTPCountsRoutesNotPaths(t *testing.T) {
-	reg := NewRegistry()
+	reg := NewRegistry(buildinfo.Info{})
 	h := NewHTTP(reg, func(r *http.Request) bool { return r.Pattern == "/v1/events" })
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {

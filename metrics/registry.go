@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -10,16 +11,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"jobmaster/buildinfo"
 )
 
 // Namespace starts the name of every metric a node exports.
 const Namespace = "jobmaster"
 
 // NewRegistry returns a node's registry, with the Go runtime's and the
-// process's collectors in it.
-func NewRegistry() *prometheus.Registry {
+// process's collectors in it, and jobmaster_build_info: 1, labelled with
+// the node's build (which revision, Go version and wire protocol each node
+// of a cluster runs, during a rolling upgrade).
+func NewRegistry(build buildinfo.Info) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "build_info",
+		Help: "1, labelled with the build this node runs (jobmaster version).",
+		ConstLabels: prometheus.Labels{"revision": build.Revision, "go_version": build.GoVersion,
+			"wire_protocol": strconv.Itoa(build.Wire)}})
+	info.Set(1)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
 	return reg
 }
 

@@ -17,8 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/buildinfo"
 	"jobmaster/fsm"
 	"jobmaster/transport"
+	"jobmaster/wire"
 )
 
 const wcSpec = `{"name": "wordcount", "vertices": [{"id": "split", "parallelism": 2, "command": ["true"]}, {"id": "count", "parallelism": 1, "command": ["true"]}]}`
@@ -597,4 +599,23 @@ func TestJobStatusSaysWhyAJobWaits(t *testing.T) {
 	r = runCLI(f.addr(), "job", "status", "wc")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.NotContains(t, r.stdout, "Waiting", "a placed job waits for nothing")
+}
+
+// `jobmaster version` and `--version` say the build and the versions it
+// speaks; --json gives the same as JSON.
+func TestVersion(t *testing.T) {
+	want := fmt.Sprintf("wire protocol %d, snapshot format %d, command types 1-%d", wire.Version, fsm.SnapshotFormat, fsm.LastCommandType)
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		r := cli{}.run(args...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		require.True(t, strings.HasPrefix(r.stdout, "jobmaster "), r.stdout)
+		require.Contains(t, r.stdout, want, args)
+	}
+	r := cli{}.run("version", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var b buildinfo.Info
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &b))
+	require.Equal(t, wire.Version, b.Wire)
+	require.Equal(t, fsm.SnapshotFormat, b.Snapshot)
+	require.NotEmpty(t, b.Revision)
 }

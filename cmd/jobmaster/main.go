@@ -109,6 +109,8 @@ Start a local cluster with 'jobmaster dev', then submit a job with
 		SilenceUsage:  true,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.Version = thisBuild().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageErrorf(cmd, "%v", err)
 	})
@@ -123,6 +125,7 @@ Start a local cluster with 'jobmaster dev', then submit a job with
 		newOperatorCmd(env),
 		newACLCmd(env),
 		newTLSCmd(),
+		newVersionCmd(),
 	)
 	return root
 }
