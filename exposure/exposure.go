@@ -11,6 +11,7 @@
 package exposure
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -43,13 +44,28 @@ type Verdict struct {
 	// them on.
 	Missing  []string
 	Insecure bool
+	// Malformed lists the addresses that are not host:port, with why: the
+	// node cannot listen there, whatever its protections.
+	Malformed []string
 }
 
 // Judge decides about n.
 func Judge(n Node) Verdict {
 	v := Verdict{Role: n.Role, Insecure: n.Insecure}
 	for _, a := range n.Addrs {
-		if a.Value != "" && !Loopback(a.Value) {
+		if a.Value == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.Value); err != nil {
+			why := err.Error()
+			var ae *net.AddrError
+			if errors.As(err, &ae) {
+				why = ae.Err
+			}
+			v.Malformed = append(v.Malformed, fmt.Sprintf("%s %q is not host:port (%s)", a.Flag, a.Value, why))
+			continue
+		}
+		if !Loopback(a.Value) {
 			v.Exposed = append(v.Exposed, a.Flag+" "+a.Value)
 		}
 	}
@@ -69,7 +85,7 @@ func Judge(n Node) Verdict {
 func (v Verdict) unprotected() bool { return len(v.Exposed) > 0 && len(v.Missing) > 0 }
 
 // Refuse reports whether the node must not start.
-func (v Verdict) Refuse() bool { return v.unprotected() && !v.Insecure }
+func (v Verdict) Refuse() bool { return len(v.Malformed) > 0 || v.unprotected() && !v.Insecure }
 
 // Warn reports whether the node starts, exposed and unprotected, because
 // of --insecure.
@@ -79,6 +95,9 @@ func (v Verdict) Warn() bool { return v.unprotected() && v.Insecure }
 func (v Verdict) Err() error {
 	if !v.Refuse() {
 		return nil
+	}
+	if len(v.Malformed) > 0 {
+		return errors.New(strings.Join(v.Malformed, "; "))
 	}
 	return fmt.Errorf("this %s listens beyond loopback (%s) without %s: anyone who reaches these ports could run commands on the executors. Turn them on (docs/security.md), or start with --insecure to run without them",
 		v.Role, strings.Join(v.Exposed, ", "), joinAnd(v.Missing))

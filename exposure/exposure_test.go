@@ -56,3 +56,13 @@ func TestJudge(t *testing.T) {
 	assert.False(t, Judge(lo).Warn(), "nothing to warn about on loopback")
 	assert.Empty(t, Judge(lo).Warning())
 }
+
+// An address that is not host:port is said as such, before any question
+// of exposure, with or without the protections or --insecure.
+func TestJudgeSaysAMalformedAddress(t *testing.T) {
+	n := master("nohost", "127.0.0.1:7411", "127.0.0.1:7421")
+	assert.EqualError(t, Judge(n).Err(), `--http-addr "nohost" is not host:port (missing port in address)`)
+	n.Insecure, n.TLS, n.GossipKey, n.ACL = true, true, true, true
+	assert.True(t, Judge(n).Refuse(), "no protection makes it listenable")
+	assert.False(t, Judge(n).Warn())
+}
