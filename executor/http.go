@@ -40,7 +40,11 @@ func (e *Executor) routes() http.Handler {
 func only(method string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
-			w.Header().Set("Allow", method)
+			allow := method
+			if method == http.MethodGet {
+				allow += ", " + http.MethodHead
+			}
+			w.Header().Set("Allow", allow)
 			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s: use %s", r.Method, r.URL.Path, method))
 			return
 		}

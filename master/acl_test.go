@@ -657,3 +657,55 @@ func TestARetryInFlightHoldsTheJobsPlace(t *testing.T) {
 	in, _ = admit("y")
 	require.Len(t, in, 1, "x settled without the job: its place is free")
 }
+
+// Every method a route serves has its need in the ACL table (acl.Routes,
+// a HEAD that of its GET): none falls to the table's default, and the
+// table names no route the router does not serve.
+func TestEveryServedRouteHasANeed(t *testing.T) {
+	c := newTestCluster(t, 1)
+	rt := c.masters[0].router()
+	served := map[acl.Route]bool{}
+	for pattern, methods := range rt.served {
+		for _, method := range methods {
+			served[acl.Route{Method: method, Pattern: pattern}] = true
+			if method == http.MethodHead {
+				continue
+			}
+			_, ok := acl.Routes[acl.Route{Method: method, Pattern: pattern}]
+			assert.True(t, ok, "%s %s is served, and not in acl.Routes", method, pattern)
+		}
+	}
+	for r := range acl.Routes {
+		if r.Pattern != acl.CatchAll {
+			assert.True(t, served[r], "acl.Routes has %s %s, which no route serves", r.Method, r.Pattern)
+		}
+	}
+}
+
+// A method a route does not serve is a 405, and a path no route serves a
+// 404, whether or not the request has a token: there is nothing to
+// authorize.
+func TestWrongMethodsAre405BeforeAnyToken(t *testing.T) {
+	c := newTestCluster(t, 1, func(cfg *Config) { cfg.ACL = true })
+	l := c.leader()
+	for _, x := range []struct {
+		method, path string
+		want         int
+		allow        string
+	}{
+		{"POST", "/v1/health", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"DELETE", "/v1/jobs/x", http.StatusMethodNotAllowed, "GET, HEAD, PUT"},
+		{"DELETE", "/", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"POST", "/ui/", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"GET", "/v1/nothing", http.StatusNotFound, ""},
+		{"GET", "/v1/jobs", http.StatusUnauthorized, ""}, // served: a token is needed
+	} {
+		req, err := http.NewRequest(x.method, c.url(l, x.path), nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, x.want, resp.StatusCode, "%s %s", x.method, x.path)
+		assert.Equal(t, x.allow, resp.Header.Get("Allow"), "%s %s", x.method, x.path)
+	}
+}

@@ -18,17 +18,17 @@ import (
 
 // The ACL endpoints (docs/api.md, "ACL endpoints"): the bootstrap, and the
 // tokens of a management token's holder.
-func (m *Master) aclRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("/v1/acl/bootstrap", m.methods(map[string]http.HandlerFunc{
+func (m *Master) aclRoutes(rt *router) {
+	rt.handle("/v1/acl/bootstrap", map[string]http.HandlerFunc{
 		http.MethodPost: m.withSecret(m.bootstrapACL),
-	}))
-	mux.HandleFunc("/v1/acl/tokens", m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle("/v1/acl/tokens", map[string]http.HandlerFunc{
 		http.MethodGet:  m.leaderRead(m.listTokens),
 		http.MethodPost: m.withSecret(m.createToken),
-	}))
-	mux.HandleFunc("/v1/acl/tokens/{accessor}", m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle("/v1/acl/tokens/{accessor}", map[string]http.HandlerFunc{
 		http.MethodDelete: m.leaderWrite(m.deleteToken),
-	}))
+	})
 }
 
 // MaxTokens bounds how many tokens the state holds; a creation beyond it

@@ -17,8 +17,10 @@ import (
 // 415; another origin: 403, but the reads the UI's pages make of the
 // cluster's other masters, see crossOrigin), and the headers only masters may set are
 // dropped from requests that do not come from a master; with ACLs on, the
-// request's token is checked against the route's need (authorize).
-func (m *Master) guard(mux *http.ServeMux) http.Handler {
+// request's token is checked against the route's need (authorize), for a
+// method the route serves.
+func (m *Master) guard(rt *router) http.Handler {
+	mux := rt.mux
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// No answer is cached or sniffed (a token's secret is in one);
 		// the UI's files and the event stream set their own caching.
@@ -41,7 +43,9 @@ func (m *Master) guard(mux *http.ServeMux) http.Handler {
 			return
 		}
 		m.dropInternalHeaders(r)
-		if m.cfg.ACL {
+		// A method the route does not serve is answered 405 whoever asks
+		// (the routes are no secret: docs/api.md lists them).
+		if m.cfg.ACL && rt.serves(pattern, r.Method) {
 			var ok bool
 			if r, ok = m.authorize(w, r, acl.Route{Method: r.Method, Pattern: pattern}); !ok {
 				return

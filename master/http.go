@@ -5,11 +5,12 @@ import (
 	"net/http"
 	"path"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/raft"
 
+	"jobmaster/acl"
 	"jobmaster/api"
 	"jobmaster/jobspec"
 	"jobmaster/metrics"
@@ -17,65 +18,131 @@ import (
 	"jobmaster/wire"
 )
 
-// routes builds the HTTP API (docs/api.md).
+// routes builds the HTTP API (docs/api.md): the router within what every
+// request meets.
 func (m *Master) routes() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/jobs", m.methods(map[string]http.HandlerFunc{
+	rt := m.router()
+	return m.metrics.http.Wrap(transport.Role(transport.RoleMaster, m.namesLeader(recoverPanics(m, canonicalPaths(m.guard(rt))))))
+}
+
+// router routes every endpoint of the HTTP API.
+func (m *Master) router() *router {
+	rt := newRouter()
+	rt.handle("/v1/jobs", map[string]http.HandlerFunc{
 		http.MethodGet:  m.leaderRead(m.listJobs),
 		http.MethodPost: m.createJob,
-	}))
-	mux.HandleFunc("/v1/jobs/{id}", m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle("/v1/jobs/{id}", map[string]http.HandlerFunc{
 		http.MethodGet: m.bigRead(m.leaderRead(m.getJob)),
 		http.MethodPut: m.putJob,
-	}))
-	mux.HandleFunc("/v1/jobs/{id}/cancel", m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle("/v1/jobs/{id}/cancel", map[string]http.HandlerFunc{
 		http.MethodPost: m.leaderWrite(m.cancelJob),
-	}))
-	mux.HandleFunc("/v1/cluster", m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle("/v1/cluster", map[string]http.HandlerFunc{
 		http.MethodGet: m.leaderRead(m.cluster),
-	}))
-	mux.HandleFunc("/v1/health", m.methods(map[string]http.HandlerFunc{http.MethodGet: m.health}))
-	mux.HandleFunc("/v1/metrics", m.methods(map[string]http.HandlerFunc{http.MethodGet: metrics.Handler(m.metrics.reg).ServeHTTP}))
-	mux.HandleFunc(eventsPath, m.methods(map[string]http.HandlerFunc{http.MethodGet: m.events}))
-	mux.HandleFunc("/v1/state/hash", m.methods(map[string]http.HandlerFunc{http.MethodGet: m.stateHash}))
-	mux.HandleFunc("/v1/internal/executor-update", m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle("/v1/health", map[string]http.HandlerFunc{http.MethodGet: m.health})
+	rt.handle("/v1/metrics", map[string]http.HandlerFunc{http.MethodGet: metrics.Handler(m.metrics.reg).ServeHTTP})
+	rt.handle(eventsPath, map[string]http.HandlerFunc{http.MethodGet: m.events})
+	rt.handle("/v1/state/hash", map[string]http.HandlerFunc{http.MethodGet: m.stateHash})
+	rt.handle("/v1/internal/executor-update", map[string]http.HandlerFunc{
 		http.MethodPost: m.requirePusher(m.leaderWrite(m.executorUpdate)),
-	}))
-	mux.HandleFunc(relayPath, m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle(relayPath, map[string]http.HandlerFunc{
 		http.MethodPost: m.requireServer(m.submitBatch),
-	}))
-	mux.HandleFunc(tokenPath, m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle(tokenPath, map[string]http.HandlerFunc{
 		http.MethodGet: m.requireServer(m.tokenForPeer),
-	}))
-	mux.HandleFunc(raftPositionPath, m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle(raftPositionPath, map[string]http.HandlerFunc{
 		http.MethodGet: m.requireServer(m.raftPosition),
-	}))
-	mux.HandleFunc("/v1/executors/{id}/drain", m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle("/v1/executors/{id}/drain", map[string]http.HandlerFunc{
 		http.MethodPost:   m.drainExecutor,
 		http.MethodDelete: m.undrainExecutor,
-	}))
-	mux.HandleFunc(wire.PathExecutorDrain, m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle(wire.PathExecutorDrain, map[string]http.HandlerFunc{
 		http.MethodPost: m.requirePusher(m.leaderWrite(m.selfDrain)),
-	}))
-	mux.HandleFunc("/v1/operator/snapshot", m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle("/v1/operator/snapshot", map[string]http.HandlerFunc{
 		http.MethodGet: m.leaderRead(m.snapshotSave),
 		http.MethodPut: m.snapshotRestore,
-	}))
-	mux.HandleFunc("/v1/operator/raft/peers", m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle("/v1/operator/raft/peers", map[string]http.HandlerFunc{
 		http.MethodGet: m.leaderRead(m.raftPeers),
-	}))
-	mux.HandleFunc("/v1/operator/raft/peers/{id}", m.methods(map[string]http.HandlerFunc{
+	})
+	rt.handle("/v1/operator/raft/peers/{id}", map[string]http.HandlerFunc{
 		http.MethodDelete: m.leaderWrite(m.removePeer),
-	}))
-	m.aclRoutes(mux)
-	m.uiRoutes(mux)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	})
+	m.aclRoutes(rt)
+	m.uiRoutes(rt)
+	rt.mux.HandleFunc(acl.CatchAll, func(w http.ResponseWriter, r *http.Request) {
 		if redirectToUI(w, r) {
+			return
+		}
+		if r.URL.Path == "/" { // the UI's redirect is GET only
+			notAllowed(w, r, []string{http.MethodGet, http.MethodHead})
 			return
 		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return m.metrics.http.Wrap(transport.Role(transport.RoleMaster, m.namesLeader(recoverPanics(m, canonicalPaths(m.guard(mux))))))
+	return rt
+}
+
+// router is the masters' mux, which knows the methods each of its
+// patterns serves: a request to a method a route does not serve is
+// answered 405 (and one to no route 404) before any token is asked for,
+// since nothing is served to it.
+type router struct {
+	mux *http.ServeMux
+	// served holds each pattern's methods (HEAD with GET); read-only once
+	// the routes are built.
+	served map[string][]string
+}
+
+func newRouter() *router {
+	return &router{mux: http.NewServeMux(), served: map[string][]string{}}
+}
+
+// handle routes pattern to h, one handler per method; other methods get
+// a 405 naming the allowed ones.
+func (rt *router) handle(pattern string, h map[string]http.HandlerFunc) {
+	var allowed []string
+	for k := range h {
+		allowed = append(allowed, k)
+		if k == http.MethodGet {
+			allowed = append(allowed, http.MethodHead)
+		}
+	}
+	slices.Sort(allowed)
+	allowed = slices.Compact(allowed)
+	rt.served[pattern] = allowed
+	rt.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if f, ok := h[r.Method]; ok {
+			f(w, r)
+			return
+		}
+		if f, ok := h[http.MethodGet]; ok && r.Method == http.MethodHead {
+			f(w, r) // the server sends the headers only
+			return
+		}
+		notAllowed(w, r, allowed)
+	})
+}
+
+// serves reports whether the route pattern answers method with what it
+// serves (not a 405); the catch-all serves every method (an answer that
+// serves nothing).
+func (rt *router) serves(pattern, method string) bool {
+	allowed, ok := rt.served[pattern]
+	return !ok || slices.Contains(allowed, method)
+}
+
+// notAllowed answers 405 with the methods allowed.
+func notAllowed(w http.ResponseWriter, r *http.Request, allowed []string) {
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 }
 
 // namesLeader sets api.LeaderHeader on every answer of h to the leader's
@@ -117,31 +184,6 @@ func canonicalPaths(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// methods dispatches on the request method and answers 405 with a JSON
-// error naming the allowed ones.
-func (m *Master) methods(h map[string]http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if f, ok := h[r.Method]; ok {
-			f(w, r)
-			return
-		}
-		if f, ok := h[http.MethodGet]; ok && r.Method == http.MethodHead {
-			f(w, r) // the server sends the headers only
-			return
-		}
-		var allowed []string
-		for k := range h {
-			allowed = append(allowed, k)
-			if k == http.MethodGet {
-				allowed = append(allowed, http.MethodHead)
-			}
-		}
-		sort.Strings(allowed)
-		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
-	}
 }
 
 // recoverPanics turns a panic in a handler into a 500: no request can crash

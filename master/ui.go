@@ -8,12 +8,12 @@ import (
 )
 
 // uiRoutes serves the web UI at /ui/ and redirects / there (docs/api.md).
-func (m *Master) uiRoutes(mux *http.ServeMux) {
+func (m *Master) uiRoutes(rt *router) {
 	files := ui.Handler(m.peerOrigins)
-	mux.HandleFunc(ui.Prefix, m.methods(map[string]http.HandlerFunc{
+	rt.handle(ui.Prefix, map[string]http.HandlerFunc{
 		http.MethodGet:  files.ServeHTTP,
 		http.MethodHead: files.ServeHTTP,
-	}))
+	})
 }
 
 // redirectToUI answers GET / with a redirect to the UI, and reports

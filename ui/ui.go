@@ -14,6 +14,7 @@ package ui
 
 import (
 	"embed"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"path"
@@ -39,14 +40,23 @@ func Handler(peers func() []string) http.Handler {
 		SetHeaders(w.Header(), peers())
 		// Files only: a directory other than the UI's own (its
 		// index.html) is no page, and its listing is nobody's business.
+		// What is not a file is answered as the API answers an error.
 		if p := strings.Trim(path.Clean("/"+strings.TrimPrefix(r.URL.Path, Prefix)), "/"); p != "" {
-			if st, err := fs.Stat(sub, p); err == nil && st.IsDir() {
-				http.NotFound(w, r)
+			if st, err := fs.Stat(sub, p); err != nil || st.IsDir() {
+				notFound(w, r)
 				return
 			}
 		}
 		fsrv.ServeHTTP(w, r)
 	})
+}
+
+// notFound answers 404 with a JSON error body, as the API does.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	b, _ := json.Marshal(map[string]string{"error": "no such file in the UI: " + r.URL.Path})
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // SetHeaders sets the security headers of every UI answer: the

@@ -103,5 +103,7 @@ func TestHandlerServesTheEmbeddedFiles(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusNotFound, resp.StatusCode, p)
 		assert.NotContains(t, string(body), "dag.js", "%s lists a directory", p)
+		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), p)
+		assert.Contains(t, string(body), `{"error":"no such file in the UI: `, p)
 	}
 }
