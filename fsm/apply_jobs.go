@@ -97,7 +97,7 @@ func (s *State) newAttempts(j *Job, ri int, next bool, now int64) {
 				}
 				s.dropPartition(s.partitions[old])
 				delete(s.execs, old)
-				v.Attempts[i]++
+				v.Attempts[i] = max(v.Attempts[i]+1, j.AttemptFloor)
 			}
 			e := &Execution{
 				ID:          ExecutionID(j.ID, vid, i, v.Attempts[i]),
@@ -253,7 +253,7 @@ func (s *State) applyForget(c *ForgetJobs) Result {
 		if !ok || !j.Status.Terminal() {
 			continue
 		}
-		next := 0
+		next := j.AttemptFloor
 		s.forEachCurrent(j, func(e *Execution) {
 			next = max(next, e.Attempt+1)
 			s.dropPartition(s.partitions[e.ID])

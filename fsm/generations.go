@@ -68,3 +68,49 @@ func (s *State) Floors() []Floor {
 	}
 	return out
 }
+
+// CarryAttempts makes s, a state about to replace cur (a backup restored
+// over a running cluster), use no execution id that cur used: executors
+// may still hold or remember those executions, their directories and
+// their logs. For every job id cur knows (a job, a tombstone, a floor's
+// bucket), the attempts cur reached are carried into s: into the floor of
+// the id's bucket when s has no job under the id (a new job there starts
+// above them), into its tombstone's Next when s has one, and into the
+// job's AttemptFloor when s has the job (its restarts go above them; its
+// current attempts stay, so that tasks running since before the backup
+// are adopted). Pure: the leader applies it to the decoded backup before
+// Raft installs it, so every master restores the same state.
+func (s *State) CarryAttempts(cur *State) {
+	for b, n := range cur.floors {
+		s.floors[b] = max(s.floors[b], n)
+	}
+	carry := func(id string, next int) {
+		if next <= 0 {
+			return
+		}
+		if j, ok := s.jobs[id]; ok {
+			j.AttemptFloor = max(j.AttemptFloor, next)
+			return
+		}
+		if t, ok := s.forgotten[id]; ok {
+			t.Next = max(t.Next, next)
+			s.forgotten[id] = t
+			return
+		}
+		if b := bucketOf(id); next > s.floors[b] {
+			s.floors[b] = next
+		}
+	}
+	for id, j := range cur.jobs {
+		next := j.AttemptFloor
+		for _, v := range j.Vertices {
+			for _, a := range v.Attempts {
+				next = max(next, a+1)
+			}
+		}
+		carry(id, next)
+	}
+	for id, t := range cur.forgotten {
+		carry(id, t.Next)
+	}
+}

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -54,4 +55,68 @@ func TestFloorsStayBoundedAndFreshIDsStartAtZero(t *testing.T) {
 	h.apply(&ForgetJobs{Fenced: h.fenced(), PruneBefore: h.now + 1})
 	require.LessOrEqual(t, len(h.s.floors), floorBuckets)
 	require.Empty(t, h.s.forgotten)
+}
+
+// A backup restored over a running cluster goes back in time; no
+// execution id the running cluster used is used again after it: a job the
+// backup does not know, submitted again under its id, starts above its
+// attempts, and a job the backup holds restarts above the attempts it
+// reached since the backup. What the backup's jobs run now is kept (its
+// tasks are adopted).
+func TestARestoredBackupUsesNoExecutionIDAgain(t *testing.T) {
+	spec := `{"vertices":[{"id":"v","parallelism":2,"command":["true"]}],"restart":{"strategy":"fixed-delay","attempts":9,"delay":"0s"}}`
+	h := newHarness(t)
+	restart := func(job string) {
+		for _, e := range h.s.Expected("e1") {
+			if e.Job == job {
+				h.report("e1", ReportUpdate{ID: e.ID, State: wire.StateFailed})
+			}
+		}
+		h.apply(&RestartRegions{Fenced: h.fenced(), Job: job})
+		h.placeAll("e1")
+	}
+	require.True(t, h.submit("kept", spec).Created)
+	h.placeAll("e1")
+	var backup bytes.Buffer
+	_, err := h.s.Capture().WriteTo(&backup)
+	require.NoError(t, err)
+	adopted := h.s.Expected("e1")
+
+	used := map[string]bool{}
+	note := func() {
+		for _, e := range h.s.Expected("e1") {
+			used[e.ID] = true
+		}
+	}
+	note()
+	restart("kept")
+	note()
+	restart("kept")
+	note()
+	require.True(t, h.submit("gone", spec).Created, "a job the backup does not know")
+	h.placeAll("e1")
+	note()
+	restart("gone")
+	note()
+
+	st, err := Restore(&backup)
+	require.NoError(t, err)
+	st.CarryAttempts(h.s)
+	var carried bytes.Buffer
+	_, err = st.Capture().WriteTo(&carried)
+	require.NoError(t, err)
+	h.s, err = Restore(&carried) // as the masters install it
+	require.NoError(t, err)
+	require.Equal(t, 2, h.s.FirstAttempt("gone"), "above its attempt 1")
+	require.Equal(t, adopted, h.s.Expected("e1"), "the backup's running attempts stay, to be adopted")
+
+	h.establish("m2")
+	require.True(t, h.submit("gone", spec).Created)
+	h.placeAll("e1")
+	restart("kept")
+	for _, e := range h.s.Expected("e1") {
+		require.False(t, used[e.ID], "%s was used before the restore", e.ID)
+	}
+	require.Equal(t, 3, h.exec("kept/v/0/3").Attempt, "kept restarts above attempt 2")
+	checkInvariants(t, h.s)
 }

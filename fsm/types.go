@@ -71,6 +71,10 @@ type Job struct {
 	Backoff  RestartState  `codec:"bo"`
 	Vertices []VertexState `codec:"vx"`
 	Regions  []RegionState `codec:"rg"`
+	// AttemptFloor, set only by a restore (State.CarryAttempts), is the
+	// attempt this job's restarts go to at least: the state restored
+	// went back in time, and its attempts up to here were used since.
+	AttemptFloor int `codec:"af,omitempty" json:",omitempty"`
 }
 
 // VertexState is the per-vertex part of a job's state.

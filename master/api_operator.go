@@ -91,34 +91,52 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	// over from the snapshot's): it gets a new id, written into the state
 	// Raft installs, so the old cluster is fenced off whoever leads next.
 	st.RenameCluster(newClusterID())
-	// It stands past every index the cluster has seen (Raft installs it
-	// after its last entry), on every master alike: each reader of the
-	// event stream, wherever it reconnects, is told what it saw is gone.
-	st.SetIndex(m.raft.LastIndex() + 1)
-	renamed, err := os.CreateTemp(m.cfg.DataDir, "restore-*.snap")
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+	var status int
+	restore := func() error {
+		// With no session running (replaceState), nothing more is
+		// proposed on the state being replaced: what it reached is final.
+		//
+		// No execution id it used is used again (executors hold or
+		// remember them; their directories and logs are theirs): the
+		// backup went back in time, and its attempts start above.
+		m.fsm.Read(st.CarryAttempts)
+		// It stands past every index the cluster has seen (Raft installs
+		// it after its last entry), on every master alike: each reader of
+		// the event stream, wherever it reconnects, is told what it saw
+		// is gone.
+		st.SetIndex(m.raft.LastIndex() + 1)
+		renamed, err := os.CreateTemp(m.cfg.DataDir, "restore-*.snap")
+		if err != nil {
+			status = http.StatusInternalServerError
+			return err
+		}
+		defer os.Remove(renamed.Name())
+		defer renamed.Close()
+		size, err := st.Capture().WriteTo(renamed)
+		if err == nil {
+			_, err = renamed.Seek(0, io.SeekStart)
+		}
+		if err != nil {
+			status = http.StatusInternalServerError
+			return err
+		}
+		cfg := m.raft.GetConfiguration()
+		if err := cfg.Error(); err != nil {
+			status = http.StatusServiceUnavailable
+			return err
+		}
+		meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: st.Index(), Term: 1,
+			Configuration: cfg.Configuration(), ConfigurationIndex: cfg.Index(), Size: size}
+		if err := m.raft.Restore(meta, renamed, time.Minute); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		return nil
 	}
-	defer os.Remove(renamed.Name())
-	defer renamed.Close()
-	size, err = st.Capture().WriteTo(renamed)
-	if err == nil {
-		_, err = renamed.Seek(0, io.SeekStart)
-	}
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	cfg := m.raft.GetConfiguration()
-	if err := cfg.Error(); err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return
-	}
-	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: st.Index(), Term: 1,
-		Configuration: cfg.Configuration(), ConfigurationIndex: cfg.Index(), Size: size}
-	if err := m.replaceState(func() error { return m.raft.Restore(meta, renamed, time.Minute) }); err != nil {
-		writeError(w, http.StatusInternalServerError, "restore: "+err.Error())
+	if err := m.replaceState(restore); err != nil {
+		if status == 0 {
+			status = http.StatusInternalServerError
+		}
+		writeError(w, status, err.Error())
 		return
 	}
 	m.log.Warn("state restored from a snapshot", "jobs", st.NumJobs(), "executions", st.NumExecutions(), "cluster", st.Cluster())
