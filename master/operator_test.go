@@ -70,6 +70,11 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	require.NotEqual(t, before, after)
 	require.NotEmpty(t, after)
 	requireAccepted(t, do(t, "PUT", c.url(2, "/v1/jobs/after"), []byte(simpleJob)))
+	// A job the backup did not know, submitted again, starts above the
+	// attempt it had used: no execution id is used twice.
+	requireAccepted(t, do(t, "PUT", c.url(1, "/v1/jobs/later"), []byte(simpleJob)))
+	again := decode[api.Job](t, do(t, "GET", c.url(0, "/v1/jobs/later"), nil))
+	require.Equal(t, 1, again.Vertices[0].Subtasks[0].Attempt, "the attempt used before the restore is not used again")
 	c.waitSameState()
 }
 
