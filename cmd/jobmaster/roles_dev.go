@@ -21,6 +21,7 @@ import (
 	"jobmaster/api"
 	"jobmaster/client"
 	"jobmaster/executor"
+	"jobmaster/internal/dirlock"
 	"jobmaster/launch"
 	"jobmaster/pki"
 )
@@ -139,6 +140,14 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	// Before anything is written there: a second dev on the same
+	// --data-dir would make new credentials over those the first one's
+	// nodes run with.
+	lock, err := dirlock.Acquire(dir, "dev")
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	sec, err := newDevSecurity(filepath.Join(dir, "tls"))
 	if err != nil {
 		return fmt.Errorf("dev credentials: %w", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"jobmaster/internal/dirlock"
 	"jobmaster/internal/freeport"
 )
 
@@ -70,6 +72,21 @@ func TestDevRejectsBadFlagsUpFront(t *testing.T) {
 		require.Contains(t, r.stderr, msg)
 		require.NotContains(t, r.stdout, "Starting", "nothing starts")
 	}
+}
+
+// A second dev on the data directory of one that runs is refused before it
+// writes anything there: new credentials would lock the first one's nodes
+// out of each other.
+func TestDevRefusesADataDirectoryInUse(t *testing.T) {
+	dir := t.TempDir()
+	held, err := dirlock.Acquire(dir, "dev")
+	require.NoError(t, err)
+	defer held.Release()
+	r := runCLI("", "dev", "--data-dir", dir, "--no-demo", "--base-port", strconv.Itoa(freeBasePort(t)))
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "is in use by another dev")
+	_, err = os.Stat(filepath.Join(dir, "tls"))
+	require.ErrorIs(t, err, os.ErrNotExist, "credentials written")
 }
 
 // A node id names the node in URLs and records: it follows the job id rule.
