@@ -18,7 +18,11 @@ import (
 //     of the executor) is deleted once Retention has passed since it ended;
 //   - while the directories together take more than MaxBytes (if set), the
 //     ones that ended first go first, ties by id, until they fit or only
-//     held ones are left.
+//     held ones are left;
+//   - while the disk is full (less than --disk-reserve free: Short bytes
+//     missing), the same, whatever the retention and the limit, until as
+//     much as is missing is freed: a full disk takes no new work, and
+//     would otherwise stay full until the retention passed.
 
 // gcEntry is one execution directory.
 type gcEntry struct {
@@ -39,12 +43,16 @@ type gcLimits struct {
 	// MaxBytes bounds the space of every execution directory together (0:
 	// no bound).
 	MaxBytes int64
+	// Short is how many bytes the disk lacks to hold --disk-reserve free
+	// (0: it is not full).
+	Short int64
 }
 
 // Why a directory is deleted.
 const (
 	gcByAge  = "age"
 	gcByDisk = "disk"
+	gcByFull = "disk_full"
 )
 
 // gcDelete is one directory to delete and why.
@@ -68,6 +76,7 @@ func gcPlan(entries []gcEntry, lim gcLimits, now time.Time) []gcDelete {
 	for _, e := range sorted {
 		total += e.Bytes
 	}
+	short := lim.Short
 	var out []gcDelete
 	for _, e := range sorted {
 		if e.Held {
@@ -78,10 +87,13 @@ func gcPlan(entries []gcEntry, lim gcLimits, now time.Time) []gcDelete {
 			out = append(out, gcDelete{ID: e.ID, Reason: gcByAge, Bytes: e.Bytes})
 		case lim.MaxBytes > 0 && total > lim.MaxBytes:
 			out = append(out, gcDelete{ID: e.ID, Reason: gcByDisk, Bytes: e.Bytes})
+		case short > 0:
+			out = append(out, gcDelete{ID: e.ID, Reason: gcByFull, Bytes: e.Bytes})
 		default:
 			continue
 		}
 		total -= e.Bytes
+		short -= e.Bytes
 	}
 	return out
 }

@@ -41,6 +41,14 @@ func TestGCPlan(t *testing.T) {
 			gcLimits{Retention: hour, MaxBytes: 100}, []string{"old:age", "b:disk"}},
 		{"ties by id", []gcEntry{{ID: "b", Ended: ago(time.Minute), Bytes: 60}, {ID: "a", Ended: ago(time.Minute), Bytes: 60}},
 			gcLimits{Retention: hour, MaxBytes: 100}, []string{"a:disk"}},
+		{"a full disk: the oldest go, whatever the retention, until what is missing is freed",
+			[]gcEntry{{ID: "c", Ended: ago(time.Minute), Bytes: 50}, {ID: "a", Ended: ago(3 * time.Minute), Bytes: 50},
+				{ID: "b", Ended: ago(2 * time.Minute), Bytes: 50}, {ID: "held", Ended: ago(9 * time.Minute), Bytes: 500, Held: true}},
+			gcLimits{Retention: hour, Short: 60}, []string{"a:disk_full", "b:disk_full"}},
+		{"a full disk: what the age and the limit free counts",
+			[]gcEntry{{ID: "old", Ended: ago(2 * hour), Bytes: 10}, {ID: "b", Ended: ago(2 * time.Minute), Bytes: 60},
+				{ID: "c", Ended: ago(time.Minute), Bytes: 60}, {ID: "d", Ended: ago(time.Second), Bytes: 60}},
+			gcLimits{Retention: hour, MaxBytes: 150, Short: 80}, []string{"old:age", "b:disk", "c:disk_full"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

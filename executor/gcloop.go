@@ -48,7 +48,11 @@ func (e *Executor) collect() {
 	for _, en := range entries {
 		total += en.Bytes
 	}
-	plan := gcPlan(entries, gcLimits{Retention: e.cfg.GCRetention, MaxBytes: e.cfg.GCDiskLimit}, e.cfg.Now())
+	var short int64
+	if avail := availBytes(e.cfg.DataDir); avail >= 0 && avail < e.cfg.DiskReserve {
+		short = e.cfg.DiskReserve - avail
+	}
+	plan := gcPlan(entries, gcLimits{Retention: e.cfg.GCRetention, MaxBytes: e.cfg.GCDiskLimit, Short: short}, e.cfg.Now())
 	var freed int64
 	byReason := map[string]int{}
 	for _, d := range plan {
@@ -70,7 +74,7 @@ func (e *Executor) collect() {
 	e.execBytes = total - freed
 	e.gcMu.Unlock()
 	if len(byReason) > 0 {
-		e.log.Info("execution directories deleted", "by_age", byReason[gcByAge], "by_disk_limit", byReason[gcByDisk],
+		e.log.Info("execution directories deleted", "by_age", byReason[gcByAge], "by_disk_limit", byReason[gcByDisk], "for_a_full_disk", byReason[gcByFull],
 			"bytes_freed", freed, "bytes_left", total-freed, "retention", e.cfg.GCRetention, "disk_limit", e.cfg.GCDiskLimit)
 	}
 }
