@@ -43,7 +43,12 @@ func retryable(err error) bool {
 		errors.Is(err, raft.ErrAbortedByRestore) ||
 		// Some of a batch's submissions were committed: decided again,
 		// they are found to exist.
-		errors.Is(err, errPartlyDecided)
+		errors.Is(err, errPartlyDecided) ||
+		// The leader's disk failed it: nothing was written, and it
+		// stepped down.
+		errors.Is(err, errLogStore) ||
+		// Raft's queue stayed full: the entry was not taken.
+		errors.Is(err, raft.ErrEnqueueTimeout)
 }
 
 // leaderWrite serves a request on the leader: here if this master leads,

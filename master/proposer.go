@@ -231,6 +231,7 @@ func (p *proposer) run() {
 // answerProposals waits for an entry to commit and hands each caller its results.
 func answerProposals(f raft.ApplyFuture, batch []*proposal) {
 	if err := f.Error(); err != nil {
+		err = applyError(err)
 		for _, pr := range batch {
 			pr.answer(proposalReply{err: err})
 		}
@@ -246,6 +247,25 @@ func answerProposals(f raft.ApplyFuture, batch []*proposal) {
 		pr.answer(proposalReply{results: results[:pr.n:pr.n], index: idx})
 		results = results[pr.n:]
 	}
+}
+
+// errLogStore: the leader could not write an entry to its own log (a full
+// or failing disk). hashicorp/raft then answers the entry with the log
+// store's error, unwrapped, and steps down: the entry was neither written
+// nor sent to anyone, and goes to the next leader (retryable).
+var errLogStore = errors.New("the leader could not write to its Raft log, and stepped down")
+
+// applyError is an entry's error as the callers take it: raft's own
+// errors as they are; any other is the leader's log store's (the one other
+// error an entry gets), errLogStore.
+func applyError(err error) error {
+	for _, known := range []error{raft.ErrNotLeader, raft.ErrLeadershipLost, raft.ErrRaftShutdown, raft.ErrAbortedByRestore,
+		raft.ErrEnqueueTimeout, raft.ErrLeadershipTransferInProgress, raft.ErrNothingNewToSnapshot} {
+		if errors.Is(err, known) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %v", errLogStore, err)
 }
 
 // answer hands the proposal its outcome, and settles it.

@@ -2,9 +2,11 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 )
 
@@ -52,5 +54,20 @@ func TestHeavyProposalsTakeAnEntryEach(t *testing.T) {
 		require.NoError(t, o.err)
 		require.False(t, seen[o.index], "two heavy proposals in entry %d", o.index)
 		seen[o.index] = true
+	}
+}
+
+// An entry the leader could not write to its own log (hashicorp/raft
+// answers it with the log store's error, unwrapped, and steps down) was
+// neither written nor sent: it goes to the next leader, as a request
+// whose leader left does. Raft's own errors stay as they are.
+func TestALeadersLogStoreErrorIsRetried(t *testing.T) {
+	disk := applyError(fmt.Errorf("unable to store logs within log store, err: %q", "write raft.db: no space left on device"))
+	require.ErrorIs(t, disk, errLogStore)
+	require.True(t, retryable(disk))
+	require.Contains(t, disk.Error(), "no space left on device")
+	for _, err := range []error{raft.ErrLeadershipLost, raft.ErrNotLeader, raft.ErrEnqueueTimeout} {
+		require.Equal(t, err, applyError(err))
+		require.True(t, retryable(applyError(err)), "%v", err)
 	}
 }
