@@ -211,7 +211,7 @@ func (m *Master) removePeer(w http.ResponseWriter, r *http.Request, _ []byte, _ 
 		found = found || string(srv.ID) == id
 	}
 	if !found {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no master %q in the Raft configuration", id))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no master %q in the Raft configuration: it was removed already, or never was one (jobmaster operator raft list-peers)", id))
 		return nil
 	}
 	for _, mem := range m.gossip.Role(membership.RoleMaster) {
