@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -94,11 +95,23 @@ func (o *Executor) Check() error {
 	if c.TaskPidsMax == 0 || c.TaskPidsMax < -1 {
 		errs = append(errs, fmt.Errorf("--task-pids-max must be positive, or -1 for no bound, got %d", c.TaskPidsMax))
 	}
-	errs = append(errs, checkMaxConns(c.MaxConnsPerClient))
+	errs = append(errs, checkMaxConns(c.MaxConnsPerClient), checkJoin(c.Join))
 	return errors.Join(errs...)
 }
 
 // checkMaxConns checks --http-max-conns-per-client.
+// checkJoin refuses a --join address that is not host:port: gossip would
+// only ever fail to reach it, with nothing said.
+func checkJoin(addrs []string) error {
+	var errs []error
+	for _, a := range addrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("--join %q is not host:port (the gossip address of a master, such as 10.0.0.1:7421)", a))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func checkMaxConns(n int) error {
 	if n == 0 || n < -1 {
 		return fmt.Errorf("--http-max-conns-per-client must be positive, or -1 for no bound, got %d", n)

@@ -177,6 +177,7 @@ func TestCheckRefusesMeaninglessFlagValues(t *testing.T) {
 		"--fetch-timeout must not be negative":             func(o *Executor) { o.FetchTimeout = -1 },
 		"--cpu-millis must be between 0":                   func(o *Executor) { o.CPUMillis = -5 },
 		"--memory-mb must be between 0":                    func(o *Executor) { o.MemoryMB = -5 },
+		`--join "nonsense" is not host:port`:               func(o *Executor) { o.Join = []string{"127.0.0.1:7421", "nonsense"} },
 	} {
 		o := DefaultExecutor()
 		set(&o)
@@ -186,4 +187,7 @@ func TestCheckRefusesMeaninglessFlagValues(t *testing.T) {
 	require.NoError(t, s.Check())
 	s.MaxConnsPerClient = 0
 	require.ErrorContains(t, s.Check(), "--http-max-conns-per-client must be positive, or -1 for no bound, got 0")
+	s = DefaultServer()
+	s.Join = []string{"10.0.0.1:7421", "[::1]:7421", "10.0.0.2"}
+	require.EqualError(t, s.Check(), `--join "10.0.0.2" is not host:port (the gossip address of a master, such as 10.0.0.1:7421)`)
 }

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"errors"
 	"github.com/spf13/pflag"
 
 	"jobmaster/master"
@@ -62,7 +63,9 @@ func DefaultServer() Server {
 
 // Check refuses flag values that mean nothing an operator could want (the
 // master's configuration takes 0 for "the default").
-func (o *Server) Check() error { return checkMaxConns(o.MaxConnsPerClient) }
+func (o *Server) Check() error {
+	return errors.Join(checkMaxConns(o.MaxConnsPerClient), checkJoin(o.Join))
+}
 
 // Args is the argv (without the binary) that starts a master with o.
 func (o Server) Args() []string { return render(ServerCommand, o, ServerFlags, o.Extra) }
