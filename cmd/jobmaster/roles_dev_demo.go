@@ -63,15 +63,17 @@ func (c *devCluster) demo(cmd *cobra.Command, env *cliEnv, cl *client.Client, le
 	} else {
 		fmt.Fprintf(out, "\nThe demo job FINISHED in %s. Its report (jobmaster job logs %s report 0):\n", formatElapsed(elapsed), id)
 	}
+	var report []string
 	if rc, err := cl.Logs(ctx, id, "report", 0, client.Stdout); err == nil && o.runtime != "sim" {
 		b, _ := io.ReadAll(rc)
 		rc.Close()
-		for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		report = strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		for _, l := range report {
 			fmt.Fprintf(out, "  %s\n", l)
 		}
 	}
 	if loss != nil {
-		loss.summary(c, job)
+		loss.summary(c, job, report, spec)
 	}
 	if o.failoverDemo {
 		restarted := job.Restarts

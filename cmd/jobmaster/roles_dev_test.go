@@ -7,12 +7,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"jobmaster/examples"
 	"jobmaster/internal/dirlock"
+	"jobmaster/jobspec"
 	"jobmaster/internal/freeport"
 )
 
@@ -100,4 +103,18 @@ func TestNodeIDsAreChecked(t *testing.T) {
 		require.Contains(t, r.stderr, "--node-id: ")
 		require.Contains(t, r.stderr, "use letters, digits")
 	}
+}
+
+// The loss demo's check counts the demo's text as the job does: the
+// report of a run (taken from the job's own commands, with sort's order)
+// is what topWords says.
+func TestTopWordsCountsTheDemoTextAsTheJobDoes(t *testing.T) {
+	spec, err := jobspec.Parse(examples.WordCount())
+	require.NoError(t, err)
+	text := spec.Vertices[0].Env["TEXT"]
+	cmd := exec.Command("sh", "-c", `printf '%s\n' "$TEXT" | tr -cs 'A-Za-z' '\n' | tr 'A-Z' 'a-z' | grep '...' | sort | uniq -c | awk '{ print $1, $2 }' | LC_ALL=C sort -k1,1nr -k2,2 | head -10`)
+	cmd.Env = append(os.Environ(), "TEXT="+text)
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	require.Equal(t, strings.Split(strings.TrimSpace(string(out)), "\n"), topWords(spec, 10))
 }
