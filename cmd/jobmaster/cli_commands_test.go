@@ -378,7 +378,10 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"job"}, want: "Available Commands:"},
 		{args: []string{"job", "stats", "x"}, want: "Error: unknown command \"stats\" for \"jobmaster job\" (did you mean \"status\"?)"},
 		{args: []string{"job", "status"}, want: "takes 1 argument (ID), got 0"},
-		{args: []string{"job", "list", "extra"}, want: "takes 0 arguments (), got 1"},
+		{args: []string{"job", "list", "extra"}, want: "takes no arguments, got 1 (extra)"},
+		{args: []string{"dev", "bogus"}, want: "unknown command \"bogus\" for \"jobmaster dev\""},
+		{args: []string{"server", "bogus"}, want: "unknown command \"bogus\" for \"jobmaster server\""},
+		{args: []string{"executor", "bogus"}, want: "unknown command \"bogus\" for \"jobmaster executor\""},
 		{args: []string{"members", "--json=maybe"}, want: "invalid argument \"maybe\""},
 		{args: []string{"--bogus"}, want: "unknown flag: --bogus"},
 	}

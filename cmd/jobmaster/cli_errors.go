@@ -202,6 +202,9 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		if len(args) == len(names) {
 			return nil
 		}
+		if len(names) == 0 {
+			return usageErrorf(cmd, "%q takes no arguments, got %d (%s)", cmd.CommandPath(), len(args), strings.Join(args, " "))
+		}
 		noun := "arguments"
 		if len(names) == 1 {
 			noun = "argument"

@@ -64,7 +64,7 @@ split running again and the same counts coming out.
 While it runs, 'jobmaster dev kill NODE' kills a node (kill -9) and
 'jobmaster dev restart NODE' starts it again (a node killed from outside
 too), so you can play with failures.`,
-		Args: cobra.NoArgs,
+		Args: groupArgs, // none: a word after it is an unknown command
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd, env, &o)
 		},

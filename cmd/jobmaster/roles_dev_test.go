@@ -15,8 +15,8 @@ import (
 
 	"jobmaster/examples"
 	"jobmaster/internal/dirlock"
-	"jobmaster/jobspec"
 	"jobmaster/internal/freeport"
+	"jobmaster/jobspec"
 )
 
 // TestDevFailoverDemo runs `jobmaster dev --failover-demo --exit-after-demo`

@@ -40,7 +40,7 @@ runs finish, and has what is left moved elsewhere, then stops.`,
 		Example: `  jobmaster executor --node-id e1 --data-dir /var/lib/jobmaster/e1 \
     --http-addr 10.0.0.4:7431 --gossip-addr 10.0.0.4:7441 \
     --join 10.0.0.1:7421,10.0.0.2:7421,10.0.0.3:7421 --slots 8`,
-		Args: cobra.NoArgs,
+		Args: groupArgs, // none: a word after it is an unknown command
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlags(cmd, "node-id", "data-dir"); err != nil {
 				return err

@@ -32,7 +32,7 @@ certificates and the --gossip-keyring file.`,
 		Example: `  jobmaster server --node-id m1 --data-dir /var/lib/jobmaster/m1 \
     --http-addr 10.0.0.1:7401 --raft-addr 10.0.0.1:7411 --gossip-addr 10.0.0.1:7421 \
     --join 10.0.0.1:7421,10.0.0.2:7421,10.0.0.3:7421 --bootstrap-expect 3`,
-		Args: cobra.NoArgs,
+		Args: groupArgs, // none: a word after it is an unknown command
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlags(cmd, "node-id", "data-dir"); err != nil {
 				return err
