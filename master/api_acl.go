@@ -129,7 +129,7 @@ func (m *Master) createToken(w http.ResponseWriter, r *http.Request, body []byte
 		return nil
 	}
 	if err := fsm.CheckTokenName(req.Name); err != nil {
-		writeError(w, http.StatusBadRequest, "name: "+err.Error())
+		writeError(w, http.StatusBadRequest, err.Error()) // "invalid token: name ..."
 		return nil
 	}
 	t := newToken(req.SecretID, req.Name, p)

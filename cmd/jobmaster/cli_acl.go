@@ -49,6 +49,9 @@ client commands take from --token or $JOBMASTER_TOKEN.
 		Short: "Create a token; its secret is shown once",
 		Args:  exactArgs(),
 		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, _ []string) error {
+			if policy == "" {
+				return usageErrorf(cmd, "--policy is required: read, submit or management")
+			}
 			if _, err := acl.ParsePolicy(policy); err != nil {
 				return usageErrorf(cmd, "--policy: %v", err)
 			}

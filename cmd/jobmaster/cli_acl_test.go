@@ -114,6 +114,9 @@ func TestACLCommands(t *testing.T) {
 	r = cli{env: env}.run("acl", "token", "create", "--policy", "root")
 	assert.Equal(t, 2, r.code, "a policy that does not exist is a usage error")
 	assert.Contains(t, r.stderr, "use read, submit or management")
+	r = cli{env: env}.run("acl", "token", "create", "--name", "x")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "--policy is required: read, submit or management")
 
 	r = cli{env: env}.run("acl", "token", "list")
 	require.Equal(t, 0, r.code, r.stderr)
