@@ -210,6 +210,14 @@ type StateHash struct {
 	Hash         string `json:"hash"`
 }
 
+// SnapshotRestored answers PUT /v1/operator/snapshot: what the restored
+// state holds.
+type SnapshotRestored struct {
+	Restored   bool `json:"restored"`
+	Jobs       int  `json:"jobs"`
+	Executions int  `json:"executions"`
+}
+
 // RaftPeers answers GET /v1/operator/raft/peers.
 type RaftPeers struct {
 	Peers []RaftPeer `json:"peers"`

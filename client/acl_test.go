@@ -32,7 +32,7 @@ func TestTokenAndACLCalls(t *testing.T) {
 		case "DELETE /v1/acl/tokens/acc":
 			writeJSON(w, http.StatusOK, api.ACLTokenDeleted{Deleted: "acc"})
 		case "PUT /v1/operator/snapshot":
-			writeJSON(w, http.StatusOK, map[string]any{"restored": true})
+			writeJSON(w, http.StatusOK, api.SnapshotRestored{Restored: true, Jobs: 2, Executions: 5})
 		default:
 			writeJSON(w, http.StatusNotFound, api.Error{Error: "no"})
 		}
@@ -51,7 +51,9 @@ func TestTokenAndACLCalls(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []api.ACLToken{{AccessorID: "acc", Name: "ci", Policy: "submit"}}, list)
 	require.NoError(t, c.DeleteToken(ctx, "acc"))
-	require.NoError(t, c.SnapshotRestore(ctx, []byte("snap")))
+	restored, err := c.SnapshotRestore(ctx, []byte("snap"))
+	require.NoError(t, err)
+	assert.Equal(t, api.SnapshotRestored{Restored: true, Jobs: 2, Executions: 5}, restored)
 
 	for _, tk := range gotToken {
 		assert.Equal(t, "the-secret", tk)

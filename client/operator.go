@@ -29,14 +29,19 @@ func (c *Client) Snapshot(ctx context.Context) ([]byte, uint64, error) {
 }
 
 // SnapshotRestore replaces the cluster's state with a backup (PUT
-// /v1/operator/snapshot). It is not resent once it may have reached a
-// master.
-func (c *Client) SnapshotRestore(ctx context.Context, snapshot []byte) error {
+// /v1/operator/snapshot), and returns what the restored state holds. It
+// is not resent once it may have reached a master.
+func (c *Client) SnapshotRestore(ctx context.Context, snapshot []byte) (api.SnapshotRestored, error) {
 	// Its 503s are refusals before anything happened; a 502 or 504 is a
 	// forward whose answer was lost.
-	_, err := c.do(ctx, request{method: http.MethodPut, path: "/v1/operator/snapshot", body: snapshot,
-		contentType: transport.BinaryType, unknownOn: []int{http.StatusBadGateway, http.StatusGatewayTimeout}})
-	return err
+	req := request{method: http.MethodPut, path: "/v1/operator/snapshot", body: snapshot,
+		contentType: transport.BinaryType, unknownOn: []int{http.StatusBadGateway, http.StatusGatewayTimeout}}
+	var out api.SnapshotRestored
+	res, err := c.do(ctx, req)
+	if err != nil {
+		return out, err
+	}
+	return out, decode(req, res, &out)
 }
 
 // RaftPeers lists the masters of the Raft configuration.

@@ -283,7 +283,7 @@ func TestRestoreOutcome(t *testing.T) {
 		s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, code, api.Error{Error: "no"})
 		})
-		err := newTestClient(t, s.addr()).SnapshotRestore(context.Background(), []byte("snap"))
+		_, err := newTestClient(t, s.addr()).SnapshotRestore(context.Background(), []byte("snap"))
 		var apiErr *APIError
 		require.ErrorAs(t, err, &apiErr, "%d", code)
 		assert.Equal(t, unknown, errors.Is(err, ErrOutcomeUnknown), "%d", code)

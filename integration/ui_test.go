@@ -157,7 +157,8 @@ func TestUI(t *testing.T) {
 		snap, err := c.Client.SnapshotSave(c.ctx())
 		require.NoError(t, err)
 		// A restore: every event from before it is gone, on every master.
-		require.NoError(t, c.Client.SnapshotRestore(c.ctx(), snap))
+		_, err = c.Client.SnapshotRestore(c.ctx(), snap)
+		require.NoError(t, err)
 		c.Submit("ui-after", `{"name": "ui-after", "vertices": [{"id": "v", "parallelism": 1, "command": ["true"]}]}`)
 		uiSignIn(t, c, ctx, at.HTTPAddr, c.ManagementToken) // another master: another origin
 		browse(t, ctx, "the history of a job submitted since, whole", uiWait,

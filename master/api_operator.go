@@ -141,7 +141,7 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	m.log.Warn("state restored from a snapshot", "jobs", st.NumJobs(), "executions", st.NumExecutions(), "cluster", st.Cluster())
 	m.audit(r, "snapshot restore", "jobs", st.NumJobs(), "executions", st.NumExecutions(), "tokens", st.NumTokens())
-	writeJSON(w, http.StatusOK, map[string]any{"restored": true, "jobs": st.NumJobs(), "executions": st.NumExecutions()})
+	writeJSON(w, http.StatusOK, api.SnapshotRestored{Restored: true, Jobs: st.NumJobs(), Executions: st.NumExecutions()})
 }
 
 // sizedBody is a request body bounded by http.MaxBytesReader that says

@@ -512,7 +512,7 @@ func TestSnapshotThroughStandardStreams(t *testing.T) {
 	snap := newServerAt(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPut {
 			restored, _ = io.ReadAll(r.Body)
-			w.WriteHeader(http.StatusNoContent)
+			writeJSON(w, http.StatusOK, api.SnapshotRestored{Restored: true, Jobs: 3, Executions: 7})
 			return
 		}
 		w.Header().Set(api.IndexHeader, "17")
@@ -530,6 +530,7 @@ func TestSnapshotThroughStandardStreams(t *testing.T) {
 	r = cli{env: map[string]string{addressEnv: snap}, stdin: "saved earlier"}.run("operator", "snapshot", "restore", "-")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "saved earlier", string(restored))
+	assert.Equal(t, "Restored the state from -: 3 jobs, 7 executions\n", r.stdout)
 
 	// A backup an older save to standard output made ends with its line
 	// (or its --json answer) right after the snapshot's binary bytes: the

@@ -32,7 +32,7 @@ func newExecutorsCmd(env *cliEnv) *cobra.Command {
 				return err
 			}
 			if o.json {
-				return printJSON(cmd.OutOrStdout(), cluster.Executors)
+				return printJSON(cmd.OutOrStdout(), map[string]any{"executors": cluster.Executors}) // as GET /v1/cluster has them
 			}
 			fmt.Fprint(cmd.OutOrStdout(), formatExecutors(cluster.Executors))
 			return nil

@@ -26,10 +26,10 @@ func TestExecutorsDrainAndList(t *testing.T) {
 	assert.Regexp(t, `DRAINING +DRAIN DEADLINE\ne1 .* true`, r.stdout, "members shows the drain too")
 	r = runCLI(f.addr(), "executors", "list", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var xs []api.Executor
+	var xs struct{ Executors []api.Executor } // as GET /v1/cluster has them
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &xs))
-	require.Len(t, xs, 1)
-	assert.True(t, xs[0].Draining)
+	require.Len(t, xs.Executors, 1)
+	assert.True(t, xs.Executors[0].Draining)
 
 	r = runCLI(f.addr(), "executors", "drain", "e1", "--disable", "--json")
 	require.Equal(t, 0, r.code, r.stderr)

@@ -117,13 +117,14 @@ expects but no executor runs are failed and restarted).`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "Note: %s ends with the line %q, which an older 'snapshot save' to standard output wrote into the backup; restoring the %d bytes before it.\n", args[0], line, len(snap))
 				data = snap
 			}
-			if err := c.SnapshotRestore(cmd.Context(), data); err != nil {
+			res, err := c.SnapshotRestore(cmd.Context(), data)
+			if err != nil {
 				return err
 			}
 			if o.json {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"restored": true, "file": args[0]})
+				return printJSON(cmd.OutOrStdout(), map[string]any{"restored": true, "file": args[0], "jobs": res.Jobs, "executions": res.Executions})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Restored the state from %s\n", args[0])
+			fmt.Fprintf(cmd.OutOrStdout(), "Restored the state from %s: %d jobs, %d executions\n", args[0], res.Jobs, res.Executions)
 			return nil
 		}),
 	})
