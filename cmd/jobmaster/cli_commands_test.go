@@ -82,7 +82,9 @@ func TestJobRunInputErrors(t *testing.T) {
 		want  string
 	}{
 		{name: "missing file", args: []string{"job", "run", "/nonexistent/job.json"}, code: 1,
-			want: "Error: read job spec: open /nonexistent/job.json: no such file or directory\n"},
+			want: "Error: job spec /nonexistent/job.json: no such file\n"},
+		{name: "a directory", args: []string{"job", "run", os.TempDir()}, code: 1,
+			want: "Error: job spec " + os.TempDir() + " is a directory: give a file\n"},
 		{name: "empty stdin", args: []string{"job", "run", "-"}, code: 1, want: "Error: job spec on stdin is empty\n"},
 		{name: "server rejects", args: []string{"job", "run", "-"}, stdin: "{nope", code: 1, want: "Error: submit job: malformed job spec"},
 		{name: "no file", args: []string{"job", "run"}, code: 2,

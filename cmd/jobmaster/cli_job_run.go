@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 
@@ -131,13 +132,33 @@ func jobOutcome(out io.Writer, job *api.Job, elapsed time.Duration, say bool) er
 	return errors.New(msg)
 }
 
+// openInput opens a file the user named as input (what names it: "job
+// spec", "snapshot"), saying in words why it cannot be read: missing, a
+// directory, not readable.
+func openInput(file, what string) (*os.File, error) {
+	f, err := os.Open(file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s %s: no such file", what, file)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("%s %s: not readable (permission denied)", what, file)
+	case err != nil:
+		return nil, fmt.Errorf("%s %s: %w", what, file, err)
+	}
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s %s is a directory: give a file", what, file)
+	}
+	return f, nil
+}
+
 // readSpec reads a job spec from file, or from stdin for "-".
 func readSpec(stdin io.Reader, file string) ([]byte, error) {
 	name, r := file, stdin
 	if file != "-" {
-		f, err := os.Open(file)
+		f, err := openInput(file, "job spec")
 		if err != nil {
-			return nil, fmt.Errorf("read job spec: %w", err)
+			return nil, err
 		}
 		defer f.Close()
 		r = f

@@ -105,7 +105,11 @@ expects but no executor runs are failed and restarted).`,
 			if args[0] == "-" {
 				data, err = io.ReadAll(cmd.InOrStdin())
 			} else {
-				data, err = os.ReadFile(args[0])
+				var f *os.File
+				if f, err = openInput(args[0], "snapshot"); err == nil {
+					data, err = io.ReadAll(f)
+					f.Close()
+				}
 			}
 			if err != nil {
 				return err
