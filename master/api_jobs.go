@@ -67,10 +67,24 @@ func (m *Master) listJobs(w http.ResponseWriter, _ *http.Request, _ []byte, _ *s
 	return nil
 }
 
-func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *session) error {
+// jobID is the job id of r's path, or, when it is no valid job id (no job
+// can have it), false with a 400 answered that names the problem without
+// echoing a long id whole.
+func jobID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
+	if err := jobspec.CheckID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "job id: "+err.Error())
+		return "", false
+	}
+	return id, true
+}
+
+func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *session) error {
+	id, ok := jobID(w, r)
+	if !ok {
+		return nil
+	}
 	var v *fsm.JobView
-	var ok bool
 	m.fsm.Read(func(st *fsm.State) {
 		v, ok = st.Job(id)
 		m.setIndex(w, st)
@@ -140,7 +154,10 @@ func inputsOf(spec *jobspec.Spec, id string) []api.Input {
 }
 
 func (m *Master) cancelJob(w http.ResponseWriter, r *http.Request, _ []byte, s *session) error {
-	id := r.PathValue("id")
+	id, ok := jobID(w, r)
+	if !ok {
+		return nil // nothing proposed for an id no job can have
+	}
 	res, err := m.prop.ProposeOne(r.Context(), &fsm.CancelJob{Fenced: s.fenced(), ID: id})
 	if err == nil {
 		m.audit(r, "job cancel", "job", id)

@@ -15,6 +15,7 @@ import (
 	"jobmaster/api"
 	"jobmaster/fsm"
 	"jobmaster/jobspec"
+	"jobmaster/strictjson"
 )
 
 // eventsPath is the event stream's route (docs/api.md, "GET /v1/events").
@@ -81,7 +82,7 @@ func parseEventsQuery(r *http.Request) (eventsQuery, error) {
 				continue
 			}
 			if !slices.Contains(fsm.Topics, fsm.Topic(t)) {
-				return out, fmt.Errorf("topic %q: want job, execution, executor or leader", t)
+				return out, fmt.Errorf("topic %q: want job, execution, executor or leader", strictjson.Short(t))
 			}
 			if out.filter.Topics == nil {
 				out.filter.Topics = make(map[fsm.Topic]bool)

@@ -170,6 +170,8 @@ func TestBadInputGetsClearErrors(t *testing.T) {
 		{"GET", "/v1/jobs/a/../b", "", 400, "not canonical"},
 		{"GET", "/v1/jobs/nope", "", 404, `job "nope" not found`},
 		{"POST", "/v1/jobs/nope/cancel", "", 404, "not found"},
+		{"GET", "/v1/jobs/" + strings.Repeat("j", 5000), "", 400, "job id: longer than 128 characters"},
+		{"POST", "/v1/jobs/a%20b/cancel", "", 400, `job id: "a b" has the character ' '`},
 		{"DELETE", "/v1/jobs", "", 405, "not allowed"},
 		{"GET", "/v2/whatever", "", 404, "no such endpoint"},
 		{"POST", "/v1/internal/executor-update", "{", 400, "malformed report"},
