@@ -31,7 +31,9 @@ import (
 // adds), and the producer region re-runs only the lost subtasks when it is a
 // single vertex (whose other subtasks' partitions are still there), or
 // whole when it has several (a subtask inside reads its region's pipelined
-// outputs, which are gone).
+// outputs, which are gone). What runs again reads its inputs again: a
+// producer subtask it reads whose output was released (its consumers had
+// all finished) or lost runs again in the same restart (readsReleased).
 
 // consumersOf lists the vertices that read vertex vi, in index order, with
 // whether each edge is forward.
@@ -231,10 +233,13 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved 
 	// that did not finish (newAttempts). A region of several vertices,
 	// joined by pipelined edges, restarts whole.
 	partial := make(map[int]map[Subtask]bool)
-	for _, p := range lost {
-		r := j.Vertices[p.VertexIndex].Region
+	// produceAgain has subtask st's output produced again: by the lost
+	// subtasks' re-run of its region, or its region's whole restart. It
+	// reports whether that added anything.
+	produceAgain := func(st Subtask) bool {
+		r := j.Vertices[st.Vertex].Region
 		if scope[r] {
-			continue
+			return false
 		}
 		rs := &j.Regions[r]
 		switch {
@@ -246,11 +251,34 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved 
 					partial[r][st] = true
 				}
 			}
-			partial[r][Subtask{Vertex: p.VertexIndex, Index: p.Subtask}] = true
+			if partial[r][st] {
+				return false
+			}
+			partial[r][st] = true
 		case rs.Status == RegionRestarting:
 			// A whole restart is pending: it covers the lost subtask.
+			return false
 		default:
 			scope[r] = true
+		}
+		return true
+	}
+	for _, p := range lost {
+		produceAgain(Subtask{Vertex: p.VertexIndex, Index: p.Subtask})
+	}
+	// What runs again reads its inputs again: an input whose partition
+	// was released (every consumer had finished) or lost is produced again
+	// too, in this restart, rather than found missing by a consumer's
+	// fetch after --fetch-timeout (a -> b -> c: b re-runs for c after a's
+	// partitions were released once b finished).
+	for more := true; more; {
+		more = false
+		for r := range j.Regions {
+			if scope[r] || partial[r] != nil {
+				for _, st := range s.readsReleased(j, r, scope[r], partial[r]) {
+					more = produceAgain(st) || more
+				}
+			}
 		}
 	}
 	restart := func(r int, rerun []Subtask) {
@@ -278,6 +306,49 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved 
 		}
 	}
 	s.refreshActive(j, now)
+}
+
+// readsReleased lists the producer subtasks (of other regions) whose
+// output the subtasks of region r that run again read (all of them when
+// whole, else those of partial) and whose current attempt FINISHED with
+// its partition no longer tracked: released or lost. In order, once each.
+func (s *State) readsReleased(j *Job, r int, whole bool, partial map[Subtask]bool) []Subtask {
+	var out []Subtask
+	seen := make(map[Subtask]bool)
+	cur := s.current[j.ID]
+	for _, vi := range j.Regions[r].Vertices {
+		for _, in := range j.Spec.Vertices[vi].Inputs {
+			pv := j.Spec.VertexIndex(in.From)
+			if pv < 0 || j.Vertices[pv].Region == r {
+				continue // read within the region: run again with it
+			}
+			for i := range j.Vertices[vi].Attempts {
+				if !whole && !partial[Subtask{Vertex: vi, Index: i}] {
+					continue
+				}
+				from, to := 0, len(cur[pv])
+				if in.Forward() {
+					from, to = i, min(i+1, len(cur[pv]))
+				}
+				for ps := from; ps < to; ps++ {
+					st := Subtask{Vertex: pv, Index: ps}
+					e := cur[pv][ps]
+					if seen[st] || e == nil || e.State != wire.StateFinished || s.partitions[e.ID] != nil {
+						continue
+					}
+					seen[st] = true
+					out = append(out, st)
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Vertex != out[b].Vertex {
+			return out[a].Vertex < out[b].Vertex
+		}
+		return out[a].Index < out[b].Index
+	})
+	return out
 }
 
 func (s *State) applyLosePartitions(c *LosePartitions) Result {

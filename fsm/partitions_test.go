@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,6 +27,16 @@ func finishGen(t *testing.T, h *harness) {
 	h.report("e1", ReportUpdate{ID: "j/gen/0/0", State: wire.StateFinished, Bytes: 10})
 	h.report("e2", ReportUpdate{ID: "j/gen/1/0", State: wire.StateFinished, Bytes: 20})
 	checkInvariants(t, h.s)
+}
+
+// execIDs lists the ids of executions, sorted.
+func execIDs(es []Execution) []string {
+	var ids []string
+	for _, e := range es {
+		ids = append(ids, e.ID)
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 func partitionIDs(s *State) []string {
@@ -291,43 +302,61 @@ func TestPartitionLostThenSiblingFails(t *testing.T) {
 // TestLostMiddleStageReRunsFromAReleasedInput: a -> b -> c, blocking. When
 // b finished, a's partition was released; c ran when the executor holding
 // b's partitions was lost, so b runs again, reading a's output, which no
-// executor holds any more. b's failure to fetch it re-runs a too, instead
-// of b restarting on the missing input forever.
+// executor holds any more: a runs again too, in the same restart, and b
+// waits for it (rather than finding a's output missing when it fetches,
+// after the executor's --fetch-timeout, and restarting again).
 func TestLostMiddleStageReRunsFromAReleasedInput(t *testing.T) {
 	h := newHarness(t)
-	h.submit("j", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]},
-		{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"a","mode":"blocking"}]},
+	h.submit("j", `{"vertices":[{"id":"a","parallelism":2,"command":["x"]},
+		{"id":"b","parallelism":2,"command":["x"],"inputs":[{"from":"a","mode":"blocking"}]},
 		{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]}],
 		"restart":{"strategy":"fixed-delay","attempts":5,"delay":"1s"}}`)
 	h.placeAll("e1")
-	h.report("e1", ReportUpdate{ID: "j/a/0/0", State: wire.StateFinished, Bytes: 1})
-	h.placeAll("e1")
-	h.report("e1", ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1})
-	require.Equal(t, []string{"j/b/0/0@e1"}, partitionIDs(h.s), "a's partition is released once b finished")
+	h.report("e1", ReportUpdate{ID: "j/a/0/0", State: wire.StateFinished, Bytes: 1}, ReportUpdate{ID: "j/a/1/0", State: wire.StateFinished, Bytes: 1})
 	h.placeAll("e2")
-	h.report("e2", ReportUpdate{ID: "j/c/0/0", State: wire.StateRunning})
+	h.report("e2", ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1}, ReportUpdate{ID: "j/b/1/0", State: wire.StateFinished, Bytes: 1})
+	require.Equal(t, []string{"j/b/0/0@e2", "j/b/1/0@e2"}, partitionIDs(h.s), "a's partitions are released once b finished")
+	h.placeAll("e3")
+	h.report("e3", ReportUpdate{ID: "j/c/0/0", State: wire.StateRunning})
 
-	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e2"})
 	require.Equal(t, wire.StateCanceling, h.exec("j/c/0/0").State)
-	h.report("e2", ReportUpdate{ID: "j/c/0/0", State: wire.StateCanceled})
+	h.report("e3", ReportUpdate{ID: "j/c/0/0", State: wire.StateCanceled})
 	h.now += 1000
 	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
 	placed := h.placeAll("e3")
-	require.Len(t, placed, 1)
-	require.Equal(t, "j/b/0/1", placed[0].ID, "b runs again; it reads a's finished attempt")
-	require.Equal(t, "j/a/0/0", h.s.TaskSpecs(placed)[0].Inputs[0].Sources[0].Execution)
+	require.Equal(t, []string{"j/a/0/1", "j/a/1/1"}, execIDs(placed), "a runs again, for b: its outputs were released")
+	h.report("e3", ReportUpdate{ID: "j/a/0/1", State: wire.StateFinished, Bytes: 1}, ReportUpdate{ID: "j/a/1/1", State: wire.StateFinished, Bytes: 1})
+	placed = h.placeAll("e3")
+	require.Equal(t, []string{"j/b/0/1", "j/b/1/1"}, execIDs(placed), "then b")
+	var sources []string
+	for _, src := range h.s.TaskSpecs(placed)[0].Inputs[0].Sources {
+		sources = append(sources, src.Execution)
+	}
+	require.Equal(t, []string{"j/a/0/1", "j/a/1/1"}, sources, "reading a's new attempts")
+	require.Equal(t, 1, h.s.jobs["j"].Backoff.Failures, "one failure for the restart strategy")
+	checkInvariants(t, h.s)
+}
 
-	h.report("e3", ReportUpdate{ID: "j/b/0/1", State: wire.StateFailed, Message: "input a/0 unavailable: 404",
+// A consumer that cannot fetch a partition the state still tracks (gone
+// from its executor unnoticed) has its producer run again.
+func TestAnUnreadableTrackedInputIsProducedAgain(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]},
+		{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"a","mode":"blocking"}]}],
+		"restart":{"strategy":"fixed-delay","attempts":5,"delay":"1s"}}`)
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "j/a/0/0", State: wire.StateFinished, Bytes: 1})
+	h.placeAll("e2")
+	h.report("e2", ReportUpdate{ID: "j/b/0/0", State: wire.StateFailed, Message: "input a/0 unavailable: 410",
 		Unavailable: []string{"j/a/0/0"}})
 	j := h.job("j")
 	require.Equal(t, JobRestarting, j.Status)
-	require.Contains(t, j.Message, "partition of a/0 unavailable to j/b/0/1")
+	require.Contains(t, j.Message, "partition of a/0 unavailable to j/b/0/0")
 	h.now += 1000
 	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
-	require.Equal(t, wire.StateScheduled, h.exec("j/a/0/1").State, "a runs again")
-	placed = h.placeAll("e3")
-	require.Len(t, placed, 1)
-	require.Equal(t, "j/a/0/1", placed[0].ID, "b waits for a")
+	placed := h.placeAll("e3")
+	require.Equal(t, []string{"j/a/0/1"}, execIDs(placed), "a runs again; b waits for it")
 	checkInvariants(t, h.s)
 }
 
