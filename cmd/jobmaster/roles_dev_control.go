@@ -162,11 +162,42 @@ func (c *devCluster) order(words []string) (string, error) {
 		if err := c.start(n); err != nil {
 			return "", err
 		}
+		if err := n.waitListening(10 * time.Second); err != nil {
+			fmt.Fprintf(c.out, "\n>>> Restarting %s, as asked, failed: %v\n", id, err)
+			return "", err
+		}
 		done := fmt.Sprintf(how+" (pid %d)", id, n.pid())
 		fmt.Fprintf(c.out, "\n>>> %s%s, as asked.\n", strings.ToUpper(done[:1]), done[1:])
 		return done + " in the dev in " + c.dir, nil
 	}
 	return "", fmt.Errorf("unknown order %q: want kill or restart", verb)
+}
+
+// waitListening waits until the node's HTTP port takes connections, and
+// says, with its log's tail, if the node exits first. A node still
+// starting after within is taken as started.
+func (n *devNode) waitListening(within time.Duration) error {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			tail, _ := os.ReadFile(n.log)
+			if len(tail) > 2000 {
+				tail = tail[len(tail)-2000:]
+			}
+			return fmt.Errorf("%s exited at once; the end of its log (%s):\n%s", n.id, n.log, tail)
+		default:
+		}
+		if conn, err := net.DialTimeout("tcp", n.http, 200*time.Millisecond); err == nil {
+			conn.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
 }
 
 // running reports whether the node's process runs (a node killed from

@@ -225,7 +225,7 @@ func (s *Store) loadOne(dir, id string) (Meta, map[string]int64, error) {
 	if err := json.NewDecoder(io.LimitReader(f, maxMeta)).Decode(&m); err != nil {
 		return Meta{}, nil, fmt.Errorf("metadata: %w", err)
 	}
-	bytes, sizes, err := scan(filepath.Join(dir, dataDir), m.Outputs, m.Subtask, false)
+	bytes, sizes, _, err := scan(filepath.Join(dir, dataDir), m.Outputs, m.Subtask, false)
 	if err != nil {
 		return Meta{}, nil, err
 	}
@@ -248,45 +248,52 @@ func removeIfEmpty(dir string) { _ = os.Remove(dir) }
 
 // scan sums the sizes of the files of an output directory that count, and
 // returns the size of each that is not empty (by "<consumer>/<index>");
-// if clean, it removes every other entry (see Keep). A missing directory
-// is an empty output.
-func scan(dir string, outputs []wire.Output, subtask int, clean bool) (int64, map[string]int64, error) {
+// if clean, it removes every other entry (see Keep), and returns those of
+// them named as data but not of its type (a symbolic link or a directory
+// named "count/0", a symbolic link named "count"): a consumer reads them
+// as empty, which its producer most likely did not mean. A missing
+// directory is an empty output.
+func scan(dir string, outputs []wire.Output, subtask int, clean bool) (total int64, sizes map[string]int64, notData []string, err error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil, nil
+		return 0, nil, nil, nil
 	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	var total int64
-	var sizes map[string]int64
 	for _, ent := range ents {
 		p := filepath.Join(dir, ent.Name())
 		if !Keep(outputs, subtask, "", ent.Name(), ent.Type()) {
 			if clean {
+				if _, consumer := output(outputs, ent.Name()); consumer && len(notData) < maxNotData {
+					notData = append(notData, ent.Name())
+				}
 				if err := os.RemoveAll(p); err != nil {
-					return 0, nil, err
+					return 0, nil, nil, err
 				}
 			}
 			continue
 		}
 		files, err := os.ReadDir(p)
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 		for _, f := range files {
 			fp := filepath.Join(p, f.Name())
 			if !Keep(outputs, subtask, ent.Name(), f.Name(), f.Type()) {
 				if clean {
+					if Counts(outputs, subtask, ent.Name(), f.Name()) && len(notData) < maxNotData {
+						notData = append(notData, ent.Name()+"/"+f.Name())
+					}
 					if err := os.RemoveAll(fp); err != nil {
-						return 0, nil, err
+						return 0, nil, nil, err
 					}
 				}
 				continue
 			}
 			fi, err := f.Info()
 			if err != nil {
-				return 0, nil, err
+				return 0, nil, nil, err
 			}
 			if fi.Size() > 0 {
 				if sizes == nil {
@@ -297,8 +304,11 @@ func scan(dir string, outputs []wire.Output, subtask int, clean bool) (int64, ma
 			total += fi.Size()
 		}
 	}
-	return total, sizes, nil
+	return total, sizes, notData, nil
 }
+
+// maxNotData bounds the entries scan names as not data.
+const maxNotData = 8
 
 // path is the directory of partition id (a valid execution id).
 func (s *Store) path(id string) string { return filepath.Join(s.dir, filepath.FromSlash(id)) }
@@ -385,8 +395,12 @@ func (s *Store) commitFiles(lv *live) (*held, error) {
 	}
 	m := lv.meta
 	var sizes map[string]int64
-	if m.Bytes, sizes, err = scan(data, m.Outputs, m.Subtask, true); err != nil {
+	var notData []string
+	if m.Bytes, sizes, notData, err = scan(data, m.Outputs, m.Subtask, true); err != nil {
 		return fail(err)
+	}
+	if len(notData) > 0 {
+		s.log.Warn("a producer's output has entries named as data that are not regular files (symbolic links, directories, pipes): they were removed, and their consumers read nothing there", "execution", m.ID, "entries", notData)
 	}
 	if m.Broken = s.brokenFiles(lv, data); len(m.Broken) > 0 {
 		s.log.Warn("a producer changed files it was streaming (a pipelined output must only grow): those are answered as broken", "execution", m.ID, "files", m.Broken)

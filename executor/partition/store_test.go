@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"os"
@@ -78,7 +79,8 @@ func messyOutput(t *testing.T, out string) (secret string) {
 
 func TestCommitKeepsWhatCountsAndNothingElse(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "partitions")
-	s, err := Open(dir, quiet())
+	var logged bytes.Buffer
+	s, err := Open(dir, slog.New(slog.NewTextHandler(&logged, nil)))
 	require.NoError(t, err)
 	out := filepath.Join(t.TempDir(), "output")
 	secret := messyOutput(t, out)
@@ -98,6 +100,8 @@ func TestCommitKeepsWhatCountsAndNothingElse(t *testing.T) {
 	b, err := os.ReadFile(secret)
 	require.NoError(t, err)
 	require.Equal(t, "not data", string(b), "what a link pointed to is untouched")
+	require.Contains(t, logged.String(), `entries named as data that are not regular files`)
+	require.Contains(t, logged.String(), `entries=[count/1]`, "the link named as data is said; other entries are no data by name")
 	for _, d := range []string{dir, filepath.Join(dir, "j"), filepath.Join(dir, "j/gen/1/0"), filepath.Join(dir, "j/gen/1/0/data")} {
 		fi, err := os.Stat(d)
 		require.NoError(t, err)
