@@ -175,11 +175,15 @@ func (c *devCluster) order(words []string) (string, error) {
 
 // waitListening waits until the node's HTTP port takes connections, and
 // says, with its log's tail, if the node exits first. A node still
-// starting after within is taken as started.
+// starting after within is taken as started; so is one without an HTTP
+// address that has not exited within a moment.
 func (n *devNode) waitListening(within time.Duration) error {
 	n.mu.Lock()
 	done := n.done
 	n.mu.Unlock()
+	if n.http == "" {
+		within = 300 * time.Millisecond
+	}
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		select {
@@ -191,9 +195,11 @@ func (n *devNode) waitListening(within time.Duration) error {
 			return fmt.Errorf("%s exited at once; the end of its log (%s):\n%s", n.id, n.log, tail)
 		default:
 		}
-		if conn, err := net.DialTimeout("tcp", n.http, 200*time.Millisecond); err == nil {
-			conn.Close()
-			return nil
+		if n.http != "" {
+			if conn, err := net.DialTimeout("tcp", n.http, 200*time.Millisecond); err == nil {
+				conn.Close()
+				return nil
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -42,6 +42,12 @@ func TestDevTakesOrdersOnItsSocket(t *testing.T) {
 	require.Contains(t, r.stdout, "Stopped and started e1 again")
 	require.NotEqual(t, before, c.masters[1].pid())
 
+	// A node that dies at once is said to have, with its log.
+	c.masters[1].args = []string{"not-a-duration"}
+	r = cli{}.run("dev", "restart", "e1", "--data-dir", dir)
+	require.Equal(t, 1, r.code, r.stdout)
+	require.Contains(t, r.stderr, "e1 exited at once; the end of its log")
+
 	r = cli{}.run("dev", "restart", "m9", "--data-dir", dir)
 	require.Contains(t, r.stderr, `no node "m9" in this dev cluster (its nodes: m1, e1)`)
 	r = cli{}.run("dev", "restart", "m1", "--data-dir", t.TempDir())
