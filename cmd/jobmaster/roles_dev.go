@@ -505,15 +505,21 @@ func (c *devCluster) checkAlive() error {
 		n.mu.Unlock()
 		select {
 		case <-done:
-			tail, _ := os.ReadFile(n.log)
-			if len(tail) > 2000 {
-				tail = tail[len(tail)-2000:]
-			}
-			return fmt.Errorf("%s exited; the end of its log (%s):\n%s", n.id, n.log, tail)
+			return n.exited("exited")
 		default:
 		}
 	}
 	return nil
+}
+
+// exited is the error of a node that exited on its own (how says when),
+// with the end of its log.
+func (n *devNode) exited(how string) error {
+	tail, _ := os.ReadFile(n.log)
+	if len(tail) > 2000 {
+		tail = tail[len(tail)-2000:]
+	}
+	return fmt.Errorf("%s %s; the end of its log (%s):\n%s", n.id, how, n.log, tail)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

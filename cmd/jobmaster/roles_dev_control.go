@@ -188,11 +188,7 @@ func (n *devNode) waitListening(within time.Duration) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
-			tail, _ := os.ReadFile(n.log)
-			if len(tail) > 2000 {
-				tail = tail[len(tail)-2000:]
-			}
-			return fmt.Errorf("%s exited at once; the end of its log (%s):\n%s", n.id, n.log, tail)
+			return n.exited("exited at once")
 		default:
 		}
 		if n.http != "" {
