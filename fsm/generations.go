@@ -1,6 +1,10 @@
 package fsm
 
-import "hash/fnv"
+import (
+	"hash/fnv"
+
+	"jobmaster/wire"
+)
 
 // Generations of a job id (docs/architecture.md, "Job ids used again").
 //
@@ -77,9 +81,11 @@ func (s *State) Floors() []Floor {
 // the id's bucket when s has no job under the id (a new job there starts
 // above them), into its tombstone's Next when s has one, and into the
 // job's AttemptFloor when s has the job (its restarts go above them; its
-// current attempts stay, so that tasks running since before the backup
-// are adopted). Pure: the leader applies it to the decoded backup before
-// Raft installs it, so every master restores the same state.
+// placed current attempts stay, so that tasks running since before the
+// backup are adopted, and those placed nowhere yet move above them: the
+// replaced state may have placed them since). Pure: the leader applies it
+// to the decoded backup before Raft installs it, so every master restores
+// the same state.
 func (s *State) CarryAttempts(cur *State) {
 	for b, n := range cur.floors {
 		s.floors[b] = max(s.floors[b], n)
@@ -90,6 +96,14 @@ func (s *State) CarryAttempts(cur *State) {
 		}
 		if j, ok := s.jobs[id]; ok {
 			j.AttemptFloor = max(j.AttemptFloor, next)
+			s.forEachCurrent(j, func(e *Execution) {
+				if e.State == wire.StateScheduled && e.Executor == "" && e.Attempt < next {
+					delete(s.execs, e.ID)
+					e.Attempt, e.ID = next, ExecutionID(j.ID, e.Vertex, e.Subtask, next)
+					s.execs[e.ID] = e
+					j.Vertices[e.VertexIndex].Attempts[e.Subtask] = next
+				}
+			})
 			return
 		}
 		if t, ok := s.forgotten[id]; ok {

@@ -120,3 +120,43 @@ func TestARestoredBackupUsesNoExecutionIDAgain(t *testing.T) {
 	require.Equal(t, 3, h.exec("kept/v/0/3").Attempt, "kept restarts above attempt 2")
 	checkInvariants(t, h.s)
 }
+
+// A job of the backup whose downstream region had not been placed when the
+// backup was taken, and was placed, ran and finished in the state the
+// backup replaces: its SCHEDULED attempts move above those the replaced
+// state used, so they are not deployed again under the same ids.
+func TestARestoredJobsUnplacedAttemptsMoveAboveTheUsedOnes(t *testing.T) {
+	spec := `{"vertices":[{"id":"a","parallelism":1,"command":["x"]},
+		{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"a","mode":"blocking"}]}],
+		"restart":{"strategy":"fixed-delay","attempts":9,"delay":"0s"}}`
+	h := newHarness(t)
+	require.True(t, h.submit("kept", spec).Created)
+	h.placeAll("e1")
+	var backup bytes.Buffer
+	_, err := h.s.Capture().WriteTo(&backup)
+	require.NoError(t, err)
+
+	used := map[string]bool{}
+	h.report("e1", ReportUpdate{ID: "kept/a/0/0", State: wire.StateFinished, Bytes: 1})
+	for _, e := range h.placeAll("e1") {
+		used[e.ID] = true // kept/b/0/0 runs on e1 after the backup
+	}
+	require.True(t, used["kept/b/0/0"])
+	h.report("e1", ReportUpdate{ID: "kept/b/0/0", State: wire.StateFinished})
+	require.Equal(t, JobFinished, h.job("kept").Status)
+
+	st, err := Restore(&backup)
+	require.NoError(t, err)
+	st.CarryAttempts(h.s)
+	var carried bytes.Buffer
+	_, err = st.Capture().WriteTo(&carried)
+	require.NoError(t, err)
+	h.s, err = Restore(&carried)
+	require.NoError(t, err)
+	h.establish("m2")
+	// The adopted kept/a/0/0 reports FINISHED (the executor still remembers it).
+	h.report("e1", ReportUpdate{ID: "kept/a/0/0", State: wire.StateFinished, Bytes: 1})
+	for _, e := range h.placeAll("e1") {
+		require.False(t, used[e.ID], "%s deployed again after the restore; the replaced state used it", e.ID)
+	}
+}
