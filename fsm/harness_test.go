@@ -148,6 +148,19 @@ func checkInvariants(t tb, s *State) {
 			}
 		}
 	}
+	// A region is ready only once every region it reads has finished: it
+	// would be placed reading outputs that are not there.
+	for _, id := range sortedKeys(s.jobs) {
+		j := s.jobs[id]
+		for ri, rs := range j.Regions {
+			if rs.Status != RegionReady {
+				continue
+			}
+			for _, u := range rs.Upstream {
+				require.Equal(t, RegionFinished, j.Regions[u].Status, "job %s: region %d is ready, and region %d it reads is %s", id, ri, u, j.Regions[u].Status)
+			}
+		}
+	}
 	// The derived indexes equal a rebuild from scratch.
 	r := &State{jobs: s.jobs, execs: s.execs, partitions: s.partitions}
 	require.NoError(t, r.rebuildDerived(nil))
@@ -237,4 +250,36 @@ func checkInvariants(t tb, s *State) {
 				"%s is %s in a ready region", e.ID, e.State)
 		})
 	}
+}
+
+// placeRegion places region of job j alone on executor, fresh slots.
+func (h *harness) placeRegion(job string, region int, executor string) []Execution {
+	h.t.Helper()
+	for _, rr := range h.s.ReadyRegions() {
+		if rr.Job != job || rr.Region != region {
+			continue
+		}
+		used := map[int]bool{}
+		for _, n := range h.s.UsedSlots()[executor] {
+			used[n] = true
+		}
+		next := 0
+		var slots []SlotAssign
+		for _, k := range rr.Keys {
+			if k.Held {
+				slots = append(slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: k.Executor, Slot: k.Slot})
+				continue
+			}
+			for used[next] {
+				next++
+			}
+			used[next] = true
+			slots = append(slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: executor, Slot: next})
+		}
+		r := h.apply(&PlaceRegion{Fenced: h.fenced(), Job: job, Region: region, Slots: slots})
+		require.NoError(h.t, r.Err)
+		return r.Placed
+	}
+	h.t.Fatalf("region %s/%d not ready", job, region)
+	return nil
 }

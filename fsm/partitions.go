@@ -271,6 +271,11 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved 
 	// too, in this restart, rather than found missing by a consumer's
 	// fetch after --fetch-timeout (a -> b -> c: b re-runs for c after a's
 	// partitions were released once b finished).
+	//
+	// And what restarts whole drops all of its outputs: a consumer region
+	// of it not placed yet waits for it again, and one that runs restarts
+	// (with its failover scope), as a consumer of a lost partition does;
+	// what that restarts reads its inputs again, and so on.
 	for more := true; more; {
 		more = false
 		for r := range j.Regions {
@@ -278,6 +283,36 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved 
 				for _, st := range s.readsReleased(j, r, scope[r], partial[r]) {
 					more = produceAgain(st) || more
 				}
+			}
+		}
+		for r := range j.Regions {
+			if !scope[r] {
+				continue
+			}
+			for _, d := range j.Regions[r].Downstream {
+				switch {
+				case scope[d]:
+				case j.Regions[d].Status == RegionWaiting || j.Regions[d].Status == RegionFinished:
+				case j.Regions[d].Status == RegionReady:
+					s.setRegionStatus(j, d, RegionWaiting)
+				default:
+					for _, x := range s.failoverScope(j, d) {
+						if !scope[x] {
+							scope[x], more = true, true
+						}
+					}
+				}
+			}
+		}
+	}
+	// A consumer of subtasks that run again, not placed yet, waits for them.
+	for r := range j.Regions {
+		if partial[r] == nil {
+			continue
+		}
+		for _, d := range j.Regions[r].Downstream {
+			if !scope[d] && j.Regions[d].Status == RegionReady {
+				s.setRegionStatus(j, d, RegionWaiting)
 			}
 		}
 	}

@@ -399,3 +399,79 @@ func TestUnavailableCountsOnlyWhatTheConsumerReads(t *testing.T) {
 	require.NotContains(t, h.job("other").Message, "partition")
 	checkInvariants(t, h.s)
 }
+
+// fanOut is R0 = {a, b} (a -> b pipelined), c reads a and d reads b
+// (blocking), e reads c (blocking): R0 ran on e1, c on e2 (so a's output,
+// read by c only, was released), e runs on e3. place says whether d runs
+// (on e4) or is left READY.
+func fanOut(t *testing.T, placeD bool) (h *harness, rA, rC, rD, rE int) {
+	h = newHarness(t)
+	h.submit("j", `{"vertices":[
+		{"id":"a","parallelism":1,"command":["x"],"slot_sharing_group":"g0"},
+		{"id":"b","parallelism":1,"command":["x"],"inputs":[{"from":"a","mode":"pipelined"}],"slot_sharing_group":"g0"},
+		{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"a","mode":"blocking"}],"slot_sharing_group":"g1"},
+		{"id":"d","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}],"slot_sharing_group":"g2"},
+		{"id":"e","parallelism":1,"command":["x"],"inputs":[{"from":"c","mode":"blocking"}],"slot_sharing_group":"g3"}],
+		"restart":{"strategy":"fixed-delay","attempts":5,"delay":"1s"}}`)
+	j := h.s.jobs["j"]
+	rA, rC, rD, rE = j.Vertices[0].Region, j.Vertices[2].Region, j.Vertices[3].Region, j.Vertices[4].Region
+	require.Equal(t, rA, j.Vertices[1].Region)
+	h.placeRegion("j", rA, "e1")
+	h.report("e1", ReportUpdate{ID: "j/a/0/0", State: wire.StateFinished, Bytes: 1}, ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1})
+	h.placeRegion("j", rC, "e2")
+	h.report("e2", ReportUpdate{ID: "j/c/0/0", State: wire.StateFinished, Bytes: 1})
+	h.placeRegion("j", rE, "e3")
+	h.report("e3", ReportUpdate{ID: "j/e/0/0", State: wire.StateRunning})
+	if placeD {
+		h.placeRegion("j", rD, "e4")
+		h.report("e4", ReportUpdate{ID: "j/d/0/0", State: wire.StateRunning})
+	}
+	require.Equal(t, []string{"j/b/0/0@e1", "j/c/0/0@e2"}, partitionIDs(h.s), "a's output released once c finished")
+	checkInvariants(t, h.s)
+	return h, rA, rC, rD, rE
+}
+
+// c's output is lost while e runs: c runs again, and so does R0, whole,
+// since c reads a's released output; d, which reads R0's b and was not
+// placed yet, waits for R0 again rather than being placed on b's old
+// output (which the restart drops) or its new attempt (not produced yet).
+func TestAWholeProducerRestartHoldsItsOtherConsumersBack(t *testing.T) {
+	h, rA, rC, rD, _ := fanOut(t, false)
+	j := h.s.jobs["j"]
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e2"})
+	require.Equal(t, RegionRestarting, j.Regions[rA].Status, "R0 restarts whole for c")
+	require.Equal(t, RegionWaiting, j.Regions[rD].Status, "d waits for R0 again")
+	h.report("e3", ReportUpdate{ID: "j/e/0/0", State: wire.StateCanceled})
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	checkInvariants(t, h.s)
+	require.Equal(t, RegionReady, j.Regions[rA].Status)
+	require.Equal(t, RegionWaiting, j.Regions[rC].Status)
+	require.Equal(t, RegionWaiting, j.Regions[rD].Status)
+	h.placeRegion("j", rA, "e1")
+	h.report("e1", ReportUpdate{ID: "j/a/0/1", State: wire.StateFinished, Bytes: 1}, ReportUpdate{ID: "j/b/0/1", State: wire.StateFinished, Bytes: 1})
+	placed := h.placeRegion("j", rD, "e4")
+	require.Equal(t, "j/b/0/1", h.s.TaskSpecs(placed)[0].Inputs[0].Sources[0].Execution, "d reads b's new output")
+	checkInvariants(t, h.s)
+}
+
+// The same with d running on b's output: the restart of R0 drops it, so d
+// restarts with it, in the same restart (one failure for the strategy),
+// rather than failing on its input afterwards.
+func TestAWholeProducerRestartRestartsItsRunningConsumers(t *testing.T) {
+	h, rA, _, rD, _ := fanOut(t, true)
+	j := h.s.jobs["j"]
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e2"})
+	require.Equal(t, RegionRestarting, j.Regions[rA].Status)
+	require.Equal(t, RegionRestarting, j.Regions[rD].Status, "d restarts with R0")
+	require.Equal(t, wire.StateCanceling, h.exec("j/d/0/0").State)
+	require.Equal(t, 1, j.Backoff.Failures)
+	h.report("e3", ReportUpdate{ID: "j/e/0/0", State: wire.StateCanceled})
+	h.report("e4", ReportUpdate{ID: "j/d/0/0", State: wire.StateCanceled})
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	checkInvariants(t, h.s)
+	require.Equal(t, RegionReady, j.Regions[rA].Status)
+	require.Equal(t, RegionWaiting, j.Regions[rD].Status)
+	require.Equal(t, 1, j.Backoff.Failures)
+}
