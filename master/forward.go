@@ -48,7 +48,9 @@ func retryable(err error) bool {
 		// stepped down.
 		errors.Is(err, errLogStore) ||
 		// Raft's queue stayed full: the entry was not taken.
-		errors.Is(err, raft.ErrEnqueueTimeout)
+		errors.Is(err, raft.ErrEnqueueTimeout) ||
+		// Leadership is being handed over: the next leader takes it.
+		errors.Is(err, raft.ErrLeadershipTransferInProgress)
 }
 
 // leaderWrite serves a request on the leader: here if this master leads,
