@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"jobmaster/strictjson"
 )
@@ -35,8 +36,15 @@ func Parse(data []byte) (*Spec, error) {
 	if !ok {
 		var err error
 		if s, err = parseNaming(data); err != nil {
-			if dup := duplicated(data); dup != nil && json.Valid(data) {
-				return nil, dup // what follows from it is the lesser news
+			// A key given twice is said first (what follows from it is the
+			// lesser news), in a document that is JSON at all: the scan of
+			// one that is not would cost what it holds (a megabyte of '['
+			// is a million frames), where the decoder stops at its depth
+			// limit.
+			if utf8.Valid(data) && json.Valid(data) {
+				if dup := duplicated(data); dup != nil {
+					return nil, dup
+				}
 			}
 			return nil, err
 		}

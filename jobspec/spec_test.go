@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -252,4 +253,19 @@ func TestASpecIsUTF8(t *testing.T) {
 	require.EqualError(t, err, "malformed JSON at line 1, column 59: not UTF-8 (JSON text is UTF-8)")
 	_, err = Parse([]byte("\uFEFF" + valid))
 	require.ErrorContains(t, err, "starts with a byte-order mark")
+}
+
+// A spec that is not JSON costs no more than its decoding: the scan for
+// keys given twice runs only on JSON (a megabyte of '[' made a million
+// allocations).
+func TestDeepMalformedSpecsAllocateLittle(t *testing.T) {
+	for _, body := range [][]byte{bytes.Repeat([]byte("["), 1<<20-1), bytes.Repeat([]byte(`{"a":`), 200_000)} {
+		allocs := testing.AllocsPerRun(3, func() {
+			_, err := Parse(body)
+			require.Error(t, err)
+		})
+		require.Less(t, allocs, 1000.0, "%.10s...: %v allocations", body, allocs)
+	}
+	_, err := Parse([]byte("{\"name\":\"a\xff\",\"name\":\"b\",\"vertices\":[]}"))
+	require.ErrorContains(t, err, "not UTF-8", "what makes it no JSON is said, not a key given twice")
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // DuplicateKey names the first key that an object of data holds twice, as
@@ -109,7 +111,7 @@ func (f *keyFrame) holds(raw []byte) bool {
 	}
 	f.lastKey = key
 	if f.fold {
-		key = strings.ToLower(key)
+		key = foldKey(key)
 	}
 	if f.seen == nil && len(f.names) < keysScanned {
 		for _, k := range f.names {
@@ -131,6 +133,29 @@ func (f *keyFrame) holds(raw []byte) bool {
 	}
 	f.seen[key] = true
 	return false
+}
+
+// foldKey is key as the decoder matches it to a field, whatever its case:
+// two keys it takes for one field (bytes.EqualFold: "Name" and "name",
+// "verticeſ" and "vertices") fold to one string. Each character becomes
+// the least of its Unicode case-folding orbit.
+func foldKey(key string) string {
+	ascii := true
+	for i := 0; i < len(key) && ascii; i++ {
+		ascii = key[i] < utf8.RuneSelf
+	}
+	if ascii {
+		return strings.ToUpper(key)
+	}
+	var b strings.Builder
+	for _, r := range key {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
 
 // keyPath is the field path of key in the innermost object of stack.

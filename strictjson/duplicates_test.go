@@ -149,6 +149,9 @@ func TestDuplicateKeysWrittenOtherwiseOrLate(t *testing.T) {
 	}
 	require("vertices[0].env.PAT\\u0048", `{"vertices":[{"env":{"PATH":"1","PAT\u0048":"2"}}]}`)
 	require("n\\u0061me", `{"name":"a","n\u0061me":"b"}`)
+	require("verticeſ", `{"vertices":1,"verticeſ":2}`) // encoding/json folds ſ to s
+	require(`\u212aey`, `{"key":1,"\u212aey":2}`)      // and the Kelvin sign to k
+	require("", `{"env":{"key":1,"\u212aey":2}}`)      // but for an env's variables
 	var b strings.Builder
 	b.WriteString(`{"env":{`)
 	for i := range 10_000 {
