@@ -6,7 +6,7 @@ PKGS    := ./...
 .PHONY: build run test test-short bench bench-anchors lint chaos clean screenshots
 
 build:
-	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/jobmaster
+	$(GO) build -o $(BIN) ./cmd/jobmaster
 
 # A local cluster: 3 masters and 2 executors with a demo job (Ctrl-C stops it).
 run: build
