@@ -79,13 +79,22 @@ func (*BootstrapACL) Type() CommandType   { return TypeBootstrapACL }
 func (*CreateACLToken) Type() CommandType { return TypeCreateACLToken }
 func (*DeleteACLToken) Type() CommandType { return TypeDeleteACLToken }
 
+// CheckAccessorID validates a token's accessor id: 1 to 64 bytes.
+func CheckAccessorID(id string) error {
+	if id == "" || len(id) > 64 {
+		return fmt.Errorf("%w: accessor id must have 1 to 64 characters", ErrInvalidToken)
+	}
+	return nil
+}
+
 // CheckToken validates the fields of a token to create: an accessor id,
 // a policy, a secret hash of 64 hex digits, and a name of at most
 // MaxTokenNameLength bytes of printable UTF-8.
 func CheckToken(t ACLToken) error {
+	if err := CheckAccessorID(t.AccessorID); err != nil {
+		return err
+	}
 	switch {
-	case t.AccessorID == "" || len(t.AccessorID) > 64:
-		return fmt.Errorf("%w: accessor id must have 1 to 64 characters", ErrInvalidToken)
 	case !t.Policy.Valid():
 		return fmt.Errorf("%w: policy %q: use read, submit or management", ErrInvalidToken, t.Policy)
 	case !isHexHash(t.SecretHash):

@@ -60,7 +60,7 @@ func (m *Master) withSecret(h leaderHandler) http.HandlerFunc {
 			return
 		}
 		var req tokenBody
-		if len(bytes.TrimSpace(body)) > 0 {
+		if b := bytes.TrimSpace(body); len(b) > 0 && string(b) != "null" { // null: no body
 			if err := strictjson.Body(body, &req, "token request"); err != nil {
 				writeError(w, http.StatusBadRequest, err.Error())
 				return
@@ -181,6 +181,10 @@ func (m *Master) deleteToken(w http.ResponseWriter, r *http.Request, _ []byte, s
 		return nil
 	}
 	id := r.PathValue("accessor")
+	if fsm.CheckAccessorID(id) != nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no token with accessor id %q", strictjson.Short(id)))
+		return nil // nothing proposed for an id no token can have
+	}
 	_, err := m.prop.ProposeOne(r.Context(), &fsm.DeleteACLToken{Fenced: s.fenced(), AccessorID: id})
 	switch {
 	case errors.Is(err, fsm.ErrTokenNotFound):

@@ -24,7 +24,7 @@ const maxDrainDeadline = time.Duration(fsm.MaxDrainDeadline) * time.Millisecond
 // the default).
 func parseDrainDeadline(body []byte) (time.Duration, error) {
 	var req api.DrainRequest
-	if len(bytes.TrimSpace(body)) > 0 {
+	if b := bytes.TrimSpace(body); len(b) > 0 && string(b) != "null" { // null: no body
 		if err := strictjson.Body(body, &req, "drain request"); err != nil {
 			return 0, err
 		}
@@ -35,7 +35,7 @@ func parseDrainDeadline(body []byte) (time.Duration, error) {
 	d, err := time.ParseDuration(req.Deadline)
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("deadline %q is not a duration such as \"30s\"", req.Deadline)
+		return 0, fmt.Errorf("deadline %q is not a duration such as \"30s\"", strictjson.Short(req.Deadline))
 	case d < 0:
 		return 0, fmt.Errorf("deadline %q is negative", req.Deadline)
 	case d > maxDrainDeadline:

@@ -13,6 +13,7 @@ import (
 
 	"jobmaster/api"
 	"jobmaster/fsm"
+	"jobmaster/jobspec"
 	"jobmaster/membership"
 	"jobmaster/transport"
 )
@@ -202,6 +203,10 @@ func (m *Master) raftPeers(w http.ResponseWriter, _ *http.Request, _ []byte, _ *
 // Raft configuration (a master gone for good).
 func (m *Master) removePeer(w http.ResponseWriter, r *http.Request, _ []byte, _ *session) error {
 	id := r.PathValue("id")
+	if err := jobspec.CheckID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "master id: "+err.Error())
+		return nil
+	}
 	f := m.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return err

@@ -29,6 +29,7 @@ func TestDrainRequestsAreChecked(t *testing.T) {
 		{"POST", "/v1/executors/e1/drain", `[`, http.StatusBadRequest, "malformed JSON: unexpected end of input"},
 		{"POST", "/v1/executors/bad%20id/drain", `{}`, http.StatusBadRequest, "executor id"},
 		{"POST", "/v1/executors/e1/drain", `{"deadline":"1s"}`, http.StatusNotFound, `executor \"e1\" not found`},
+		{"POST", "/v1/executors/e1/drain", `null`, http.StatusNotFound, `executor \"e1\" not found`}, // null: no body
 		{"DELETE", "/v1/executors/e1/drain", ``, http.StatusNotFound, `executor \"e1\" not found`},
 		{"PUT", "/v1/executors/e1/drain", `{}`, http.StatusMethodNotAllowed, "not allowed"},
 		{"POST", "/v1/internal/executor-drain", `{"version":1}`, http.StatusBadRequest, "wire protocol version"},

@@ -14,6 +14,7 @@ import (
 	"jobmaster/api"
 	"jobmaster/jobspec"
 	"jobmaster/metrics"
+	"jobmaster/strictjson"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -85,7 +86,7 @@ func (m *Master) router() *router {
 			notAllowed(w, r, []string{http.MethodGet, http.MethodHead})
 			return
 		}
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, strictjson.Short(r.URL.Path)))
 	})
 	return rt
 }
@@ -142,7 +143,7 @@ func (rt *router) serves(pattern, method string) bool {
 // notAllowed answers 405 with the methods allowed.
 func notAllowed(w http.ResponseWriter, r *http.Request, allowed []string) {
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
-	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
+	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", strictjson.Short(r.Method), strictjson.Short(r.URL.Path)))
 }
 
 // namesLeader sets api.LeaderHeader on every answer of h to the leader's

@@ -117,9 +117,9 @@ func jsonError(err error, prefix, doc string, data []byte) *Error {
 		return &Error{Field: prefix, Msg: fmt.Sprintf("malformed JSON at line %d, column %d: %v", line, col, syn)}
 	case errors.As(err, &typ):
 		if typ.Field == "" && prefix == "" {
-			return &Error{Msg: fmt.Sprintf("a %s is a JSON object, got JSON %s", doc, typ.Value)}
+			return &Error{Msg: fmt.Sprintf("a %s is a JSON object, got JSON %s", doc, Short(typ.Value))}
 		}
-		return Errorf(join(typ.Field), "want %s, got JSON %s", KindOf(typ.Type), typ.Value)
+		return Errorf(join(typ.Field), "want %s, got JSON %s", KindOf(typ.Type), Short(typ.Value))
 	case errors.Is(err, io.EOF):
 		return &Error{Field: prefix, Msg: "malformed JSON: empty body, want a " + doc}
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -19,6 +19,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"jobmaster/strictjson"
 )
 
 //go:embed static
@@ -55,7 +57,7 @@ func Handler(peers func() []string) http.Handler {
 func notFound(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusNotFound)
-	b, _ := json.Marshal(map[string]string{"error": "no such file in the UI: " + r.URL.Path})
+	b, _ := json.Marshal(map[string]string{"error": "no such file in the UI: " + strictjson.Short(r.URL.Path)})
 	_, _ = w.Write(append(b, '\n'))
 }
 
