@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -99,19 +100,25 @@ func (o *Executor) Check() error {
 	return errors.Join(errs...)
 }
 
-// checkMaxConns checks --http-max-conns-per-client.
-// checkJoin refuses a --join address that is not host:port: gossip would
-// only ever fail to reach it, with nothing said.
+// checkJoin refuses a --join address that is not host:port (a port
+// number): gossip would only ever fail to reach it, with nothing said.
 func checkJoin(addrs []string) error {
 	var errs []error
 	for _, a := range addrs {
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+		if _, port, err := net.SplitHostPort(a); err != nil || !validPort(port) {
 			errs = append(errs, fmt.Errorf("--join %q is not host:port (the gossip address of a master, such as 10.0.0.1:7421)", a))
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// validPort reports whether p is a port number, 1 to 65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == p
+}
+
+// checkMaxConns checks --http-max-conns-per-client.
 func checkMaxConns(n int) error {
 	if n == 0 || n < -1 {
 		return fmt.Errorf("--http-max-conns-per-client must be positive, or -1 for no bound, got %d", n)

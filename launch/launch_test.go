@@ -188,6 +188,10 @@ func TestCheckRefusesMeaninglessFlagValues(t *testing.T) {
 	s.MaxConnsPerClient = 0
 	require.ErrorContains(t, s.Check(), "--http-max-conns-per-client must be positive, or -1 for no bound, got 0")
 	s = DefaultServer()
-	s.Join = []string{"10.0.0.1:7421", "[::1]:7421", "10.0.0.2"}
+	s.Join = []string{"10.0.0.1:7421", "[::1]:7421", "m1.example:7421", "10.0.0.2"}
 	require.EqualError(t, s.Check(), `--join "10.0.0.2" is not host:port (the gossip address of a master, such as 10.0.0.1:7421)`)
+	for _, bad := range []string{"host:gossip", "10.0.0.1:99999", "10.0.0.1:0", "10.0.0.1:07421", "::1"} {
+		s.Join = []string{bad}
+		require.ErrorContains(t, s.Check(), "is not host:port", bad)
+	}
 }
