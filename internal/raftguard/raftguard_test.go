@@ -165,3 +165,55 @@ func TestRaftWithoutTheGuardAppliesStaleEntries(t *testing.T) {
 	fsm, addr, leader := deposedLeader(t, false)
 	require.Equal(t, []string{"2:a", "3:b", "4:stale-4", "5:stale-5"}, theNewLeadersTwoRequests(t, fsm, addr, leader, 4))
 }
+
+// A guard that holds the votes answers vote and pre-vote requests with
+// ErrVotesHeld (no vote), and passes everything else on; it notes the
+// highest commit index leaders name, and lets votes through once released.
+func TestHeldVotesAreRefused(t *testing.T) {
+	_, theirs := raft.NewInmemTransport("them")
+	_, mine := raft.NewInmemTransport("me")
+	theirs.Connect("me", mine)
+	g := New(mine)
+	t.Cleanup(func() { _ = g.Close() })
+	g.HoldVotes()
+	go func() { // what Raft would do: answer what reaches it
+		for rpc := range g.Consumer() {
+			switch rpc.Command.(type) {
+			case *raft.AppendEntriesRequest:
+				rpc.Respond(&raft.AppendEntriesResponse{Success: true}, nil)
+			case *raft.RequestVoteRequest:
+				rpc.Respond(&raft.RequestVoteResponse{Granted: true}, nil)
+			case *raft.RequestPreVoteRequest:
+				rpc.Respond(&raft.RequestPreVoteResponse{Granted: true}, nil)
+			}
+		}
+	}()
+	vote := func() (bool, error) {
+		var resp raft.RequestVoteResponse
+		err := theirs.RequestVote("me", "me", &raft.RequestVoteRequest{Term: 2}, &resp)
+		return resp.Granted, err
+	}
+	preVote := func() error {
+		var resp raft.RequestPreVoteResponse
+		return theirs.RequestPreVote("me", "me", &raft.RequestPreVoteRequest{Term: 2}, &resp)
+	}
+	_, err := vote()
+	require.ErrorContains(t, err, "does not vote yet")
+	require.ErrorContains(t, preVote(), "does not vote yet")
+	require.EqualValues(t, 2, g.Refused())
+
+	var ae raft.AppendEntriesResponse
+	require.NoError(t, theirs.AppendEntries("me", "me", &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 9, LeaderCommitIndex: 7}, &ae))
+	require.NoError(t, theirs.AppendEntries("me", "me", &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 9, LeaderCommitIndex: 5}, &ae))
+	require.EqualValues(t, 7, g.LeaderCommit(), "the highest named")
+	require.False(t, CaughtUp(6, g.LeaderCommit()))
+	require.True(t, CaughtUp(7, g.LeaderCommit()))
+	require.False(t, CaughtUp(0, 0), "no leader heard: not caught up")
+
+	require.True(t, g.ReleaseVotes())
+	require.False(t, g.ReleaseVotes(), "once")
+	granted, err := vote()
+	require.NoError(t, err)
+	require.True(t, granted, "released: the request reaches Raft")
+	require.NoError(t, preVote())
+}
