@@ -99,7 +99,13 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 		//
 		// No execution id it used is used again (executors hold or
 		// remember them; their directories and logs are theirs): the
-		// backup went back in time, and its attempts start above.
+		// backup went back in time, and its attempts start above. What
+		// was committed is applied first (a Barrier), so nothing it
+		// placed is missed.
+		if err := m.raft.Barrier(time.Minute).Error(); err != nil {
+			status = http.StatusServiceUnavailable
+			return fmt.Errorf("the state to replace could not be read whole (%w); nothing was restored", err)
+		}
 		m.fsm.Read(st.CarryAttempts)
 		// It stands past every index the cluster has seen (Raft installs
 		// it after its last entry), on every master alike: each reader of
