@@ -547,14 +547,23 @@ func (s *Store) remove(gone []*held) {
 			continue
 		}
 		s.mu.Lock()
-		trash, err := s.stage()
-		if err == nil {
-			err = os.Rename(h.dir, filepath.Join(trash, "p"))
+		_, err := os.Lstat(h.dir)
+		gone := errors.Is(err, fs.ErrNotExist) // deleted behind the store's back
+		var trash string
+		if !gone {
+			if trash, err = s.stage(); err == nil {
+				if err = os.Rename(h.dir, filepath.Join(trash, "p")); err != nil {
+					removeIfEmpty(trash)
+				}
+			}
 		}
 		for d := filepath.Dir(h.dir); d != s.dir && strings.HasPrefix(d, s.dir); d = filepath.Dir(d) {
 			removeIfEmpty(d)
 		}
 		s.mu.Unlock()
+		if gone {
+			continue
+		}
 		if err != nil {
 			s.log.Warn("moving a released partition aside", "execution", h.meta.ID, "err", err)
 			trash = h.dir
@@ -567,7 +576,8 @@ func (s *Store) remove(gone []*held) {
 
 // Verify drops the partitions whose files are gone from disk (deleted
 // behind the executor's back: a cleanup, a replaced disk), so that the
-// next report no longer lists them and the leader learns they are lost.
+// next report no longer lists them and the leader learns they are lost,
+// and deletes what is left of them.
 // It returns the ids it dropped. The files are checked outside the
 // store's lock.
 func (s *Store) Verify() []string {
@@ -591,17 +601,20 @@ func (s *Store) Verify() []string {
 	sort.Strings(gone)
 	s.mu.Lock()
 	var dropped []string
+	var hs []*held
 	for _, id := range gone {
 		if h, ok := s.held[id]; ok && h.dir == check[id] {
 			delete(s.held, id)
 			h.drop()
 			dropped = append(dropped, id)
+			hs = append(hs, h)
 		}
 	}
 	s.mu.Unlock()
 	if len(dropped) > 0 {
 		s.log.Warn("partitions gone from disk: no longer held", "executions", dropped)
 	}
+	s.remove(hs) // what is left of them (their metadata, say)
 	return dropped
 }
 

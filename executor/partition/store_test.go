@@ -241,4 +241,12 @@ func TestVerifyDropsPartitionsGoneFromDisk(t *testing.T) {
 	require.Equal(t, []string{meta(0).ID}, s.Verify())
 	require.Equal(t, []string{meta(1).ID}, ids(s.List()))
 	require.Empty(t, s.Verify(), "dropped once")
+
+	// One whose data alone went: what is left of it (its metadata) goes.
+	left := filepath.Join(dir, filepath.FromSlash(meta(1).ID))
+	require.NoError(t, os.RemoveAll(filepath.Join(left, "data")))
+	require.Equal(t, []string{meta(1).ID}, s.Verify())
+	_, err = os.Lstat(left)
+	require.ErrorIs(t, err, os.ErrNotExist, "its metadata was left behind")
+	require.Equal(t, []string{"~staging/"}, tree(t, dir), "nothing of them is left")
 }
