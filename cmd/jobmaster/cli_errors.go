@@ -163,7 +163,8 @@ func hint(err error) string {
 			"Reads work without a leader: add --stale. Or raise --timeout."
 	case errors.As(err, &unreachable):
 		return "Is a cluster running? Start a local one with 'make run' or 'jobmaster dev',\n" +
-			"or point --address or JOBMASTER_ADDR at its masters."
+			"or point --address or JOBMASTER_ADDR at its masters (a dev on other ports\n" +
+			"than the default prints an export line that does)."
 	case errors.Is(err, client.ErrOutcomeUnknown) && strings.Contains(err.Error(), "/v1/operator/snapshot"):
 		return "The restore may or may not have happened: 'jobmaster members' shows a new\n" +
 			"cluster id if it did."

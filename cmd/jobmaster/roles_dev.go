@@ -222,9 +222,15 @@ func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
 	if view, err := cl.Cluster(ctx); err == nil && view.Leader != nil && *view.Leader != "" {
 		leader = *view.Leader
 	}
+	tips := "In another terminal, try:"
+	if addrs != api.DefaultAddress || published == "" {
+		// Without the export, client commands and 'dev kill' go to the
+		// dev on the default ports, which may be another one.
+		tips = "In another terminal, run the export line above first, then try:"
+	}
 	fmt.Fprintf(out, `
 The cluster keeps running. Watch it in the web UI at https://%[2]s/ui/ (sign in
-with the token above). In another terminal, try:
+with the token above). %[4]s
   %[1]s members
   %[1]s job run examples/flaky.json --wait
   %[1]s job run examples/wide.json --wait
@@ -232,7 +238,7 @@ with the token above). In another terminal, try:
 Kill the leader ('%[1]s dev kill %[3]s', or kill -9 its PID from the table
 above) and watch another take over; bring it back with '%[1]s dev restart %[3]s'.
 Press Ctrl-C to stop the cluster.
-`, displayBin(bin), c.masters[0].http, leader)
+`, displayBin(bin), c.masters[0].http, leader, tips)
 	<-ctx.Done()
 	fmt.Fprintln(out, "\nStopping the cluster.")
 	return nil
