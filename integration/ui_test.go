@@ -167,7 +167,8 @@ func TestUI(t *testing.T) {
 			js(`document.querySelector('#history-note').textContent === ''`))
 		browse(t, ctx, "the history of a job from before, said to be cut", uiWait,
 			chromedp.Navigate(c.URL(at.HTTPAddr, "/ui/#/jobs/ui-dag")),
-			js(`document.querySelector('#history-note')?.textContent.includes('is no longer held by the masters')`))
+			js(`document.querySelector('#history-note')?.textContent.includes('is no longer held by the masters')`),
+			js(`!document.querySelector('#history').textContent.includes('No restart and no failure.')`)) // what is gone is not vouched for
 	})
 	// Nothing the page did was blocked by its CSP, and no script failed.
 	var problems string

@@ -98,7 +98,9 @@ export function mount(root, { arg: id, fail }) {
 
   function renderHistory() {
     if (events.length === 0) {
-      history.replaceChildren(h('li', { class: 'muted' }, 'No restart and no failure.'));
+      // With the job's beginning gone, only what is held can be vouched for.
+      const partial = goneBefore !== null && !begun;
+      history.replaceChildren(h('li', { class: 'muted' }, partial ? `No restart and no failure since log index ${goneBefore}.` : 'No restart and no failure.'));
       return;
     }
     history.replaceChildren(...events.slice().reverse().map((e) => h('li', { 'data-type': e.type },
@@ -163,6 +165,7 @@ export function mount(root, { arg: id, fail }) {
       if (e.type === 'job-status' && !e.previous) {
         begun = true;
         renderNote();
+        renderHistory();
       }
       if (keep(e)) {
         events.push(e);
@@ -175,6 +178,7 @@ export function mount(root, { arg: id, fail }) {
       goneBefore = oldest;
       begun = false; // seen again only if the job began after oldest
       renderNote();
+      renderHistory();
       soon(); // the job may have changed, or be gone, meanwhile
     },
     onAuth: fail,
