@@ -115,7 +115,7 @@ func jobOutcome(out io.Writer, job *api.Job, elapsed time.Duration, say bool) er
 	}
 	if job.Status == statusFinished {
 		if say {
-			fmt.Fprintf(out, "Job %s finished after %s\n", job.ID, formatElapsed(elapsed))
+			fmt.Fprintf(out, "Job %s finished after %s\n", job.ID, formatTook(elapsed))
 		}
 		return nil
 	}

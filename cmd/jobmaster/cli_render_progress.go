@@ -23,12 +23,11 @@ func terminalStatus(s string) bool {
 
 // subtaskCounts counts the subtasks of a vertex (or of several) by state.
 type subtaskCounts struct {
-	total, running, finished, failed, canceled int
+	total, running, finished, failed, canceling, canceled int
 }
 
 // countSubtasks counts the current attempts of a vertex's subtasks.
-// CANCELING counts as canceled; SCHEDULED and DEPLOYING as none of the
-// named states.
+// SCHEDULED and DEPLOYING count as none of the named states.
 func countSubtasks(v api.Vertex) subtaskCounts {
 	c := subtaskCounts{total: v.Parallelism}
 	if c.total == 0 {
@@ -42,7 +41,9 @@ func countSubtasks(v api.Vertex) subtaskCounts {
 			c.finished++
 		case wire.StateFailed:
 			c.failed++
-		case wire.StateCanceling, wire.StateCanceled:
+		case wire.StateCanceling:
+			c.canceling++
+		case wire.StateCanceled:
 			c.canceled++
 		}
 	}
@@ -52,18 +53,22 @@ func countSubtasks(v api.Vertex) subtaskCounts {
 // add sums two counts.
 func (c subtaskCounts) add(o subtaskCounts) subtaskCounts {
 	return subtaskCounts{
-		total:    c.total + o.total,
-		running:  c.running + o.running,
-		finished: c.finished + o.finished,
-		failed:   c.failed + o.failed,
-		canceled: c.canceled + o.canceled,
+		total:     c.total + o.total,
+		running:   c.running + o.running,
+		finished:  c.finished + o.finished,
+		failed:    c.failed + o.failed,
+		canceling: c.canceling + o.canceling,
+		canceled:  c.canceled + o.canceled,
 	}
 }
 
-// summary is "R/T running F finished X failed", with " C canceled" when
-// some are.
+// summary is "R/T running F finished X failed", with " N canceling" and
+// " C canceled" when some are.
 func (c subtaskCounts) summary() string {
 	s := fmt.Sprintf("%d/%d running %d finished %d failed", c.running, c.total, c.finished, c.failed)
+	if c.canceling > 0 {
+		s += fmt.Sprintf(" %d canceling", c.canceling)
+	}
 	if c.canceled > 0 {
 		s += fmt.Sprintf(" %d canceled", c.canceled)
 	}
@@ -83,6 +88,16 @@ func formatElapsed(d time.Duration) string {
 		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
 	}
 	return fmt.Sprintf("%dh%02dm%02ds", int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second))
+}
+
+// formatTook renders how long something took as formatElapsed does, but
+// in milliseconds under a tenth of a second: a quick job's run is not
+// 0.0s.
+func formatTook(d time.Duration) string {
+	if d > 0 && d < 100*time.Millisecond {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return formatElapsed(d)
 }
 
 // maxLineVertices bounds the vertices shown one by one on a progress line;

@@ -130,7 +130,7 @@ func formatJobStatusNoting(job *api.Job, now time.Time, notes map[string]string)
 		}
 		pairs = append(pairs,
 			[2]string{"Submitted", submitted.Format(time.RFC3339)},
-			[2]string{"Duration", formatElapsed(end.Sub(submitted))})
+			[2]string{"Duration", formatTook(end.Sub(submitted))})
 	}
 	if job.Message != "" {
 		label := "Message"

@@ -40,8 +40,8 @@ func TestFormatElapsed(t *testing.T) {
 
 func TestCountSubtasks(t *testing.T) {
 	c := countSubtasks(vertex("v", "RUNNING", "FINISHED", "FAILED", "CANCELING", "CANCELED", "SCHEDULED", "DEPLOYING"))
-	assert.Equal(t, subtaskCounts{total: 7, running: 1, finished: 1, failed: 1, canceled: 2}, c)
-	assert.Equal(t, "1/7 running 1 finished 1 failed 2 canceled", c.summary())
+	assert.Equal(t, subtaskCounts{total: 7, running: 1, finished: 1, failed: 1, canceling: 1, canceled: 1}, c)
+	assert.Equal(t, "1/7 running 1 finished 1 failed 1 canceling 1 canceled", c.summary())
 
 	noParallelism := api.Vertex{ID: "v", Subtasks: []api.Subtask{{State: "RUNNING"}}}
 	assert.Equal(t, 1, countSubtasks(noParallelism).total)
@@ -258,4 +258,13 @@ func TestControlCharactersAreShownEscaped(t *testing.T) {
 	var stderr strings.Builder
 	report(&stderr, errors.New("job esc1 FAILED: \x1b[31mred\nsecond line"))
 	assert.Equal(t, "Error: job esc1 FAILED: \\x1b[31mred\nsecond line\n", stderr.String())
+}
+
+// A run under a tenth of a second is said in milliseconds, not 0.0s.
+func TestFormatTook(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0.0s", 96 * time.Millisecond: "96ms", 100 * time.Millisecond: "0.1s", 2500 * time.Millisecond: "2.5s", 65 * time.Second: "1m05s",
+	} {
+		assert.Equal(t, want, formatTook(d), "%v", d)
+	}
 }
