@@ -221,6 +221,9 @@ func (s *Spec) Normalize() error {
 		}
 		index[v.ID] = i
 		if v.Parallelism < 1 || v.Parallelism > MaxParallelism {
+			if v.Parallelism == 0 {
+				return fieldErr(f+".parallelism", "must be between 1 and %d, got 0 (or left out: it is required)", MaxParallelism)
+			}
 			return fieldErr(f+".parallelism", "must be between 1 and %d, got %d", MaxParallelism, v.Parallelism)
 		}
 		total += v.Parallelism
