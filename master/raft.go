@@ -114,11 +114,6 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 	}
 	guard := raftguard.New(trans)
 	p.guard = guard
-	if !p.hadState {
-		// Its log may have been lost (raftguard: HoldVotes): no vote until
-		// a leader has brought it up to date, or it founds a new cluster.
-		guard.HoldVotes()
-	}
 	r, err := raft.NewRaft(rc, f, cache, store, snaps, guard)
 	if err != nil {
 		return fail(fmt.Errorf("start raft: %w", err))
