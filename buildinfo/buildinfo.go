@@ -77,6 +77,9 @@ func (in Info) Short() string {
 // String is Info on one line, as `jobmaster --version` prints it.
 func (in Info) String() string {
 	s := "jobmaster " + in.Short()
+	if in.Revision == "unknown" {
+		s = "jobmaster (commit unknown: built outside git, or with -buildvcs=false)"
+	}
 	if in.Time != "" {
 		s += " (" + in.Time + ")"
 	}

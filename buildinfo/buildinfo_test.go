@@ -2,6 +2,7 @@ package buildinfo
 
 import (
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -15,5 +16,8 @@ func TestRevisionFromTheBuildsStamp(t *testing.T) {
 	bare := fromSettings(Info{Revision: "unknown"}, []debug.BuildSetting{{Key: "vcs.modified", Value: "true"}})
 	if bare.Revision != "unknown" || bare.Short() != "unknown" {
 		t.Fatalf("without a revision: %+v", bare)
+	}
+	if got := bare.String(); !strings.HasPrefix(got, "jobmaster (commit unknown: built outside git, or with -buildvcs=false), ") {
+		t.Fatalf("String() without a revision = %q", got)
 	}
 }
