@@ -3,6 +3,7 @@ package master
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"sort"
 
 	"github.com/hashicorp/raft"
@@ -30,24 +31,10 @@ import (
 // (self included), what to propose (the digest to gossip; "" when there
 // is nothing to propose) and whether to bootstrap now, with which servers.
 func bootstrapDecision(self string, masters []membership.Member, expect int) (proposal string, servers []raft.Server, ok bool) {
-	if expect <= 0 {
+	set := bootstrapSet(masters, expect)
+	if set == nil {
 		return "", nil, false
 	}
-	var alive []membership.Member
-	for _, m := range masters {
-		if m.Meta.Role != membership.RoleMaster || m.Status != membership.StatusAlive {
-			continue
-		}
-		if m.Meta.InCluster {
-			return "", nil, false
-		}
-		alive = append(alive, m)
-	}
-	if len(alive) < expect {
-		return "", nil, false
-	}
-	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
-	set := alive[:expect]
 	for _, m := range set {
 		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Meta.RaftAddr)})
 	}
@@ -61,6 +48,35 @@ func bootstrapDecision(self string, masters []membership.Member, expect int) (pr
 		}
 	}
 	return proposal, servers, true
+}
+
+// bootstrapSet is the set of masters to bootstrap that gossip shows (the
+// first expect alive masters by id, none of them in a cluster), or nil.
+func bootstrapSet(masters []membership.Member, expect int) []membership.Member {
+	if expect <= 0 {
+		return nil
+	}
+	var alive []membership.Member
+	for _, m := range masters {
+		if m.Meta.Role != membership.RoleMaster || m.Status != membership.StatusAlive {
+			continue
+		}
+		if m.Meta.InCluster {
+			return nil
+		}
+		alive = append(alive, m)
+	}
+	if len(alive) < expect {
+		return nil
+	}
+	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
+	return alive[:expect]
+}
+
+// founder reports whether self is a master of the set gossip shows to
+// bootstrap: one of a new cluster, which has acknowledged nothing.
+func founder(self string, masters []membership.Member, expect int) bool {
+	return slices.ContainsFunc(bootstrapSet(masters, expect), func(m membership.Member) bool { return m.ID == self })
 }
 
 // digestOf names a set of servers in 16 hex digits: gossip metadata is

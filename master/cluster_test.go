@@ -226,3 +226,9 @@ func requireAccepted(t *testing.T, r httpResult) {
 	t.Helper()
 	require.Contains(t, []int{http.StatusCreated, http.StatusOK}, r.status, "%s", r.body)
 }
+
+// wipe stops master i and deletes its data directory: its disk is lost.
+func (c *testCluster) wipe(i int) {
+	c.stop(i)
+	require.NoError(c.t, os.RemoveAll(c.cfgs[i].DataDir))
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"jobmaster/internal/raftguard"
 	"jobmaster/membership"
 )
 
@@ -24,6 +25,7 @@ func (m *Master) watchMembership() {
 		if !in {
 			m.tryJoinCluster()
 		}
+		m.releaseVotesWhenSafe()
 		select {
 		case <-m.stop:
 			return
@@ -39,6 +41,15 @@ func (m *Master) tryJoinCluster() {
 		return
 	}
 	masters := m.gossip.Role(membership.RoleMaster)
+	if m.rp.guard.HoldingVotes() && founder(m.cfg.NodeID, masters, m.cfg.BootstrapExpect) {
+		// Durably first: a founder restarted before its first entry votes
+		// too, or two such would hold a new cluster without a leader.
+		if err := markVoter(m.rp.dir); err != nil {
+			m.log.Warn("not voting yet: the vote marker could not be written", "err", err)
+		} else if m.rp.guard.ReleaseVotes() {
+			m.log.Info("voting: a founder of a new cluster")
+		}
+	}
 	proposal, servers, ok := bootstrapDecision(m.cfg.NodeID, masters, m.cfg.BootstrapExpect)
 	m.propose(proposal, masters)
 	if !ok {
@@ -82,6 +93,22 @@ func (m *Master) propose(proposal string, masters []membership.Member) {
 	}
 	if err := m.gossip.Push(ids...); err != nil {
 		m.log.Debug("pushing the bootstrap proposal", "err", err)
+	}
+}
+
+// releaseVotesWhenSafe lets a master that started with an empty Raft log
+// vote once its log holds everything a leader had committed when it last
+// named its commit index (raftguard.CaughtUp): before, it may lack entries
+// it acknowledged before its data was lost, and its vote could elect a
+// leader without them.
+func (m *Master) releaseVotesWhenSafe() {
+	g := m.rp.guard
+	if !g.HoldingVotes() {
+		return
+	}
+	last, commit := m.raft.LastIndex(), g.LeaderCommit()
+	if raftguard.CaughtUp(last, commit) && g.ReleaseVotes() {
+		m.log.Info("voting: the log holds what a leader had committed", "last_index", last, "leader_commit", commit)
 	}
 }
 

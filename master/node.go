@@ -177,6 +177,9 @@ func New(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.rp, m.raft = rp, rp.raft
+	if rp.guard.HoldingVotes() {
+		m.log.Info("not voting until a leader has brought this master's log up to date, or it founds a new cluster: it starts with an empty Raft log, which may lack entries it acknowledged before (a data directory lost)")
+	}
 	m.inCluster = rp.hadState
 	m.prop = newProposer(m.raft)
 	g, err := membership.Start(membership.Config{

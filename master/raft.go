@@ -31,11 +31,40 @@ type raftParts struct {
 	// hadState is set when the data dir held Raft state at start: the node
 	// belongs to a cluster and never bootstraps.
 	hadState bool
+	// dir is the Raft directory (log, stable store, snapshots).
+	dir string
 	// advertise is the Raft address the other masters dial.
 	advertise string
 	// inboundClosed is signalled when a connection another master opened
 	// to this one's Raft port ends (newRaftTransport).
 	inboundClosed chan struct{}
+}
+
+// voteMarker is the file, in the Raft directory, that lets a master
+// starting without Raft state vote at once: a founder of a new cluster
+// writes it before it gossips its proposal (it has acknowledged nothing,
+// and a restart before its first entry must not hold its vote), and an
+// operator creates it to accept that what an emptied master had
+// acknowledged may be lost (docs/operations.md). Losing the log loses it
+// too; a master with Raft state removes it.
+const voteMarker = "vote-while-empty"
+
+// markVoter writes the vote marker, durably, in the Raft directory dir.
+func markVoter(dir string) error {
+	f, err := os.OpenFile(filepath.Join(dir, voteMarker), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = errors.Join(f.Sync(), f.Close())
+	if d, derr := os.Open(dir); derr == nil {
+		err = errors.Join(err, d.Sync(), d.Close())
+	}
+	return err
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }
 
 // openRaft starts Raft over TCP (under mutual TLS with tl) with a bolt log
@@ -76,7 +105,7 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open raft log: %w", err)
 	}
-	p := &raftParts{store: store, inboundClosed: make(chan struct{}, 1)}
+	p := &raftParts{store: store, dir: dir, inboundClosed: make(chan struct{}, 1)}
 	fail := func(err error) (*raftParts, error) {
 		p.close()
 		return nil, err
@@ -114,6 +143,14 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 	}
 	guard := raftguard.New(trans)
 	p.guard = guard
+	switch marker := filepath.Join(dir, voteMarker); {
+	case p.hadState:
+		_ = os.Remove(marker) // it matters only to an empty log
+	case !fileExists(marker):
+		// Its log may have been lost (raftguard: HoldVotes): no vote until
+		// a leader has brought it up to date, or it founds a new cluster.
+		guard.HoldVotes()
+	}
 	r, err := raft.NewRaft(rc, f, cache, store, snaps, guard)
 	if err != nil {
 		return fail(fmt.Errorf("start raft: %w", err))

@@ -23,10 +23,25 @@
 // is sent requests whose previous entry is the leader's last, which prove
 // everything committed. Heartbeats carry no commit index and keep their
 // fast path (the transport hands them to Raft directly).
+//
+// A Guard also holds a master's votes back while its log may lack entries
+// it acknowledged (HoldVotes): a master started with an empty data
+// directory under the id of a voter (its disk replaced, its directory
+// wiped) is still counted by Raft, and would grant its vote to any
+// candidate, since an empty log is behind every other. Two such votes'
+// worth of forgotten acknowledgements let a candidate that lacks committed
+// entries win, and those entries are lost. Held, the guard answers vote
+// and pre-vote requests with an error (no vote), and notes the highest
+// commit index leaders' requests name once it covers an entry of their own
+// term (LeaderCommit); the master releases the votes once its log reaches
+// that index (CaughtUp), or at once when it founds a new cluster (no voter
+// of it ever acknowledged anything).
 package raftguard
 
 import (
+	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -47,6 +62,59 @@ type Guard struct {
 	rpcs chan raft.RPC
 	stop chan struct{}
 	once sync.Once
+	// held: vote requests are refused; commit: the highest commit index
+	// a leader's AppendEntries named.
+	held    atomic.Bool
+	commit  atomic.Uint64
+	refused atomic.Uint64
+}
+
+// ErrVotesHeld answers a vote request while the votes are held.
+var ErrVotesHeld = errors.New("this master does not vote yet: it started with an empty Raft log, which may lack entries it acknowledged before, and no leader has brought it up to date")
+
+// HoldVotes makes the guard refuse vote and pre-vote requests until
+// ReleaseVotes.
+func (g *Guard) HoldVotes() { g.held.Store(true) }
+
+// ReleaseVotes lets vote requests through again; it reports whether they
+// were held.
+func (g *Guard) ReleaseVotes() bool { return g.held.Swap(false) }
+
+// HoldingVotes reports whether the votes are held.
+func (g *Guard) HoldingVotes() bool { return g.held.Load() }
+
+// Refused counts the vote and pre-vote requests refused while held.
+func (g *Guard) Refused() uint64 { return g.refused.Load() }
+
+// LeaderCommit is the highest commit index a leader's AppendEntries
+// request has named once that leader had committed an entry of its own
+// term (OwnTermCommit; 0: none yet).
+func (g *Guard) LeaderCommit() uint64 { return g.commit.Load() }
+
+// OwnTermCommit is the leader's commit index when the request shows that
+// it covers an entry of the leader's own term (its previous entry, or one
+// of its entries, is of the request's term and at or below the commit
+// index), else 0. Raft's leader commits only through an entry of its own
+// term: until it has, its commit index may be one it had as a follower,
+// below entries committed before it was elected.
+func OwnTermCommit(a *raft.AppendEntriesRequest) uint64 {
+	c := a.LeaderCommitIndex
+	if a.PrevLogEntry > 0 && a.PrevLogTerm == a.Term && a.PrevLogEntry <= c {
+		return c
+	}
+	for _, e := range a.Entries {
+		if e.Term == a.Term && e.Index <= c {
+			return c
+		}
+	}
+	return 0
+}
+
+// CaughtUp reports whether a log whose last index is lastIndex holds every
+// entry a leader had committed when it named leaderCommit: then it holds
+// again whatever it had acknowledged before it was lost, and may vote.
+func CaughtUp(lastIndex, leaderCommit uint64) bool {
+	return leaderCommit > 0 && lastIndex >= leaderCommit
 }
 
 // New starts a guard in front of t's consumer channel.
@@ -60,8 +128,20 @@ func (g *Guard) run(in <-chan raft.RPC) {
 	for {
 		select {
 		case rpc := <-in:
-			if a, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
-				a.LeaderCommitIndex = ProvedCommit(a)
+			switch c := rpc.Command.(type) {
+			case *raft.AppendEntriesRequest:
+				if at := OwnTermCommit(c); at > 0 {
+					for seen := g.commit.Load(); at > seen && !g.commit.CompareAndSwap(seen, at); {
+						seen = g.commit.Load()
+					}
+				}
+				c.LeaderCommitIndex = ProvedCommit(c)
+			case *raft.RequestVoteRequest, *raft.RequestPreVoteRequest:
+				if g.held.Load() {
+					g.refused.Add(1)
+					rpc.Respond(nil, ErrVotesHeld)
+					continue
+				}
 			}
 			select {
 			case g.rpcs <- rpc:

@@ -165,3 +165,65 @@ func TestRaftWithoutTheGuardAppliesStaleEntries(t *testing.T) {
 	fsm, addr, leader := deposedLeader(t, false)
 	require.Equal(t, []string{"2:a", "3:b", "4:stale-4", "5:stale-5"}, theNewLeadersTwoRequests(t, fsm, addr, leader, 4))
 }
+
+// A guard that holds the votes answers vote and pre-vote requests with
+// ErrVotesHeld (no vote), and passes everything else on; it notes the
+// highest commit index leaders name, and lets votes through once released.
+func TestHeldVotesAreRefused(t *testing.T) {
+	_, theirs := raft.NewInmemTransport("them")
+	_, mine := raft.NewInmemTransport("me")
+	theirs.Connect("me", mine)
+	g := New(mine)
+	t.Cleanup(func() { _ = g.Close() })
+	g.HoldVotes()
+	go func() { // what Raft would do: answer what reaches it
+		for rpc := range g.Consumer() {
+			switch rpc.Command.(type) {
+			case *raft.AppendEntriesRequest:
+				rpc.Respond(&raft.AppendEntriesResponse{Success: true}, nil)
+			case *raft.RequestVoteRequest:
+				rpc.Respond(&raft.RequestVoteResponse{Granted: true}, nil)
+			case *raft.RequestPreVoteRequest:
+				rpc.Respond(&raft.RequestPreVoteResponse{Granted: true}, nil)
+			}
+		}
+	}()
+	vote := func() (bool, error) {
+		var resp raft.RequestVoteResponse
+		err := theirs.RequestVote("me", "me", &raft.RequestVoteRequest{Term: 2}, &resp)
+		return resp.Granted, err
+	}
+	preVote := func() error {
+		var resp raft.RequestPreVoteResponse
+		return theirs.RequestPreVote("me", "me", &raft.RequestPreVoteRequest{Term: 2}, &resp)
+	}
+	_, err := vote()
+	require.ErrorContains(t, err, "does not vote yet")
+	require.ErrorContains(t, preVote(), "does not vote yet")
+	require.EqualValues(t, 2, g.Refused())
+
+	var ae raft.AppendEntriesResponse
+	send := func(r *raft.AppendEntriesRequest) {
+		require.NoError(t, theirs.AppendEntries("me", "me", r, &ae))
+	}
+	send(&raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 9, PrevLogTerm: 1, LeaderCommitIndex: 7})
+	require.Zero(t, g.LeaderCommit(), "a leader that has not committed in its own term: its commit index may lag")
+	send(&raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 6, PrevLogTerm: 2, LeaderCommitIndex: 7})
+	send(&raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 6, PrevLogTerm: 2, LeaderCommitIndex: 5})
+	require.EqualValues(t, 7, g.LeaderCommit(), "the highest named")
+	send(&raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 7, PrevLogTerm: 2, LeaderCommitIndex: 9,
+		Entries: []*raft.Log{{Index: 8, Term: 3}, {Index: 9, Term: 3}}})
+	require.EqualValues(t, 9, g.LeaderCommit(), "proven by its entries")
+	send(&raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 9, PrevLogTerm: 3, LeaderCommitIndex: 7})
+	require.EqualValues(t, 9, g.LeaderCommit(), "never lowered")
+	require.False(t, CaughtUp(8, g.LeaderCommit()))
+	require.True(t, CaughtUp(9, g.LeaderCommit()))
+	require.False(t, CaughtUp(0, 0), "no leader heard: not caught up")
+
+	require.True(t, g.ReleaseVotes())
+	require.False(t, g.ReleaseVotes(), "once")
+	granted, err := vote()
+	require.NoError(t, err)
+	require.True(t, granted, "released: the request reaches Raft")
+	require.NoError(t, preVote())
+}
