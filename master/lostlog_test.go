@@ -115,3 +115,31 @@ func TestAnOperatorLetsAnEmptyMasterVote(t *testing.T) {
 		})
 	}
 }
+
+// A founder's marker goes once its log holds an entry: left beside the
+// log, it would let the master vote at once should the log alone be lost
+// later (raft.db and the snapshots deleted, the marker not), and a master
+// that never saw an acknowledged job could be elected.
+func TestAFoundersMarkerGoesOnceItsLogHoldsAnEntry(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	for i := range c.masters {
+		waitFor(t, "the founders' markers gone", func() bool {
+			return !fileExists(filepath.Join(c.cfgs[i].DataDir, "raft", voteMarker))
+		})
+	}
+	x, y := (l+1)%3, (l+2)%3
+	c.stop(y)
+	requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/acknowledged"), []byte(simpleJob)))
+	c.stop(x)
+	raftDir := filepath.Join(c.cfgs[x].DataDir, "raft")
+	require.NoError(t, os.Remove(filepath.Join(raftDir, "raft.db")))
+	require.NoError(t, os.RemoveAll(filepath.Join(raftDir, "snapshots")))
+	c.stop(l)
+	c.start(y)
+	c.start(x)
+	require.True(t, c.masters[x].rp.guard.HoldingVotes(), "its log lost, it holds its votes")
+	guard := c.masters[x].rp.guard
+	waitFor(t, "the stale master's vote requests refused", func() bool { return guard.Refused() >= 2 })
+	require.NotEqual(t, raft.Leader, c.masters[y].raft.State(), "no leader without the job")
+}

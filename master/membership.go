@@ -45,8 +45,10 @@ func (m *Master) tryJoinCluster() {
 		// Durably first: a founder restarted before its first entry votes
 		// too, or two such would hold a new cluster without a leader.
 		if err := markVoter(m.rp.dir); err != nil {
-			m.log.Warn("not voting yet: the vote marker could not be written", "err", err)
-		} else if m.rp.guard.ReleaseVotes() {
+			m.log.Warn("not proposing a cluster yet: the vote marker could not be written", "err", err)
+			return // a founder that proposes must vote, after a restart too
+		}
+		if m.rp.guard.ReleaseVotes() {
 			m.log.Info("voting: a founder of a new cluster")
 		}
 	}
@@ -103,6 +105,11 @@ func (m *Master) propose(proposal string, masters []membership.Member) {
 // leader without them.
 func (m *Master) releaseVotesWhenSafe() {
 	g := m.rp.guard
+	if !m.rp.noMarker && m.raft.LastIndex() > 0 {
+		// The log holds an entry: a restart finds Raft state, and the
+		// marker would only outlive a later loss of the log alone.
+		m.rp.noMarker = dropVoteMarker(m.rp.dir) == nil
+	}
 	if !g.HoldingVotes() {
 		return
 	}

@@ -33,6 +33,9 @@ type raftParts struct {
 	hadState bool
 	// dir is the Raft directory (log, stable store, snapshots).
 	dir string
+	// noMarker: the vote marker is known gone (the log holds an entry);
+	// watchMembership's only.
+	noMarker bool
 	// advertise is the Raft address the other masters dial.
 	advertise string
 	// inboundClosed is signalled when a connection another master opened
@@ -60,6 +63,20 @@ func markVoter(dir string) error {
 		err = errors.Join(err, d.Sync(), d.Close())
 	}
 	return err
+}
+
+// dropVoteMarker removes the vote marker from the Raft directory dir,
+// durably: left beside a log, it would let the master vote at once should
+// the log alone be lost later.
+func dropVoteMarker(dir string) error {
+	if err := os.Remove(filepath.Join(dir, voteMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }
 
 func fileExists(p string) bool {
@@ -145,7 +162,7 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 	p.guard = guard
 	switch marker := filepath.Join(dir, voteMarker); {
 	case p.hadState:
-		_ = os.Remove(marker) // it matters only to an empty log
+		p.noMarker = dropVoteMarker(dir) == nil // it matters only to an empty log
 	case !fileExists(marker):
 		// Its log may have been lost (raftguard: HoldVotes): no vote until
 		// a leader has brought it up to date, or it founds a new cluster.
