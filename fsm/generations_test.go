@@ -99,14 +99,7 @@ func TestARestoredBackupUsesNoExecutionIDAgain(t *testing.T) {
 	restart("gone")
 	note()
 
-	st, err := Restore(&backup)
-	require.NoError(t, err)
-	st.CarryAttempts(h.s)
-	var carried bytes.Buffer
-	_, err = st.Capture().WriteTo(&carried)
-	require.NoError(t, err)
-	h.s, err = Restore(&carried) // as the masters install it
-	require.NoError(t, err)
+	h.restoreOver(&backup)
 	require.Equal(t, 2, h.s.FirstAttempt("gone"), "above its attempt 1")
 	require.Equal(t, adopted, h.s.Expected("e1"), "the backup's running attempts stay, to be adopted")
 
@@ -145,14 +138,7 @@ func TestARestoredJobsUnplacedAttemptsMoveAboveTheUsedOnes(t *testing.T) {
 	h.report("e1", ReportUpdate{ID: "kept/b/0/0", State: wire.StateFinished})
 	require.Equal(t, JobFinished, h.job("kept").Status)
 
-	st, err := Restore(&backup)
-	require.NoError(t, err)
-	st.CarryAttempts(h.s)
-	var carried bytes.Buffer
-	_, err = st.Capture().WriteTo(&carried)
-	require.NoError(t, err)
-	h.s, err = Restore(&carried)
-	require.NoError(t, err)
+	h.restoreOver(&backup)
 	h.establish("m2")
 	// The adopted kept/a/0/0 reports FINISHED (the executor still remembers it).
 	h.report("e1", ReportUpdate{ID: "kept/a/0/0", State: wire.StateFinished, Bytes: 1})

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -67,28 +68,33 @@ func (h *harness) placeAll(executor string) []Execution {
 		if len(ready) == 0 {
 			return placed
 		}
-		rr := ready[0]
-		used := map[int]bool{}
-		for _, n := range h.s.UsedSlots()[executor] {
-			used[n] = true
-		}
-		next := 0
-		var slots []SlotAssign
-		for _, k := range rr.Keys {
-			if k.Held {
-				slots = append(slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: k.Executor, Slot: k.Slot})
-				continue
-			}
-			for used[next] {
-				next++
-			}
-			used[next] = true
-			slots = append(slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: executor, Slot: next})
-		}
-		r := h.apply(&PlaceRegion{Fenced: h.fenced(), Job: rr.Job, Region: rr.Region, Slots: slots})
-		require.NoError(h.t, r.Err)
-		placed = append(placed, r.Placed...)
+		placed = append(placed, h.place(ready[0], executor)...)
 	}
+}
+
+// place places the ready region rr on executor, fresh slots in order.
+func (h *harness) place(rr ReadyRegion, executor string) []Execution {
+	h.t.Helper()
+	used := map[int]bool{}
+	for _, n := range h.s.UsedSlots()[executor] {
+		used[n] = true
+	}
+	next := 0
+	var slots []SlotAssign
+	for _, k := range rr.Keys {
+		if k.Held {
+			slots = append(slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: k.Executor, Slot: k.Slot})
+			continue
+		}
+		for used[next] {
+			next++
+		}
+		used[next] = true
+		slots = append(slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: executor, Slot: next})
+	}
+	r := h.apply(&PlaceRegion{Fenced: h.fenced(), Job: rr.Job, Region: rr.Region, Slots: slots})
+	require.NoError(h.t, r.Err)
+	return r.Placed
 }
 
 func (h *harness) report(executor string, updates ...ReportUpdate) Result {
@@ -256,30 +262,25 @@ func checkInvariants(t tb, s *State) {
 func (h *harness) placeRegion(job string, region int, executor string) []Execution {
 	h.t.Helper()
 	for _, rr := range h.s.ReadyRegions() {
-		if rr.Job != job || rr.Region != region {
-			continue
+		if rr.Job == job && rr.Region == region {
+			return h.place(rr, executor)
 		}
-		used := map[int]bool{}
-		for _, n := range h.s.UsedSlots()[executor] {
-			used[n] = true
-		}
-		next := 0
-		var slots []SlotAssign
-		for _, k := range rr.Keys {
-			if k.Held {
-				slots = append(slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: k.Executor, Slot: k.Slot})
-				continue
-			}
-			for used[next] {
-				next++
-			}
-			used[next] = true
-			slots = append(slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: executor, Slot: next})
-		}
-		r := h.apply(&PlaceRegion{Fenced: h.fenced(), Job: job, Region: region, Slots: slots})
-		require.NoError(h.t, r.Err)
-		return r.Placed
 	}
 	h.t.Fatalf("region %s/%d not ready", job, region)
 	return nil
+}
+
+// restoreOver replaces the harness's state with backup, as the masters
+// install a restored one: the attempts the replaced state used carried
+// into it (CarryAttempts), through a snapshot.
+func (h *harness) restoreOver(backup *bytes.Buffer) {
+	h.t.Helper()
+	st, err := Restore(backup)
+	require.NoError(h.t, err)
+	st.CarryAttempts(h.s)
+	var carried bytes.Buffer
+	_, err = st.Capture().WriteTo(&carried)
+	require.NoError(h.t, err)
+	h.s, err = Restore(&carried)
+	require.NoError(h.t, err)
 }
