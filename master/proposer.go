@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -62,8 +63,11 @@ type proposal struct {
 	// its entry applied or failed, or it was never proposed. A caller
 	// that gives up waiting has not settled it.
 	settled func()
-	once    sync.Once
-	reply   chan proposalReply
+	// submissions: the commands are jobs submitted by callers that
+	// may send their next one once answered (see convoy).
+	submissions bool
+	once        sync.Once
+	reply       chan proposalReply
 	// taken: run took it from the queue, and so answers it. Written by
 	// run only, read by Propose once run has ended.
 	taken bool
@@ -87,16 +91,21 @@ func newProposer(r *raft.Raft) *proposer {
 // raft.ErrLeadershipLost (the outcome is unknown: they may still commit),
 // or errShutdown.
 func (p *proposer) Propose(ctx context.Context, cmds ...fsm.Command) ([]fsm.Result, uint64, error) {
-	return p.ProposeWeighted(ctx, 0, nil, cmds...)
+	return p.propose(ctx, &proposal{n: len(cmds)}, cmds)
 }
 
-// ProposeWeighted is Propose of commands whose applying costs weight (the
-// subtasks they submit): an entry carries proposals of at most
-// maxEntryWeight together. settled (if not nil) is called once their
-// outcome is known, even after ctx ended: their entry applied or failed,
-// or they were never proposed.
-func (p *proposer) ProposeWeighted(ctx context.Context, weight int, settled func(), cmds ...fsm.Command) ([]fsm.Result, uint64, error) {
-	pr := &proposal{n: len(cmds), weight: weight, settled: settled, reply: make(chan proposalReply, 1)}
+// ProposeSubmissions is Propose of job submissions, whose applying costs
+// weight (the subtasks they submit): an entry carries proposals of at
+// most maxEntryWeight together, and waits briefly for other callers'
+// submissions (convoy). settled (if not nil) is called once their outcome
+// is known, even after ctx ended: their entry applied or failed, or they
+// were never proposed.
+func (p *proposer) ProposeSubmissions(ctx context.Context, weight int, settled func(), cmds ...fsm.Command) ([]fsm.Result, uint64, error) {
+	return p.propose(ctx, &proposal{n: len(cmds), weight: weight, settled: settled, submissions: true}, cmds)
+}
+
+func (p *proposer) propose(ctx context.Context, pr *proposal, cmds []fsm.Command) ([]fsm.Result, uint64, error) {
+	pr.reply = make(chan proposalReply, 1)
 	for _, c := range cmds {
 		var err error
 		if pr.data, err = fsm.Encode(pr.data, c); err != nil {
@@ -172,60 +181,160 @@ func (p *proposer) ProposeOne(ctx context.Context, c fsm.Command) (fsm.Result, e
 func (p *proposer) run() {
 	defer close(p.done)
 	inflight := make(chan struct{}, maxEntriesInFlight)
+	var lastCommit atomic.Int64 // the last entry's time from proposal to applied
+	var c convoy
 	var batch []*proposal
 	var next *proposal // taken, and left for the next entry (its weight)
 	for {
+		// Room first: what queued while the entry in flight committed
+		// goes in the next one.
+		select {
+		case inflight <- struct{}{}:
+		case <-p.stop:
+			if next != nil {
+				next.answer(proposalReply{err: errShutdown})
+			}
+			p.drain()
+			return
+		}
+		free := time.Now()
+		c.commit = time.Duration(lastCommit.Load())
 		batch = batch[:0]
-		if next != nil {
-			batch, next = append(batch, next), nil
-		} else {
+		var size, n, weight, subs int
+		mixed := false // the entry carries more than submissions
+		// add puts pr in the entry, or leaves it for the next one if
+		// the entry is full; it reports whether it did.
+		add := func(pr *proposal) bool {
+			pr.taken = true
+			if len(batch) > 0 && (weight+pr.weight > maxEntryWeight || size+len(pr.data) > maxBatchBytes || n+pr.n > maxBatchCmds) {
+				next = pr
+				return false
+			}
+			batch = append(batch, pr)
+			size += len(pr.data)
+			n += pr.n
+			weight += pr.weight
+			if pr.submissions {
+				subs += pr.n
+			} else {
+				mixed = true
+			}
+			return true
+		}
+		// take adds what is queued, waiting for it until timeout (nil:
+		// not at all) or until the entry holds want submissions.
+		take := func(want int, timeout <-chan time.Time) {
+			for next == nil && (timeout == nil || (!mixed && subs < want)) {
+				select {
+				case pr := <-p.queue:
+					if !add(pr) {
+						return
+					}
+					continue
+				case <-p.stop:
+					return
+				default:
+				}
+				if timeout == nil {
+					return
+				}
+				select {
+				case pr := <-p.queue:
+					if !add(pr) {
+						return
+					}
+				case <-timeout:
+					return
+				case <-p.stop:
+					return
+				}
+			}
+		}
+		if pr := next; pr != nil {
+			next = nil
+			add(pr)
+		}
+		take(0, nil)
+		queued := subs
+		if len(batch) == 0 {
 			select {
 			case pr := <-p.queue:
-				pr.taken = true
-				batch = append(batch, pr)
+				add(pr)
 			case <-p.stop:
+				<-inflight
 				p.drain()
 				return
 			}
 		}
-		// Wait for room before filling the entry: what queues meanwhile
-		// goes in it.
+		if want, wait := c.hold(queued); !mixed && subs < want && wait > 0 {
+			timer := time.NewTimer(time.Until(free.Add(wait)))
+			take(want, timer.C)
+			timer.Stop()
+		}
+		take(0, nil)
 		select {
-		case inflight <- struct{}{}:
 		case <-p.stop:
-			batch[0].answer(proposalReply{err: errShutdown})
+			for _, pr := range batch {
+				pr.answer(proposalReply{err: errShutdown})
+			}
+			if next != nil {
+				next.answer(proposalReply{err: errShutdown})
+			}
 			p.drain()
 			return
+		default:
 		}
-		size, n, weight := len(batch[0].data), batch[0].n, batch[0].weight
-	fill:
-		for size < maxBatchBytes && n < maxBatchCmds {
-			select {
-			case pr := <-p.queue:
-				pr.taken = true
-				if weight+pr.weight > maxEntryWeight {
-					next = pr
-					break fill
-				}
-				batch = append(batch, pr)
-				size += len(pr.data)
-				n += pr.n
-				weight += pr.weight
-			default:
-				break fill
-			}
-		}
+		c.last = subs
 		entry := make([]byte, 0, size)
 		for _, pr := range batch {
 			entry = append(entry, pr.data...)
 		}
+		proposed := time.Now()
 		f := p.raft.Apply(entry, enqueueTimeout)
 		go func(b []*proposal) {
 			_ = f.Error() // the entry applied or failed: the next may go
+			lastCommit.Store(int64(time.Since(proposed)))
 			<-inflight
 			answerProposals(f, b)
 		}(append([]*proposal(nil), batch...))
 	}
+}
+
+// convoy decides how long the proposer holds an entry back for the
+// submissions of callers on their way back. With one entry in flight, a
+// submission that arrives just after an entry left waits for that whole
+// entry's commit, and the callers it answers return while the next entry
+// is in flight: closed-loop callers split into groups that take turns,
+// each waiting two commits a write. Three callers, one per master, made
+// entries of 1.5 submissions (the leader's own caller alone, then the two
+// relayed ones). So once the entry in flight has applied, the next one
+// waits, briefly, for as many submissions as the last entry carried plus
+// those that queued while it was in flight: the callers answered come
+// back within a round trip, and go together. A caller that does not come
+// back costs the wait once, at most half a commit (and no more than
+// maxConvoyWait); the next entry expects fewer.
+//
+// It is a pure decision: the proposer's loop measures the times and
+// counts it takes.
+type convoy struct {
+	last   int           // submissions the last entry carried
+	commit time.Duration // the last entry's time from proposal to applied
+}
+
+// maxConvoyWait bounds how long an entry waits for callers coming back,
+// whatever the commit's time (a slow disk's commit does not make callers
+// return any slower).
+const maxConvoyWait = 2 * time.Millisecond
+
+// hold is what the next entry waits for: want submissions in all (queued:
+// those that queued while the last entry was in flight), for at most
+// wait after the last entry applied. An entry that carries anything but
+// submissions (a fence, a leader's command) goes at once.
+func (c convoy) hold(queued int) (want int, wait time.Duration) {
+	if c.last == 0 {
+		return queued, 0
+	}
+	return c.last + queued, min(c.commit/2, maxConvoyWait)
 }
 
 // answerProposals waits for an entry to commit and hands each caller its results.

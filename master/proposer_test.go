@@ -44,7 +44,7 @@ func TestHeavyProposalsTakeAnEntryEach(t *testing.T) {
 	out := make(chan outcome, n)
 	for range n {
 		go func() {
-			_, idx, err := p.ProposeWeighted(context.Background(), maxEntryWeight*6/10, nil)
+			_, idx, err := p.ProposeSubmissions(context.Background(), maxEntryWeight*6/10, nil)
 			out <- outcome{idx, err}
 		}()
 	}
@@ -70,4 +70,27 @@ func TestALeadersLogStoreErrorIsRetried(t *testing.T) {
 		require.Equal(t, err, applyError(err))
 		require.True(t, retryable(applyError(err)), "%v", err)
 	}
+}
+
+// An entry waits for the submissions of the callers the last one
+// answered, and for those that queued meanwhile, for at most half a
+// commit (and maxConvoyWait); with nothing to go by it does not wait.
+func TestConvoyWaitsForTheCallersComingBack(t *testing.T) {
+	want, wait := convoy{}.hold(2)
+	require.Equal(t, 2, want)
+	require.Zero(t, wait, "no entry yet: nothing to wait for")
+
+	// The leader's own caller went alone; the two relayed ones queued
+	// behind it. The next entry waits for all three.
+	want, wait = convoy{last: 1, commit: 2 * time.Millisecond}.hold(2)
+	require.Equal(t, 3, want)
+	require.Equal(t, time.Millisecond, wait)
+
+	// Three went together and none queued: three again.
+	want, _ = convoy{last: 3, commit: 2 * time.Millisecond}.hold(0)
+	require.Equal(t, 3, want)
+
+	// A slow commit does not make callers return any slower.
+	_, wait = convoy{last: 3, commit: time.Second}.hold(0)
+	require.Equal(t, maxConvoyWait, wait)
 }

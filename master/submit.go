@@ -178,7 +178,7 @@ func (m *Master) proposeSubmissions(ctx context.Context, s *session, subs []subm
 	}
 	// What the quota admitted stays counted until the entry has applied
 	// or failed, even if this caller stops waiting for it.
-	rs, _, err := m.prop.ProposeWeighted(ctx, weight, release, cmds...)
+	rs, _, err := m.prop.ProposeSubmissions(ctx, weight, release, cmds...)
 	if err != nil {
 		return err
 	}
