@@ -92,11 +92,15 @@ func (c *Core) Tick(read Reader, now time.Time) Ready {
 	return r
 }
 
+// markLost records that the loss of the executors ids is committed (or
+// needed no command). One that answered since the tick that found it lost
+// is alive again: a later loss, with the work it may have taken since,
+// needs its own executor-lost.
 func (c *Core) markLost(ids []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range ids {
-		if x := c.execs[id]; x != nil {
+		if x := c.execs[id]; x != nil && x.status == Lost {
 			x.lostSent = true
 		}
 	}

@@ -4,7 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"jobmaster/fsm"
+	"jobmaster/wire"
 )
 
 func TestLiveness(t *testing.T) {
@@ -59,4 +62,43 @@ func TestTickLost(t *testing.T) {
 	if r = c.Tick(read, t0.Add(13*time.Second)); len(r.Changes) != 1 || r.Changes[0].To != Suspect {
 		t.Fatalf("changes %+v, want e1 suspect", r.Changes)
 	}
+}
+
+// An executor that answers while the executor-lost that the tick decided
+// is being committed is alive: when it is lost again later, holding work
+// placed on it since, its loss is proposed again (it was not, and that
+// work waited on an executor gone for good until the next leader).
+func TestAnExecutorRevivedWhileItsLossCommitsIsLostAgainLater(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	w := newWorld(t, Config{Heartbeat: time.Second, Timeout: 10 * time.Second, AckDeadline: 5 * time.Second}, t0, "e1")
+	spec := `{"vertices": [{"id": "v", "parallelism": 1, "command": ["run"]}]}`
+	w.submit("a", spec)
+	w.schedule()
+	var r Ready
+	for s := 1; s <= 10; s++ {
+		r = w.core.Tick(w.read, t0.Add(time.Duration(s)*time.Second))
+	}
+	require.Len(t, r.Propose, 1, "executor-lost")
+
+	at := t0.Add(10*time.Second + 100*time.Millisecond)
+	h, _ := w.core.Heartbeat(w.read, "e1", at)
+	w.core.HeartbeatAnswered(w.read, h, &wire.Report{Version: wire.Version, Executor: "e1", Slots: 1}, at)
+	w.commit(r)
+	st, _ := w.core.Status("e1")
+	require.Equal(t, Alive, st)
+
+	w.now = at
+	w.submit("b", spec)
+	d := w.schedule()
+	require.Len(t, d, 1)
+	require.Equal(t, "e1", d[0].Executor)
+	for s := 1; s <= 30; s++ {
+		r = w.core.Tick(w.read, at.Add(time.Duration(s)*time.Second))
+		for _, c := range r.Propose {
+			if _, ok := c.(*fsm.ExecutorLost); ok {
+				return
+			}
+		}
+	}
+	t.Fatal("e1 is lost again holding b's execution, and its loss is never proposed")
 }
