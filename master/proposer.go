@@ -56,6 +56,10 @@ const (
 )
 
 type proposal struct {
+	// ctx is the caller's: a proposal whose caller has stopped waiting
+	// before run took it is not proposed (a stopped leader session's
+	// decisions must not land after it stopped).
+	ctx    context.Context
 	data   []byte
 	n      int // commands in data
 	weight int // what applying it costs (subtasks submitted); see maxEntryWeight
@@ -105,7 +109,14 @@ func (p *proposer) ProposeSubmissions(ctx context.Context, weight int, settled f
 }
 
 func (p *proposer) propose(ctx context.Context, pr *proposal, cmds []fsm.Command) ([]fsm.Result, uint64, error) {
-	pr.reply = make(chan proposalReply, 1)
+	pr.ctx, pr.reply = ctx, make(chan proposalReply, 1)
+	if err := ctx.Err(); err != nil {
+		// Ended already: the select below would pick the queue or ctx
+		// at random, and a queued proposal is committed though its
+		// caller is told it was not.
+		pr.settle()
+		return nil, 0, err
+	}
 	for _, c := range cmds {
 		var err error
 		if pr.data, err = fsm.Encode(pr.data, c); err != nil {
@@ -206,6 +217,10 @@ func (p *proposer) run() {
 		// the entry is full; it reports whether it did.
 		add := func(pr *proposal) bool {
 			pr.taken = true
+			if err := pr.ctx.Err(); err != nil {
+				pr.answer(proposalReply{err: err}) // its caller has gone
+				return true
+			}
 			if len(batch) > 0 && (weight+pr.weight > maxEntryWeight || size+len(pr.data) > maxBatchBytes || n+pr.n > maxBatchCmds) {
 				next = pr
 				return false
@@ -256,7 +271,7 @@ func (p *proposer) run() {
 		}
 		take(0, nil)
 		queued := subs
-		if len(batch) == 0 {
+		for len(batch) == 0 {
 			select {
 			case pr := <-p.queue:
 				add(pr)

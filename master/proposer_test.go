@@ -8,6 +8,9 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
+
+	"jobmaster/fsm"
+	"jobmaster/jobspec"
 )
 
 // A proposal made after the proposer stopped is answered errShutdown,
@@ -93,4 +96,38 @@ func TestConvoyWaitsForTheCallersComingBack(t *testing.T) {
 	// A slow commit does not make callers return any slower.
 	_, wait = convoy{last: 3, commit: time.Second}.hold(0)
 	require.Equal(t, maxConvoyWait, wait)
+}
+
+// A proposal whose caller's context has ended is not committed, though
+// the caller is told it was not: neither one made after the context ended
+// (the enqueue raced the context, and about half were committed) nor one
+// whose context ended while it was queued. A stopped leader session's
+// decisions must not land after it stopped.
+func TestAProposalWhoseCallerHasGoneIsNotCommitted(t *testing.T) {
+	c := newTestCluster(t, 1)
+	m := c.masters[c.leader()]
+	s := m.currentSession()
+	spec, err := jobspec.Parse([]byte(simpleJob))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 40 {
+		_, _, err := m.prop.Propose(ctx, &fsm.SubmitJob{Fenced: s.fenced(), ID: fmt.Sprintf("late-%d", i), Spec: spec})
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	require.NoError(t, m.prop.Fence(context.Background()))
+	m.fsm.Read(func(st *fsm.State) {
+		for i := range 40 {
+			require.False(t, st.HasJob(fmt.Sprintf("late-%d", i)), "late-%d was committed", i)
+		}
+	})
+
+	// Queued, then its caller went: run answers it and proposes nothing
+	// (this proposer has no Raft to propose to).
+	p := &proposer{queue: make(chan *proposal, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	pr := &proposal{ctx: ctx, reply: make(chan proposalReply, 1)}
+	p.queue <- pr
+	go p.run()
+	require.ErrorIs(t, (<-pr.reply).err, context.Canceled)
+	p.close()
 }
