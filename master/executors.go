@@ -84,9 +84,14 @@ func (t *tracker) run() {
 	go t.waves()
 	tick := time.NewTicker(cfg.ExecutorHeartbeat / 4)
 	defer tick.Stop()
+	// Each channel is taken again only once it has fired, before the
+	// work it asks for: a change made while another case's work runs (a
+	// tick's executor-lost cancels the rest of a region; a drain moves
+	// work) closes the channel held, and is seen at the next turn rather
+	// than at the next unrelated change.
+	gossipChanged := t.m.gossip.Changed()
+	fsmChanged := t.m.fsm.Changed()
 	for {
-		gossipChanged := t.m.gossip.Changed()
-		fsmChanged := t.m.fsm.Changed()
 		select {
 		case <-t.s.ctx.Done():
 			t.mu.Lock()
@@ -97,8 +102,10 @@ func (t *tracker) run() {
 			t.mu.Unlock()
 			return
 		case <-gossipChanged:
+			gossipChanged = t.m.gossip.Changed()
 			t.refresh(cfg.Now())
 		case <-fsmChanged:
+			fsmChanged = t.m.fsm.Changed()
 			t.carry(t.core.Cancels(t.read), false)
 		case <-tick.C:
 			now := cfg.Now()
