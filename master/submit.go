@@ -65,6 +65,10 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 	if !ok {
 		return
 	}
+	if c := callerOf(r); c != nil && c.unverified {
+		m.submitUnverified(w, r, body, id, generated)
+		return
+	}
 	spec, err := jobspec.Parse(body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -102,6 +106,33 @@ func (m *Master) submit(w http.ResponseWriter, r *http.Request, id string, gener
 		}
 		a.write(w)
 		return answered
+	})
+}
+
+// submitUnverified serves a submission whose token this master does not
+// know (a token a moment old may not have reached it yet; or anyone's):
+// the leader checks the token before the spec is read, as it came, since
+// a body is work to parse, and an unknown token must not buy that work on
+// every master it reaches. A POST's id is chosen here all the same, so
+// that a retry cannot create the job twice: from no name, since the spec
+// is not read here.
+func (m *Master) submitUnverified(w http.ResponseWriter, r *http.Request, body []byte, id string, generated bool) {
+	if generated && id == "" {
+		id = newJobID("")
+		r.Header.Set(jobIDHeader, id)
+	}
+	m.onLeader(w, r, body, func(w http.ResponseWriter, r *http.Request, body []byte, s *session) error {
+		spec, err := jobspec.Parse(body)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return nil
+		}
+		a, err := m.decideSubmissions(r.Context(), s, []submission{{ID: id, Generated: generated, Secret: requestSecret(r), Spec: spec}}, callerOf(r))
+		if err != nil {
+			return err
+		}
+		a[0].write(w)
+		return nil
 	})
 }
 
