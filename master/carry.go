@@ -11,8 +11,8 @@ import (
 // carry carries out a Ready of the core (package leader describes the
 // order): it proposes its commands under the session's token, completes it
 // with their results, logs, kicks the scheduler, and sends its cancels and
-// deployments, here and now when wait is set (a heartbeat's or a push's
-// goroutine), else from goroutines of their own; a deployment to an
+// deployments, here and now when wait is set (a push's goroutine, or a
+// deploy's answer), else from goroutines of their own; a deployment to an
 // executor with one in flight waits in the outbox and goes with the next
 // request there. It returns the acks for the executor the Ready is about;
 // the acks that the answers to its deployments bring are queued for their
@@ -105,7 +105,11 @@ func (t *tracker) heartbeat(id string) {
 		}
 		return
 	}
-	t.core.QueueAcks(id, t.carry(t.core.HeartbeatAnswered(t.read, h, &rep, cfg.Now()), true))
+	// What the answer asks for is sent from goroutines of its own: a
+	// deploy or cancel the executor is slow to answer (up to
+	// DeployRPCTimeout, as long as its lease) must not hold back the next
+	// heartbeat, without which the executor stops its healthy tasks.
+	t.core.QueueAcks(id, t.carry(t.core.HeartbeatAnswered(t.read, h, &rep, cfg.Now()), false))
 }
 
 // noteFailure remembers why the last heartbeat to executor id failed
