@@ -107,13 +107,26 @@ func (s *session) run() {
 	m := s.m
 	start := m.cfg.Now()
 	token, cluster, barrier, err := s.establish()
-	if err != nil {
-		if s.ctx.Err() == nil {
-			m.log.Error("could not establish leadership; stepping down", "err", err)
-			// A leader that cannot commit is of no use: let another try.
-			_ = m.raft.LeadershipTransfer().Error()
+	for err != nil {
+		if s.ctx.Err() != nil {
+			return
 		}
-		return
+		m.log.Error("could not establish leadership; stepping down", "err", err)
+		// A leader that cannot commit is of no use: let another try.
+		terr := m.raft.LeadershipTransfer().Error()
+		if terr == nil {
+			return // this session ends with the leadership
+		}
+		// No other master could take over (none caught up, or none
+		// reachable): a leader without a session answers nothing, so
+		// try again rather than wait for Raft to depose it.
+		m.log.Warn("could not hand over leadership; establishing it again", "err", terr)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		token, cluster, barrier, err = s.establish()
 	}
 	s.token, s.cluster = token, cluster
 	s.tracker = newTracker(s)
