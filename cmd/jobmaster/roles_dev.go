@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -108,6 +109,12 @@ type devCluster struct {
 }
 
 func runDev(cmd *cobra.Command, env *cliEnv, o *devOpts) error {
+	// A reader of the dev's output that goes first (a `| tee` that the
+	// terminal's Ctrl-C reached too) must not kill the dev on its next
+	// line, before it stopped its nodes and removed its credentials:
+	// with SIGPIPE asked for, such a write fails instead. (A handler, not
+	// an ignored signal: the nodes it starts get the default back.)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if o.executors < 1 || o.executors > 9 {
 		return usageErrorf(cmd, "--executors must be between 1 and 9, got %d", o.executors)
 	}
