@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -80,7 +82,8 @@ func (o *clientOpts) flagOrEnv(cmd *cobra.Command, name, value, env string) stri
 
 // tlsOptions are the client's TLS options and ACL token: --ca-cert,
 // --client-cert, --client-key and --token or their variables; else, for
-// the default addresses, the credentials a running `jobmaster dev` left
+// the default addresses (or some of them), the credentials a running
+// `jobmaster dev` left
 // (devCredentials). The dev's token is used only with its CA, so that its
 // secret goes to no other cluster.
 func (o *clientOpts) tlsOptions(cmd *cobra.Command, addresses string) ([]client.Option, error) {
@@ -92,7 +95,7 @@ func (o *clientOpts) tlsOptions(cmd *cobra.Command, addresses string) ([]client.
 		return nil, usageErrorf(cmd, "--client-cert and --client-key go together")
 	}
 	var opts []client.Option
-	if ca == "" && cert == "" && addresses == api.DefaultAddress {
+	if ca == "" && cert == "" && devAddresses(addresses) {
 		if d, ok := findDevCredentials(o.env.getenv); ok {
 			ca, cert, key = d.ca, d.cert, d.key
 			if token == "" {
@@ -118,6 +121,20 @@ func (o *clientOpts) tlsOptions(cmd *cobra.Command, addresses string) ([]client.
 		opts = append(opts, client.WithClientCert(cert, key))
 	}
 	return opts, nil
+}
+
+// devAddresses reports whether addresses are all among the default ones,
+// those of `jobmaster dev`'s masters (host:port or https://host:port):
+// naming one of its masters is using the dev.
+func devAddresses(addresses string) bool {
+	dev := strings.Split(api.DefaultAddress, ",")
+	for _, a := range strings.Split(addresses, ",") {
+		a = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(a), "https://"), "/")
+		if !slices.Contains(dev, a) {
+			return false
+		}
+	}
+	return true
 }
 
 // newClient builds a client from the flags. A bad address or timeout is a

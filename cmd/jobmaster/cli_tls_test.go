@@ -212,3 +212,20 @@ func TestDevClusterRunsSecure(t *testing.T) {
 		assert.Contains(t, args, "--tls-cert="+filepath.Join(sec.dir, role+"-"+n.id+".pem"), n.id)
 	}
 }
+
+// Naming some of the dev's masters is using the dev: its credentials
+// apply, as they do to the default list. Any other address keeps them
+// away (its token must go to no other cluster).
+func TestDevCredentialsApplyToAnyOfTheDevsMasters(t *testing.T) {
+	for addrs, want := range map[string]bool{
+		"127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403": true,
+		"127.0.0.1:7402": true,
+		"https://127.0.0.1:7403/, 127.0.0.1:7401": true,
+		"127.0.0.1:7402,10.0.0.1:7402":            false,
+		"http://127.0.0.1:7401":                   false,
+		"127.0.0.1:7431":                          false,
+		"":                                        false,
+	} {
+		require.Equal(t, want, devAddresses(addrs), "%q", addrs)
+	}
+}
