@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -149,11 +148,7 @@ func foldKey(key string) string {
 	}
 	var b strings.Builder
 	for _, r := range key {
-		least := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			least = min(least, f)
-		}
-		b.WriteRune(least)
+		b.WriteRune(foldRune(r))
 	}
 	return b.String()
 }
