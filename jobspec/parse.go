@@ -32,6 +32,9 @@ var fieldErr = strictjson.Errorf
 // in one object and trailing data, validates it and returns it
 // normalized. Every error is an *Error.
 func Parse(data []byte) (*Spec, error) {
+	if err := tooMany(data); err != nil {
+		return nil, refuseCounted(data, err)
+	}
 	s, ok := parseFast(data)
 	if !ok {
 		var err error
@@ -64,6 +67,35 @@ func duplicated(data []byte) error {
 	return nil
 }
 
+// refuseCounted is Parse's error for data, which has an array with more
+// elements than a spec may hold (tooMany's err): what is wrong with data
+// if it is not one JSON object whose top level decodes (a syntax error,
+// invalid UTF-8, trailing data, an unknown or mistyped field: what the
+// decoding would have said, for tooMany's counts of such a document mean
+// nothing), else err. Its vertices are not decoded: the decoder keeps the
+// document, but makes nothing of each element.
+func refuseCounted(data []byte, err error) error {
+	var top topLevel[skipped]
+	if bad := decodeStrict(data, &top, ""); bad != nil {
+		return bad
+	}
+	return err
+}
+
+// topLevel is a spec's top level, with each vertex decoded as a V.
+type topLevel[V any] struct {
+	Name     string   `json:"name,omitempty"`
+	Vertices []V      `json:"vertices"`
+	Restart  *Restart `json:"restart,omitempty"`
+	Failover string   `json:"failover,omitempty"`
+}
+
+// skipped is a JSON value left as it is: it takes no memory (a slice of
+// them is no allocation, whatever its length).
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
+
 // parseFast decodes a spec in one pass and checks it: what nearly every
 // submission takes. ok is false when anything is wrong with it, and when
 // it holds "" anywhere (an input may spell an empty mode or distribution,
@@ -84,12 +116,7 @@ func parseFast(data []byte) (*Spec, bool) {
 // parseNaming is Parse decoding the top level and each vertex separately,
 // so that an error inside a vertex names its index.
 func parseNaming(data []byte) (*Spec, error) {
-	var raw struct {
-		Name     string            `json:"name,omitempty"`
-		Vertices []json.RawMessage `json:"vertices"`
-		Restart  *Restart          `json:"restart,omitempty"`
-		Failover string            `json:"failover,omitempty"`
-	}
+	var raw topLevel[json.RawMessage]
 	if err := decodeStrict(data, &raw, ""); err != nil {
 		return nil, err
 	}

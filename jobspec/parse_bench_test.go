@@ -55,3 +55,19 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// The count before decoding, alone: what it adds to every Parse.
+func BenchmarkTooMany(b *testing.B) {
+	for _, name := range []string{"small", "1000-vertices", "long-commands"} {
+		body := bigSpecs()[name]
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := tooMany(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
