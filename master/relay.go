@@ -274,13 +274,9 @@ func (m *Master) submitBatch(w http.ResponseWriter, r *http.Request) {
 		jsonFormat.Reject(w, err)
 		return
 	}
-	var batch relayBatch
-	if err := codec.NewDecoderBytes(data, relayHandle).Decode(&batch); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed batch: "+err.Error())
-		return
-	}
-	if n := len(batch.Submissions); n == 0 || n > relayMaxItems {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("a batch holds 1 to %d submissions, not %d", relayMaxItems, n))
+	batch, err := decodeBatch(data)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	// A submission that fails the checks is refused alone; the others are
@@ -326,6 +322,26 @@ func (m *Master) submitBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", transport.BinaryType)
 	_, _ = w.Write(out)
+}
+
+// decodeBatch decodes a relayed batch's body, once scanBatch has found
+// nothing in it that would make more than a few times its size: an error
+// names the bound the batch passes, or says it is malformed.
+func decodeBatch(data []byte) (relayBatch, error) {
+	var batch relayBatch
+	if err := scanBatch(data); err != nil {
+		if bound := (*errBatchBound)(nil); errors.As(err, &bound) {
+			return batch, err
+		}
+		return batch, fmt.Errorf("malformed batch: %w", err)
+	}
+	if err := codec.NewDecoderBytes(data, relayHandle).Decode(&batch); err != nil {
+		return batch, fmt.Errorf("malformed batch: %w", err)
+	}
+	if n := len(batch.Submissions); n == 0 || n > relayMaxItems {
+		return batch, fmt.Errorf("a batch holds 1 to %d submissions, not %d", relayMaxItems, n)
+	}
+	return batch, nil
 }
 
 // checkRelayed checks a relayed submission as the master that took it did,
