@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -55,9 +56,19 @@ func (f Format) Reject(w http.ResponseWriter, err error) {
 	f.WriteError(w, http.StatusInternalServerError, err.Error())
 }
 
+// marshal encodes v without escaping <, > and & as \u003c and the like:
+// answers are read by people through curl ("a -> b -> a", not
+// "a -\u003e b"), and none is ever put in a page as HTML (the web UI
+// builds its pages without innerHTML, and answers go with nosniff).
 func (f Format) marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
 	if f == Indented {
-		return json.MarshalIndent(v, "", "  ")
+		enc.SetIndent("", "  ")
 	}
-	return json.Marshal(v)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
