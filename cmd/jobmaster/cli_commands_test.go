@@ -625,3 +625,20 @@ func TestVersion(t *testing.T) {
 	require.Equal(t, fsm.SnapshotFormat, b.Snapshot)
 	require.NotEmpty(t, b.Revision)
 }
+
+// A restore whose backup does not hold the token it was made with says
+// so, before the next command is a bare 401.
+func TestSnapshotRestoreSaysWhenItsTokenIsGone(t *testing.T) {
+	snap := newServerAt(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			writeJSON(w, http.StatusOK, api.SnapshotRestored{Restored: true, Jobs: 1, Executions: 2})
+			return
+		}
+		writeJSON(w, http.StatusUnauthorized, api.Error{Error: "ACL token not found: it was deleted, or never created"})
+	})
+	file := filepath.Join(t.TempDir(), "b.snap")
+	require.NoError(t, os.WriteFile(file, []byte("saved earlier"), 0o600))
+	r := runCLI(snap, "operator", "snapshot", "restore", file)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "the ACL tokens are now the backup's, and the token this command used is not")
+}

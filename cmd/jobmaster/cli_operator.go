@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -129,6 +131,14 @@ expects but no executor runs are failed and restarted).`,
 				return printJSON(cmd.OutOrStdout(), map[string]any{"restored": true, "file": args[0], "jobs": res.Jobs, "executions": res.Executions})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Restored the state from %s: %d jobs, %d executions\n", args[0], res.Jobs, res.Executions)
+			// The ACL tokens are the backup's now: say so to a caller
+			// whose own token was not among them, before its next
+			// command is a bare 401.
+			var apiErr *client.APIError
+			if _, err := c.Cluster(cmd.Context()); errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized {
+				fmt.Fprintln(cmd.ErrOrStderr(), "Note: the ACL tokens are now the backup's, and the token this command used is not\n"+
+					"among them: use a token of the backup's cluster from now on (the web UI's too).")
+			}
 			return nil
 		}),
 	})
