@@ -53,8 +53,8 @@ progress until it finishes, then keeps the cluster running until Ctrl-C.
 
 The cluster runs secure: a fresh CA and certificates (TLS on every port), a
 gossip key and --acl, all under the data directory's tls/. On the default
-ports it leaves the CA and a client certificate in ~/.cache/jobmaster/dev
-while it runs, where the client commands find them.
+ports it leaves the CA, a client certificate and the management token in
+~/.cache/jobmaster/dev while it runs, where the client commands find them.
 
 With --failover-demo it kills the leader (kill -9) while the job runs and
 shows another master taking over with a new fencing token, and that no task

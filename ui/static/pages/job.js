@@ -110,7 +110,7 @@ export function mount(root, { arg: id, fail }) {
           h('span', { class: 'muted' }, ` (${e.restarts || 0} region restart${e.restarts === 1 ? '' : 's'} before)`)]
         : e.type === 'execution-state'
           ? [pill(e.state), ' ', h('span', { class: 'mono' }, e.execution), e.executor ? ` on ${e.executor}` : '', e.message ? `: ${e.message}` : '']
-          : [pill(e.state), ' ', `job ${e.previous ? e.previous + ' \u2192 ' : ''}${e.state}`, e.message ? `: ${e.message}` : ''])));
+          : [pill(e.state), ' ', `job ${e.previous ? e.previous + ' \u2192 ' : ''}${e.state}`, jobMessage(e)])));
   }
 
   function render() {
@@ -219,4 +219,13 @@ export function mount(root, { arg: id, fail }) {
     onEvent() {}, // this page follows its own stream
     unmount() { stream.stop(); disarm(); },
   };
+}
+
+// jobMessage is what a job's status event says after its status: why it
+// failed or was cancelled, or what it last restarted for; a job that
+// finished keeps the reason of its last restart, which is no failure of
+// the job's.
+function jobMessage(e) {
+  if (!e.message) return '';
+  return e.state === 'FINISHED' ? ` (last restart: ${e.message})` : `: ${e.message}`;
 }
