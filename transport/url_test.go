@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -61,3 +63,41 @@ func TestSchemeFollowsTheClient(t *testing.T) {
 		}
 	}
 }
+
+// An address a peer gives is host:port and nothing more: a scheme in it
+// would choose how a TLS node dials it (in the clear), so PeerURL refuses
+// it where URL, for a user's address, keeps it.
+func TestPeerURLTakesNoSchemeFromThePeer(t *testing.T) {
+	withTLS := NewClient(ClientOptions{TLS: &TLS{cur: &material{}}})
+	good := []struct{ addr, want string }{
+		{"127.0.0.1:7431", "https://127.0.0.1:7431/v1/internal/heartbeat"},
+		{"[::1]:7431", "https://[::1]:7431/v1/internal/heartbeat"},
+		{"[2001:db8::1]:7431", "https://[2001:db8::1]:7431/v1/internal/heartbeat"},
+		{"exec-1.example_net:7431", "https://exec-1.example_net:7431/v1/internal/heartbeat"},
+		{"0.0.0.0:7431", "https://0.0.0.0:7431/v1/internal/heartbeat"},
+		{":7431", "https://:7431/v1/internal/heartbeat"},
+		{"10.0.0.1:65535", "https://10.0.0.1:65535/v1/internal/heartbeat"},
+	}
+	for _, tt := range good {
+		got, err := PeerURL(withTLS, tt.addr, heartbeatPath)
+		if err != nil || got != tt.want {
+			t.Errorf("PeerURL(TLS, %q) = %q, %v; want %q", tt.addr, got, err, tt.want)
+		}
+	}
+	bad := []string{
+		"http://127.0.0.1:21099", "https://127.0.0.1:21099", "http://127.0.0.1:21099/",
+		"127.0.0.1", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:+80", "127.0.0.1:http",
+		"user@127.0.0.1:80", "127.0.0.1:80/path", "host name:80", "127.0.0.1:80 ", "[fe80::1%eth0]:80",
+		"h?x:80", "h#x:80", "",
+	}
+	for _, addr := range bad {
+		if got, err := PeerURL(withTLS, addr, heartbeatPath); !errors.Is(err, ErrPeerAddress) {
+			t.Errorf("PeerURL(TLS, %q) = %q, %v; want ErrPeerAddress", addr, got, err)
+		}
+	}
+	if _, err := PeerURL(withTLS, "http://127.0.0.1:21099", "/x"); err == nil || !strings.Contains(err.Error(), "carries a scheme") {
+		t.Errorf("the error names the scheme: %v", err)
+	}
+}
+
+const heartbeatPath = "/v1/internal/heartbeat"
