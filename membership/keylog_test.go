@@ -59,7 +59,7 @@ func TestWrongKeyIsLogged(t *testing.T) {
 	var seed, joiner logBuffer
 	start := func(id, addr string, join []string, log *logBuffer, key []byte) {
 		n, err := Start(Config{NodeID: id, BindAddr: addr, Join: join, Keys: [][]byte{key}, ReconnectInterval: 100 * time.Millisecond,
-			Meta: Meta{Role: RoleExecutor, HTTPAddr: id, Version: 1}, Logger: log.logger()})
+			Meta: Meta{Role: RoleExecutor, HTTPAddr: id + ".example:7431", Version: 1}, Logger: log.logger()})
 		require.NoError(t, err)
 		s = append(s, n)
 	}

@@ -111,7 +111,7 @@ func (s *started) shutdown() {
 func (s *started) start(t *testing.T, id, addr string, join []string, keys ...[]byte) *Node {
 	t.Helper()
 	n, err := Start(Config{NodeID: id, BindAddr: addr, Join: join, Keys: keys, ReconnectInterval: 100 * time.Millisecond,
-		Meta: Meta{Role: RoleExecutor, HTTPAddr: id, Version: 1}})
+		Meta: Meta{Role: RoleExecutor, HTTPAddr: id + ".example:7431", Version: 1}})
 	require.NoError(t, err)
 	*s = append(*s, n)
 	return n
@@ -181,7 +181,7 @@ func TestKeyRotation(t *testing.T) {
 		t.Helper()
 		step++
 		for _, n := range nodes {
-			require.NoError(t, n.UpdateMeta(Meta{Role: RoleExecutor, HTTPAddr: n.cfg.NodeID, Slots: step, Version: 1}))
+			require.NoError(t, n.UpdateMeta(Meta{Role: RoleExecutor, HTTPAddr: n.cfg.NodeID + ".example:7431", Slots: step, Version: 1}))
 		}
 		waitFor(t, what, func() bool {
 			for _, n := range nodes {

@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"jobmaster/transport"
 )
 
 // Roles.
@@ -49,7 +51,9 @@ const (
 // maxMeta is memberlist's limit on node metadata (it panics above it).
 const maxMeta = memberlist.MetaMaxSize
 
-// Meta is what a node tells the others about itself.
+// Meta is what a node tells the others about itself. Its addresses are
+// bare "host:port": a member whose metadata has another form (a scheme
+// above all) is not listed (checkAddrs).
 type Meta struct {
 	Role     string `json:"r"`
 	HTTPAddr string `json:"h"`
@@ -66,6 +70,25 @@ type Meta struct {
 	// tell a departure from a failure (memberlist reports both as a leave
 	// event).
 	Leaving bool `json:"l,omitempty"`
+}
+
+// checkAddrs checks the addresses in m as a member refuses them from a
+// peer: its HTTP address, and its Raft address when set, must each be a
+// bare host:port (transport.CheckPeerAddress). Anyone with the gossip key
+// writes metadata; an address with a scheme ("http://...") would have a
+// TLS leader dial it in the clear and take the answer as an executor's.
+// A node checks its own at start, so that it does not run unheard of.
+func (m Meta) checkAddrs() error {
+	if err := transport.CheckPeerAddress(m.HTTPAddr); err != nil {
+		return fmt.Errorf("gossip metadata: HTTP address: %w", err)
+	}
+	if m.RaftAddr == "" {
+		return nil
+	}
+	if err := transport.CheckPeerAddress(m.RaftAddr); err != nil {
+		return fmt.Errorf("gossip metadata: Raft address: %w", err)
+	}
+	return nil
 }
 
 // Member is a node as gossip sees it.
@@ -178,6 +201,9 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	} else if len(b) > maxMeta {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, at most %d", len(b), maxMeta)
+	}
+	if err := cfg.Meta.checkAddrs(); err != nil {
+		return nil, err
 	}
 	adv, err := Advertise(cfg.BindAddr)
 	if err != nil {
@@ -396,6 +422,9 @@ func (n *Node) UpdateMeta(m Meta) error {
 	} else if len(b) > maxMeta {
 		return fmt.Errorf("gossip metadata is %d bytes, at most %d", len(b), maxMeta)
 	}
+	if err := m.checkAddrs(); err != nil {
+		return err
+	}
 	n.mu.Lock()
 	n.meta = m
 	n.mu.Unlock()
@@ -517,6 +546,10 @@ func (n *Node) observe(node *memberlist.Node, status string) {
 	var meta Meta
 	if err := json.Unmarshal(node.Meta, &meta); err != nil {
 		n.cfg.Logger.Warn("gossip: undecodable metadata", "node", node.Name, "err", err)
+		return
+	}
+	if err := meta.checkAddrs(); err != nil {
+		n.cfg.Logger.Warn("gossip: metadata refused", "node", node.Name, "err", err)
 		return
 	}
 	n.mu.Lock()

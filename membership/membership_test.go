@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"jobmaster/internal/freeport"
+	"jobmaster/transport"
 )
 
 // ignoreProbe: memberlist's Shutdown does not wait for a probe in flight,
@@ -80,12 +81,12 @@ func TestMembersFindEachOtherAndSeeFailures(t *testing.T) {
 // leaving is left, and one that did not is dead.
 func TestLeftWhicheverNewsComesFirst(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreProbe)
-	m1, err := Start(Config{NodeID: "m1", BindAddr: freePort(t), Meta: Meta{Role: RoleMaster, HTTPAddr: "x", Version: 1}})
+	m1, err := Start(Config{NodeID: "m1", BindAddr: freePort(t), Meta: Meta{Role: RoleMaster, HTTPAddr: "127.0.0.1:1", Version: 1}})
 	require.NoError(t, err)
 	defer m1.Shutdown()
 	ev, dl := (*events)(m1), (*delegate)(m1)
 	node := func(name string, leaving bool) *memberlist.Node {
-		b, err := json.Marshal(Meta{Role: RoleExecutor, HTTPAddr: "y", Version: 1, Leaving: leaving})
+		b, err := json.Marshal(Meta{Role: RoleExecutor, HTTPAddr: "127.0.0.1:2", Version: 1, Leaving: leaving})
 		require.NoError(t, err)
 		return &memberlist.Node{Name: name, Meta: b}
 	}
@@ -135,7 +136,7 @@ func TestLeftWhicheverNewsComesFirst(t *testing.T) {
 
 	// A node says it is leaving in its push/pull state only once it is.
 	require.Nil(t, dl.LocalState(false))
-	require.NoError(t, m1.UpdateMeta(Meta{Role: RoleMaster, HTTPAddr: "x", Version: 1, Leaving: true}))
+	require.NoError(t, m1.UpdateMeta(Meta{Role: RoleMaster, HTTPAddr: "127.0.0.1:1", Version: 1, Leaving: true}))
 	require.JSONEq(t, string(said("m1")), string(dl.LocalState(false)))
 }
 
@@ -143,10 +144,10 @@ func TestJoinRetriesUntilTheOtherSideIsUp(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreProbe)
 	a := freePort(t)
 	e1, err := Start(Config{NodeID: "e1", BindAddr: freePort(t), Join: []string{a}, ReconnectInterval: 100 * time.Millisecond,
-		Meta: Meta{Role: RoleExecutor, HTTPAddr: "x", Version: 1}})
+		Meta: Meta{Role: RoleExecutor, HTTPAddr: "127.0.0.1:1", Version: 1}})
 	require.NoError(t, err)
 	defer e1.Shutdown()
-	m1, err := Start(Config{NodeID: "m1", BindAddr: a, Meta: Meta{Role: RoleMaster, HTTPAddr: "y", Version: 1}})
+	m1, err := Start(Config{NodeID: "m1", BindAddr: a, Meta: Meta{Role: RoleMaster, HTTPAddr: "127.0.0.1:2", Version: 1}})
 	require.NoError(t, err)
 	defer m1.Shutdown()
 	waitFor(t, "e1 to join m1 after m1 started", func() bool { return len(e1.Role(RoleMaster)) == 1 })
@@ -161,10 +162,10 @@ func TestDeadMembersAreReaped(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreProbe)
 	a := freePort(t)
 	m1, err := Start(Config{NodeID: "m1", BindAddr: a, ReconnectInterval: 50 * time.Millisecond, ReapAfter: 300 * time.Millisecond,
-		Meta: Meta{Role: RoleMaster, HTTPAddr: "x", Version: 1}})
+		Meta: Meta{Role: RoleMaster, HTTPAddr: "127.0.0.1:1", Version: 1}})
 	require.NoError(t, err)
 	defer m1.Shutdown()
-	e1, err := Start(Config{NodeID: "e1", BindAddr: freePort(t), Join: []string{a}, Meta: Meta{Role: RoleExecutor, HTTPAddr: "y", Version: 1}})
+	e1, err := Start(Config{NodeID: "e1", BindAddr: freePort(t), Join: []string{a}, Meta: Meta{Role: RoleExecutor, HTTPAddr: "127.0.0.1:2", Version: 1}})
 	require.NoError(t, err)
 	waitFor(t, "m1 to see e1", func() bool { _, ok := m1.Get("e1"); return ok })
 	require.NoError(t, e1.Shutdown())
@@ -182,10 +183,10 @@ func TestReapingFollowsTheClock(t *testing.T) {
 	now := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
 	a := freePort(t)
 	m1, err := Start(Config{NodeID: "m1", BindAddr: a, ReconnectInterval: 50 * time.Millisecond, ReapAfter: time.Hour, Now: now,
-		Meta: Meta{Role: RoleMaster, HTTPAddr: "x", Version: 1}})
+		Meta: Meta{Role: RoleMaster, HTTPAddr: "127.0.0.1:1", Version: 1}})
 	require.NoError(t, err)
 	defer m1.Shutdown()
-	e1, err := Start(Config{NodeID: "e1", BindAddr: freePort(t), Join: []string{a}, Meta: Meta{Role: RoleExecutor, HTTPAddr: "y", Version: 1}})
+	e1, err := Start(Config{NodeID: "e1", BindAddr: freePort(t), Join: []string{a}, Meta: Meta{Role: RoleExecutor, HTTPAddr: "127.0.0.1:2", Version: 1}})
 	require.NoError(t, err)
 	waitFor(t, "m1 to see e1", func() bool { _, ok := m1.Get("e1"); return ok })
 	m, _ := m1.Get("e1")
@@ -277,4 +278,60 @@ func TestPushDeliversAnUpdateWithoutGossip(t *testing.T) {
 	require.NoError(t, m2.UpdateMeta(proposed))
 	require.NoError(t, m2.Push("m1", "m2", "nobody"))
 	waitFor(t, "m1 to see m2's proposal", func() bool { m, _ := m1.Get("m2"); return m.Meta.Bootstrap == proposed.Bootstrap })
+}
+
+// Anyone with the gossip key writes metadata: an address that is not a
+// bare host:port (a scheme, above all, which would have a TLS leader dial
+// a fake executor in the clear) is refused with a warning naming the
+// node, and the member is not listed. A known member's refused update
+// leaves it as it was.
+func TestMetadataWithABadAddressIsNotListed(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreProbe)
+	var logs logBuffer
+	m1, err := Start(Config{NodeID: "m1", BindAddr: freePort(t), Logger: logs.logger(),
+		Meta: Meta{Role: RoleMaster, HTTPAddr: "127.0.0.1:7401", RaftAddr: "127.0.0.1:7411", Version: 1}})
+	require.NoError(t, err)
+	defer m1.Shutdown()
+	ev := (*events)(m1)
+	node := func(name string, m Meta) *memberlist.Node {
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		return &memberlist.Node{Name: name, Meta: b}
+	}
+
+	bad := map[string]Meta{
+		"scheme":      {Role: RoleExecutor, HTTPAddr: "http://127.0.0.1:21099", Slots: 4, Version: 1},
+		"tls-scheme":  {Role: RoleExecutor, HTTPAddr: "https://127.0.0.1:21099", Slots: 4, Version: 1},
+		"path":        {Role: RoleExecutor, HTTPAddr: "127.0.0.1:21099/x", Version: 1},
+		"userinfo":    {Role: RoleExecutor, HTTPAddr: "u@127.0.0.1:21099", Version: 1},
+		"no-port":     {Role: RoleExecutor, HTTPAddr: "127.0.0.1", Version: 1},
+		"empty":       {Role: RoleExecutor, Version: 1},
+		"raft-scheme": {Role: RoleMaster, HTTPAddr: "127.0.0.1:7402", RaftAddr: "tcp://127.0.0.1:7412", Version: 1},
+	}
+	for name, m := range bad {
+		ev.NotifyJoin(node(name, m))
+		_, listed := m1.Get(name)
+		require.False(t, listed, "%s (%+v) is listed", name, m)
+		require.Contains(t, logs.String(), "node="+name+" ", "the warning names %s", name)
+	}
+	require.Contains(t, logs.String(), "gossip: metadata refused")
+	require.Contains(t, logs.String(), "carries a scheme")
+	require.Empty(t, m1.Role(RoleExecutor))
+
+	// What nodes advertise: an IP (v4 or v6) or a name, and a port.
+	good := map[string]string{"e4": "10.0.0.4:7431", "e6": "[2001:db8::6]:7431", "en": "exec-n.example:7431"}
+	for name, addr := range good {
+		ev.NotifyJoin(node(name, Meta{Role: RoleExecutor, HTTPAddr: addr, Slots: 4, Version: 1}))
+		m, listed := m1.Get(name)
+		require.True(t, listed, name)
+		require.Equal(t, addr, m.Meta.HTTPAddr)
+	}
+	ev.NotifyUpdate(node("e4", Meta{Role: RoleExecutor, HTTPAddr: "http://10.0.0.9:7431", Slots: 4, Version: 1}))
+	m, _ := m1.Get("e4")
+	require.Equal(t, "10.0.0.4:7431", m.Meta.HTTPAddr, "a refused update changes nothing")
+
+	// A node does not start, or update, with metadata the others refuse.
+	_, err = Start(Config{NodeID: "e9", BindAddr: freePort(t), Meta: Meta{Role: RoleExecutor, HTTPAddr: "http://127.0.0.1:1", Version: 1}})
+	require.ErrorIs(t, err, transport.ErrPeerAddress)
+	require.ErrorIs(t, m1.UpdateMeta(Meta{Role: RoleMaster, HTTPAddr: "127.0.0.1:7401", RaftAddr: "127.0.0.1", Version: 1}), transport.ErrPeerAddress)
 }
