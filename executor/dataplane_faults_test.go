@@ -326,7 +326,7 @@ func TestACancelOrAShutdownStopsAFetchInFlight(t *testing.T) {
 	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
 	e, l := dataExecutor(t, "e1", Config{FetchTimeout: time.Hour})
-	l.push = srv.URL
+	l.push = strings.TrimPrefix(srv.URL, "http://") // host:port, as masters gossip it
 	l.heartbeat()
 	src := []wire.Source{{Subtask: 0, Execution: "w/gen/0/0", Executor: "e9", Addr: freeport.Must(t)}}
 	var cs []wire.Task

@@ -95,7 +95,7 @@ func TestBlockingAllToAllBetweenTwoExecutors(t *testing.T) {
 	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
 	e1, l1 := dataExecutor(t, "e1", Config{})
-	l1.push = srv.URL
+	l1.push = strings.TrimPrefix(srv.URL, "http://") // host:port, as masters gossip it
 	e2, l2 := dataExecutor(t, "e2", Config{})
 
 	outs := []wire.Output{{Vertex: "sum", Parallelism: 2, Mode: wire.ModeBlocking}}

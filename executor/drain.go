@@ -84,8 +84,13 @@ func (e *Executor) askDrain(ctx context.Context, req wire.DrainRequest) error {
 		if addr == "" {
 			continue
 		}
+		u, err := transport.PeerURL(e.client, addr, wire.PathExecutorDrain)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := transport.PostJSON(rctx, e.client, transport.URL(e.client, addr, wire.PathExecutorDrain), req, nil)
+		err = transport.PostJSON(rctx, e.client, u, req, nil)
 		cancel()
 		if err == nil {
 			return nil

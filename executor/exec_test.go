@@ -225,7 +225,7 @@ func TestShutdownStopsEveryTask(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.Start())
 	l := newLeader(t, e, 1)
-	l.push = srv.URL
+	l.push = strings.TrimPrefix(srv.URL, "http://") // host:port, as masters gossip it
 	a := task("down", 0, 0, "sh", "-c", "echo $$; exec sleep 300")
 	b := task("down", 1, 0, "sh", "-c", "echo $$; exec sleep 300")
 	l.deploy(a, b)

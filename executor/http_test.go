@@ -418,7 +418,7 @@ func TestFailedPushLosesNothing(t *testing.T) {
 	rec := &pushRecorder{ack: true}
 	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
-	l.push = srv.URL
+	l.push = strings.TrimPrefix(srv.URL, "http://") // host:port, as masters gossip it
 	l.heartbeat()
 	// The next change (a cancel: not one a deploy answer carries) is
 	// pushed with the one left pending.
@@ -605,7 +605,7 @@ func TestShutdownPushesWhatOnlyAnAnswerCarried(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := startExecutor(t, Config{})
 	l := newLeader(t, e, 1)
-	l.push = srv.URL
+	l.push = strings.TrimPrefix(srv.URL, "http://") // host:port, as masters gossip it
 	bad := simTask("j", 0, 0, 0)
 	bad.Slot = 99 // fails to start, inside the deploy request
 	answer := l.deploy(bad)

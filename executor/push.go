@@ -110,8 +110,10 @@ func (e *Executor) pushOnce(ctx context.Context) {
 // returns its acknowledgments.
 func (e *Executor) post(ctx context.Context, addr string, rep wire.Report, bin bool) ([]string, error) {
 	var ur wire.UpdateResponse
-	url := transport.URL(e.client, addr, wire.PathExecutorUpdate)
-	var err error
+	url, err := transport.PeerURL(e.client, addr, wire.PathExecutorUpdate)
+	if err != nil {
+		return nil, err
+	}
 	if bin {
 		err = transport.PostBody(ctx, e.client, url, wire.ReportType, wire.AppendReport(nil, &rep), &ur)
 	} else {

@@ -113,7 +113,12 @@ func (m *Master) tokenFromLeader(ctx context.Context, hash string) (t fsm.ACLTok
 	}
 	ctx, cancel := context.WithTimeout(ctx, tokenAskTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, transport.URL(m.client, addr, tokenPath)+"?hash="+url.QueryEscape(hash), nil)
+	u, err := transport.PeerURL(m.client, addr, tokenPath+"?hash="+url.QueryEscape(hash))
+	if err != nil {
+		m.log.Debug("not asking the leader for a token", "leader", leaderID, "err", err)
+		return fsm.ACLToken{}, 0, false, false
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fsm.ACLToken{}, 0, false, false
 	}

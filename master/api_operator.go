@@ -166,9 +166,16 @@ func (b *sizedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// forwardStream relays a request whose body is streamed once.
+// forwardStream relays a request whose body is streamed once. It returns
+// false when no answer came (the request may have arrived).
 func (m *Master) forwardStream(w http.ResponseWriter, r *http.Request, addr string) bool {
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, transport.URL(m.client, addr, r.URL.RequestURI()), r.Body)
+	u, err := transport.PeerURL(m.client, addr, r.URL.RequestURI())
+	if err != nil {
+		// Nothing was sent: gossip gave the leader an address no one dials.
+		writeError(w, http.StatusBadGateway, fmt.Sprintf("the leader's address cannot be dialed (%v); the leader restored nothing", err))
+		return true
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, u, r.Body)
 	if err != nil {
 		return false
 	}

@@ -229,7 +229,12 @@ func deliveryOf(err error) delivery {
 func (m *Master) forward(w http.ResponseWriter, r *http.Request, body []byte, addr string, hops int) delivery {
 	ctx, cancel := context.WithTimeout(r.Context(), m.cfg.RequestWait+5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.Method, transport.URL(m.client, addr, r.URL.RequestURI()), bytes.NewReader(body))
+	u, err := transport.PeerURL(m.client, addr, r.URL.RequestURI())
+	if err != nil {
+		m.log.Debug("not forwarding to the leader", "leader", addr, "err", err)
+		return notSent
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, u, bytes.NewReader(body))
 	if err != nil {
 		return notSent
 	}

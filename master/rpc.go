@@ -28,7 +28,11 @@ var errNoBinary = errors.New("the executor takes no binary deploy")
 func postJSON(ctx context.Context, c *http.Client, executor, addr, path string, in, out any, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	hr, err := transport.NewJSONRequest(ctx, http.MethodPost, transport.URL(c, addr, path), in)
+	u, err := transport.PeerURL(c, addr, path)
+	if err != nil {
+		return err
+	}
+	hr, err := transport.NewJSONRequest(ctx, http.MethodPost, u, in)
 	if err != nil {
 		return err
 	}
@@ -45,7 +49,11 @@ func postJSON(ctx context.Context, c *http.Client, executor, addr, path string, 
 func postDeploy(ctx context.Context, c *http.Client, executor, addr string, req *wire.DeployRequest, timeout time.Duration) (wire.DeployResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, transport.URL(c, addr, wire.PathDeploy), bytes.NewReader(wire.AppendDeploy(nil, req)))
+	u, err := transport.PeerURL(c, addr, wire.PathDeploy)
+	if err != nil {
+		return wire.DeployResponse{}, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(wire.AppendDeploy(nil, req)))
 	if err != nil {
 		return wire.DeployResponse{}, err
 	}
@@ -79,7 +87,11 @@ func postHeartbeat(ctx context.Context, c *http.Client, executor, addr string, r
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var rep wire.Report
-	hr, err := transport.NewJSONRequest(ctx, http.MethodPost, transport.URL(c, addr, wire.PathHeartbeat), req)
+	u, err := transport.PeerURL(c, addr, wire.PathHeartbeat)
+	if err != nil {
+		return rep, err
+	}
+	hr, err := transport.NewJSONRequest(ctx, http.MethodPost, u, req)
 	if err != nil {
 		return rep, err
 	}

@@ -259,19 +259,20 @@ func TestExecutorAnswerMustComeFromItsCertificate(t *testing.T) {
 	roots.AddCert(ca.Cert)
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	defer c.CloseIdleConnections()
+	addr := transport.HostPort(srv.URL) // as gossip gives it
 
-	_, err = postHeartbeat(context.Background(), c, "e1", srv.URL, &wire.HeartbeatRequest{}, time.Minute)
+	_, err = postHeartbeat(context.Background(), c, "e1", addr, &wire.HeartbeatRequest{}, time.Minute)
 	require.ErrorIs(t, err, errMisdirected)
 	require.ErrorContains(t, err, "the certificate there is of executor e2, not of executor e1")
-	err = postJSON(context.Background(), c, "e1", srv.URL, wire.PathCancel, wire.CancelRequest{}, nil, time.Minute)
+	err = postJSON(context.Background(), c, "e1", addr, wire.PathCancel, wire.CancelRequest{}, nil, time.Minute)
 	require.ErrorIs(t, err, errMisdirected)
-	rep, err := postHeartbeat(context.Background(), c, "e2", srv.URL, &wire.HeartbeatRequest{}, time.Minute)
+	rep, err := postHeartbeat(context.Background(), c, "e2", addr, &wire.HeartbeatRequest{}, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, "e2", rep.Executor)
 
 	srv.TLS.Certificates = []tls.Certificate{cert(pki.Server, "e2")}
 	c.CloseIdleConnections()
-	_, err = postHeartbeat(context.Background(), c, "e2", srv.URL, &wire.HeartbeatRequest{}, time.Minute)
+	_, err = postHeartbeat(context.Background(), c, "e2", addr, &wire.HeartbeatRequest{}, time.Minute)
 	require.ErrorIs(t, err, errMisdirected, "a master's certificate answered as an executor")
 }
 

@@ -249,7 +249,10 @@ func (w *successionWatch) askPosition(addr, id, gone string) (succession.Positio
 	ctx, cancel := context.WithTimeout(context.Background(), positionTimeout)
 	defer cancel()
 	var a positionAnswer
-	u := transport.URL(w.m.client, addr, raftPositionPath+"?gone="+url.QueryEscape(gone))
+	u, err := transport.PeerURL(w.m.client, addr, raftPositionPath+"?gone="+url.QueryEscape(gone))
+	if err != nil {
+		return succession.Position{}, err
+	}
 	if err := transport.GetJSON(ctx, w.m.client, u, &a); err != nil {
 		return succession.Position{}, err
 	}

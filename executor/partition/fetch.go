@@ -82,7 +82,7 @@ func (e *SinkError) Unwrap() error { return e.Err }
 
 // Source is what one fetch reads: the bytes that subtask Index of vertex
 // Consumer reads from producer execution Producer, held by the executor
-// at Addr.
+// at Addr (a bare host:port, transport.PeerURL).
 type Source struct {
 	Addr     string
 	Producer string
@@ -207,8 +207,11 @@ func Query(src Source, offset int64) url.Values {
 func (f *Fetcher) attempt(ctx context.Context, src Source, off int64, w io.Writer) (int64, string, string, error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodGet,
-		transport.URL(f.Client, src.Addr, wire.PathPartitionData+"?"+Query(src, off).Encode()), nil)
+	u, err := transport.PeerURL(f.Client, src.Addr, wire.PathPartitionData+"?"+Query(src, off).Encode())
+	if err != nil {
+		return 0, "", "", &UnavailableError{Err: err}
+	}
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, "", "", &UnavailableError{Err: err}
 	}
