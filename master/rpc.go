@@ -120,15 +120,25 @@ func postHeartbeat(ctx context.Context, c *http.Client, executor, addr string, r
 	return rep, nil
 }
 
-// doExecutor sends hr to executor, naming it (wire.HeaderExecutor). Under
-// TLS the answer counts only if it came from that executor's certificate
-// (an executor starts only with a certificate for its own id): else
-// errMisdirected, whatever it says.
+// doExecutor sends hr to executor, naming it (wire.HeaderExecutor). When c
+// speaks TLS the answer counts only if it came over TLS from that
+// executor's certificate (an executor starts only with a certificate for
+// its own id): else errMisdirected, whatever it says. An answer in the
+// clear is refused however the request came to be sent in the clear (a
+// URL with a scheme, a redirect): it could be anyone's, and the request
+// it answers carried the fencing token and the tasks' commands and env.
 func doExecutor(c *http.Client, hr *http.Request, executor string) (*http.Response, error) {
 	hr.Header.Set(wire.HeaderExecutor, executor)
 	resp, err := c.Do(hr)
-	if err != nil || resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
-		return resp, err
+	if err != nil {
+		return nil, err
+	}
+	if transport.Scheme(c) != transport.SchemeHTTPS {
+		return resp, nil
+	}
+	if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w: the answer at %s came without TLS, and this master speaks TLS to executors", errMisdirected, resp.Request.URL.Host)
 	}
 	id, err := pki.IdentityOf(resp.TLS.PeerCertificates[0])
 	if err == nil && (id.Role != pki.Executor || id.NodeID != executor) {

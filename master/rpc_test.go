@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/fsm"
+	"jobmaster/internal/pkitest"
 	"jobmaster/leader"
 	"jobmaster/pki"
 	"jobmaster/transport"
@@ -274,6 +275,50 @@ func TestExecutorAnswerMustComeFromItsCertificate(t *testing.T) {
 	c.CloseIdleConnections()
 	_, err = postHeartbeat(context.Background(), c, "e2", addr, &wire.HeartbeatRequest{}, time.Minute)
 	require.ErrorIs(t, err, errMisdirected, "a master's certificate answered as an executor")
+}
+
+// A master that speaks TLS takes no executor's answer in the clear. A
+// member of the gossip pool (no certificate needed) that announces an
+// executor at "http://host:port" is refused twice: the address is not
+// dialed (no scheme comes from a peer's address), and an answer that
+// came without TLS, however the request went out in the clear, is not
+// the executor's.
+func TestATLSMasterRefusesAPlaintextExecutorAnswer(t *testing.T) {
+	var asked atomic.Int32
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		transport.Compact.WriteJSON(w, http.StatusOK, wire.Report{Version: wire.Version, Executor: r.Header.Get(wire.HeaderExecutor)})
+	}))
+	defer fake.Close()
+	ca := pkitest.New(t.TempDir())
+	c := transport.NewClient(transport.ClientOptions{TLS: ca.Load(pki.Server, "m1"), PeerCheck: transport.NodePeer})
+	defer c.CloseIdleConnections()
+	require.Equal(t, transport.SchemeHTTPS, transport.Scheme(c))
+
+	// The address as the fake member announces it: not dialed at all.
+	_, err := postHeartbeat(context.Background(), c, "e1", fake.URL, &wire.HeartbeatRequest{}, time.Minute)
+	require.ErrorIs(t, err, transport.ErrPeerAddress)
+	err = postJSON(context.Background(), c, "e1", fake.URL, wire.PathCancel, wire.CancelRequest{}, nil, time.Minute)
+	require.ErrorIs(t, err, transport.ErrPeerAddress)
+	_, err = postDeploy(context.Background(), c, "e1", fake.URL, &wire.DeployRequest{}, time.Minute)
+	require.ErrorIs(t, err, transport.ErrPeerAddress)
+	require.Zero(t, asked.Load(), "nothing sent in the clear")
+
+	// A request that went out in the clear anyway: its answer is refused.
+	hr, err := http.NewRequest(http.MethodPost, fake.URL+wire.PathHeartbeat, strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp, err := doExecutor(c, hr, "e1")
+	require.ErrorIs(t, err, errMisdirected)
+	require.ErrorContains(t, err, "came without TLS")
+	require.Nil(t, resp)
+	require.Equal(t, int32(1), asked.Load())
+
+	// Without TLS on the master, the same answer is taken: nothing to check.
+	plain := transport.NewClient(transport.ClientOptions{})
+	defer plain.CloseIdleConnections()
+	rep, err := postHeartbeat(context.Background(), plain, "e1", transport.HostPort(fake.URL), &wire.HeartbeatRequest{}, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, "e1", rep.Executor)
 }
 
 // A cancel or release of many ids goes in requests that an executor reads
