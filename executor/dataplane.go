@@ -206,7 +206,7 @@ func sources(t wire.Task, pick func(wire.Input) bool) []source {
 }
 
 func (e *Executor) fetchSource(t wire.Task, s source) partition.Source {
-	return partition.Source{Addr: s.src.Addr, Producer: s.src.Execution, Consumer: t.Vertex, Index: t.Subtask,
+	return partition.Source{Addr: s.src.Addr, Executor: s.src.Executor, Producer: s.src.Execution, Consumer: t.Vertex, Index: t.Subtask,
 		Follow: s.in.Mode == wire.ModePipelined}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"jobmaster/pki"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -81,10 +82,13 @@ func (e *SinkError) Error() string { return "storing the input: " + e.Err.Error(
 func (e *SinkError) Unwrap() error { return e.Err }
 
 // Source is what one fetch reads: the bytes that subtask Index of vertex
-// Consumer reads from producer execution Producer, held by the executor
-// at Addr (a bare host:port, transport.PeerURL).
+// Consumer reads from producer execution Producer, held by executor
+// Executor at Addr (a bare host:port, transport.PeerURL).
 type Source struct {
-	Addr     string
+	Addr string
+	// Executor is the id of the executor that holds the bytes: with TLS,
+	// only an answer from its certificate is read.
+	Executor string
 	Producer string
 	Consumer string
 	Index    int
@@ -233,6 +237,9 @@ func (f *Fetcher) attempt(ctx context.Context, src Source, off int64, w io.Write
 		return 0, "", "", err
 	}
 	defer resp.Body.Close()
+	if err := f.checkHolder(resp, src); err != nil {
+		return 0, "", "", err
+	}
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		serr := &transport.StatusError{Code: resp.StatusCode, Message: transport.ErrorMessage(body)}
@@ -247,6 +254,29 @@ func (f *Fetcher) attempt(ctx context.Context, src Source, off int64, w io.Write
 		return n, "", "", err
 	}
 	return n, resp.Trailer.Get(wire.HeaderEnd), resp.Trailer.Get(wire.HeaderEndWhy), nil
+}
+
+// checkHolder checks, when the fetch client speaks TLS, that the answer
+// came over TLS from the certificate of the executor src names: the
+// client admits only executors' certificates (transport.ExecutorOnly), but
+// another executor answering at the address (gossip gave it the holder's)
+// must not feed this task its bytes. Another answer is an error the fetch
+// retries, since the address may yet be the holder's again.
+func (f *Fetcher) checkHolder(resp *http.Response, src Source) error {
+	if transport.Scheme(f.Client) != transport.SchemeHTTPS {
+		return nil
+	}
+	if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
+		return fmt.Errorf("the answer at %s came without TLS, and this executor fetches over TLS", src.Addr)
+	}
+	id, err := pki.IdentityOf(resp.TLS.PeerCertificates[0])
+	if err != nil {
+		return fmt.Errorf("the answer at %s: %w", src.Addr, err)
+	}
+	if id.Role != pki.Executor || (src.Executor != "" && id.NodeID != src.Executor) {
+		return fmt.Errorf("the answer at %s comes from the certificate of %s, not of executor %s, which holds %s", src.Addr, id, src.Executor, src.Producer)
+	}
+	return nil
 }
 
 // copyBody copies body to w a chunk at a time; a failure of w is a

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"jobmaster/internal/pkitest"
+	"jobmaster/pki"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -866,4 +869,49 @@ func TestTheFirstStreamToBeginFixesTheFile(t *testing.T) {
 	s.mu.Unlock()
 	require.EqualValues(t, 5, served, "only the file begun counts")
 	require.Equal(t, wire.EndReplaced, s.checkStreamed(lv, key, b), "a resume that opens the newer file")
+}
+
+// With TLS a fetch reads only from the certificate of the executor that
+// holds the partition: another executor answering at its address (gossip
+// gave it the holder's) feeds the task nothing. And a holder's address is
+// host:port: one with a scheme, which would have the fetch go out in the
+// clear, fails at once, sending nothing.
+func TestAFetchReadsOnlyFromItsHolder(t *testing.T) {
+	s, err := Open(t.TempDir(), quiet())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	data := random(t, 1000)
+	m := committed(t, s, 0, data)
+	ca := pkitest.New(t.TempDir())
+	srv := transport.NewServer(&holder{s: s}, transport.ServerOptions{TLS: ca.Load(pki.Executor, "e2")})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = transport.Serve(srv, ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c := transport.NewClient(transport.ClientOptions{TLS: ca.Load(pki.Executor, "e1"), PeerCheck: transport.ExecutorOnly})
+	t.Cleanup(c.CloseIdleConnections)
+	f := &Fetcher{Client: c, Fence: func() (string, uint64) { return "c1", 7 }, Bound: 300 * time.Millisecond}
+	src := Source{Addr: ln.Addr().String(), Executor: "e2", Producer: m.ID, Consumer: "count", Index: 0}
+
+	var got bytes.Buffer
+	require.NoError(t, f.Fetch(context.Background(), src, &got))
+	require.Equal(t, data, got.Bytes())
+
+	got.Reset()
+	other := src
+	other.Executor = "e9"
+	err = f.Fetch(context.Background(), other, &got)
+	var un *UnavailableError
+	require.ErrorAs(t, err, &un)
+	require.ErrorContains(t, err, "comes from the certificate of executor e2, not of executor e9")
+	require.Zero(t, got.Len(), "nothing read from another executor")
+
+	plain := &holder{s: s}
+	schemed := src
+	schemed.Addr = "http://" + startHolder(t, plain)
+	err = f.Fetch(context.Background(), schemed, &got)
+	require.ErrorAs(t, err, &un)
+	require.ErrorIs(t, err, transport.ErrPeerAddress)
+	require.Empty(t, plain.offsets(), "nothing sent in the clear")
+	require.Zero(t, got.Len())
 }
