@@ -69,6 +69,16 @@ func (e *Executor) serveDeploy(w http.ResponseWriter, r *http.Request) {
 	} else if !decodeLeaderRequest(w, r, &req, &req.Leader) {
 		return
 	}
+	// Cheap checks before the deploy is expanded into tasks, which builds
+	// an execution id per task from its group's ids.
+	if rerr := e.refuseStale(req.Leader); rerr != nil {
+		writeJSON(w, rerr.code, rerr.body)
+		return
+	}
+	if err := checkDeploy(&req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	tasks, err := req.Tasks()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())

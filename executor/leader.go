@@ -18,6 +18,30 @@ func refuse(code int, format string, args ...any) *requestError {
 	return &requestError{code: code, body: wire.Error{Error: fmt.Sprintf(format, args...)}}
 }
 
+// refuseStaleLocked is the answer to leader l, whose fencing token is
+// stale for why (admitFence): a 409 with a StaleToken body, counted and
+// logged.
+func (e *Executor) refuseStaleLocked(l wire.Leader, why string) *requestError {
+	e.metrics.refusals.WithLabelValues(refusedLeader).Inc()
+	e.log.Warn("refused a request from a stale leader", "leader", l.Node, "cluster", l.Cluster, "token", l.Token, "reason", why)
+	return &requestError{code: http.StatusConflict, body: wire.StaleToken{
+		Error: fmt.Sprintf("executor %s refuses leader %s: %s", e.cfg.NodeID, l.Node, why),
+		Token: e.fence.Token,
+	}}
+}
+
+// refuseStale is a look at leader l's fencing token before its request is
+// expanded into work: a 409 for a stale one, else nil. It decides nothing
+// for good: the request is admitted (admitRenewLocked) when it is acted on.
+func (e *Executor) refuseStale(l wire.Leader) *requestError {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, stale, why := admitFence(e.fence, l.Cluster, l.Token); stale {
+		return e.refuseStaleLocked(l, why)
+	}
+	return nil
+}
+
 // admitRenewLocked decides whether to act on a request from leader l at
 // now. It checks the lease before anything else (an executor that was frozen
 // past its lease fences itself before it renews), then the fencing token
@@ -32,12 +56,7 @@ func (e *Executor) admitRenewLocked(now time.Time, l wire.Leader, renew bool) (s
 	prev := e.fence
 	next, stale, why := admitFence(e.fence, l.Cluster, l.Token)
 	if stale {
-		e.metrics.refusals.WithLabelValues(refusedLeader).Inc()
-		e.log.Warn("refused a request from a stale leader", "leader", l.Node, "cluster", l.Cluster, "token", l.Token, "reason", why)
-		return stop, &requestError{code: http.StatusConflict, body: wire.StaleToken{
-			Error: fmt.Sprintf("executor %s refuses leader %s: %s", e.cfg.NodeID, l.Node, why),
-			Token: e.fence.Token,
-		}}
+		return stop, e.refuseStaleLocked(l, why)
 	}
 	if !next.equal(e.persisted) {
 		if next.Cluster != e.fence.Cluster && e.fence.Cluster != "" {

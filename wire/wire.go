@@ -226,7 +226,11 @@ func (g *TaskGroup) holds(t Task) bool {
 // Tasks expands the groups into tasks, group by group. The tasks of a group share
 // its Command, Outputs and Inputs slices and Env map: read them, do not
 // change them. A group
-// whose Subtasks is not a whole number of triples is an error.
+// whose Subtasks is not a whole number of triples is an error. Each triple
+// becomes a task with an execution id of its own, built from its group's
+// job and vertex ids: a reader of a deploy from the network bounds those
+// ids and the number of triples before it calls Tasks (an executor does,
+// in serveDeploy), or a small body can make gigabytes.
 func (r *DeployRequest) Tasks() ([]Task, error) {
 	n := 0
 	for i := range r.Groups {
