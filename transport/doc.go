@@ -14,8 +14,11 @@
 //     executors, of other masters (forwarding) and of the client; executors
 //     are the peers of masters and of the client (logs).
 //   - Address: where a peer's HTTP server listens, as a role knows it:
-//     "host:port", or a base URL that already carries a scheme
-//     ("http://host:port", a trailing slash allowed).
+//     "host:port", or, given by a user (package client), a base URL that
+//     already carries a scheme ("http://host:port", a trailing slash
+//     allowed). An address a peer gave (gossip, a report, a leader's
+//     request) is a bare host:port (CheckPeerAddress) and is dialed with
+//     PeerURL, which takes no scheme from it.
 //   - Scheme: "https" for a client built with TLS, else "http" (Scheme). A
 //     URL is built for the client that dials it, so TLS decides the scheme
 //     in one place.
