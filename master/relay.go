@@ -202,7 +202,18 @@ func (rl *relay) post(addr string, batch []*relayed) ([]answer, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.RequestWait+5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, transport.URL(m.client, addr, relayPath), bytes.NewReader(data))
+	go func() { // a master that stops does not wait for its relays
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	u, err := transport.PeerURL(m.client, addr, relayPath)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(data))
 	if err != nil {
 		return nil, err
 	}
