@@ -109,7 +109,11 @@ func TestLeaseWriteFailureSurfaced(t *testing.T) {
 	// A directory where the lease file's temporary copy goes: the write
 	// fails (and the executor cannot remove it).
 	blocker := filepath.Join(e.DataDir, "lease.tmp")
-	require.NoError(t, os.MkdirAll(filepath.Join(blocker, "x"), 0o700))
+	// The executor renames its own lease.tmp into place now and then:
+	// one may take the directory made here away before x is made in it.
+	WaitFor(t, "a directory in the lease file's place", 10*time.Second, func() bool {
+		return os.MkdirAll(filepath.Join(blocker, "x"), 0o700) == nil
+	})
 	storageError := func() string {
 		for _, x := range c.ClusterView().Executors {
 			if x.ID == e.ID {
