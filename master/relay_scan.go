@@ -178,7 +178,8 @@ func (s *batchScan) object(field func(key []byte) error) error {
 }
 
 // array reads an array (or nil) of at most most elements (tooMany is the
-// error for more), calling elem for each.
+// error for more; nil where most is no bound below the bytes left),
+// calling elem for each.
 func (s *batchScan) array(most int, tooMany func(n int) error, elem func(i int) error) error {
 	kind, n, err := s.header()
 	switch {
@@ -188,10 +189,10 @@ func (s *batchScan) array(most int, tooMany func(n int) error, elem func(i int) 
 		return nil
 	case kind != 'a':
 		return fmt.Errorf("a list that is not an array")
+	case n > len(s.data): // before most, which may be the bytes there were before the header
+		return fmt.Errorf("an array of %d elements in %d bytes", n, len(s.data))
 	case n > most:
 		return tooMany(n)
-	case n > len(s.data):
-		return fmt.Errorf("an array of %d elements in %d bytes", n, len(s.data))
 	}
 	for i := range n {
 		if err := elem(i); err != nil {

@@ -110,3 +110,12 @@ func TestRelayedBatchesAtTheLimitsAreScannedThrough(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, batch, got)
 }
+
+// A command array that counts more elements than the bytes after its
+// header hold is refused as such: its bound was the bytes before the
+// header, and the scan called a missing error for it (a panic, answered
+// 500 with a stack trace in the log for each such request).
+func TestABatchWhoseCommandCountsMoreThanItsBytesIsRefused(t *testing.T) {
+	_, err := decodeBatch([]byte("\x81\xa4subs\x91\x81\xa4spec\x81\xa8vertices\x91\x81\xa7command\xdd\xff\xff\xff\xff"))
+	require.ErrorContains(t, err, "elements in 0 bytes")
+}
