@@ -10,6 +10,9 @@ import (
 // MaxInputs bounds a vertex's inputs: one from each other vertex at most.
 const MaxInputs = MaxVertices - 1
 
+// minInputBytes is the fewest bytes a valid input takes: {"from":"a"}.
+const minInputBytes = 12
+
 // Arrays are counted before anything is decoded. encoding/json makes a
 // whole value of each element of an array before anything can check how
 // many there are: "{}," becomes a 104-byte Vertex, or a 48-byte Input, in
@@ -37,7 +40,13 @@ func tooMany(data []byte) error {
 	// whether its last key (at 1 and 3) names the array counted below it;
 	// whether the array (at 2 and 4) is counted.
 	var object, named, counted [inputsDepth + 1]bool
-	depth, vertices, inputs := 0, 0, 0
+	depth, vertices, inputs, allInputs := 0, 0, 0, 0
+	// Inputs over all vertices: each is within its bound, and a thousand
+	// vertices of 999 empty inputs each still made a megabyte of empty
+	// inputs. A valid input takes at least minInputBytes ({"from":"a"}),
+	// so a spec holding more than its bytes allow is invalid, and is
+	// refused unmade.
+	mostInputs := len(data) / minInputBytes
 	for i := 0; i < len(data); {
 		c := data[i]
 		switch c {
@@ -51,6 +60,9 @@ func tooMany(data []byte) error {
 			case depth == inputsDepth && counted[depth] && inputs > MaxInputs:
 				return fieldErr(fmt.Sprintf("vertices[%d].inputs", vertices-1),
 					"%d inputs, at most %d allowed (one from each other vertex)", inputs, MaxInputs)
+			case depth == inputsDepth && counted[depth] && allInputs > mostInputs:
+				return fieldErr("vertices", "%d inputs in all in a spec of %d bytes, where an input takes at least %d (%s): at most %d",
+					allInputs, len(data), minInputBytes, `{"from":"a"}`, mostInputs)
 			}
 			depth = max(depth-1, 0)
 			i++
@@ -76,6 +88,7 @@ func tooMany(data []byte) error {
 			vertices++
 		case depth == inputsDepth && counted[depth]:
 			inputs++
+			allInputs++
 		}
 		switch c {
 		case '{', '[':
