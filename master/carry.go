@@ -11,13 +11,12 @@ import (
 // carry carries out a Ready of the core (package leader describes the
 // order): it proposes its commands under the session's token, completes it
 // with their results, logs, kicks the scheduler, and sends its cancels and
-// deployments, here and now when wait is set (a push's goroutine, or a
-// deploy's answer), else from goroutines of their own; a deployment to an
+// deployments as how says (sending); a deployment to an
 // executor with one in flight waits in the outbox and goes with the next
 // request there. It returns the acks for the executor the Ready is about;
 // the acks that the answers to its deployments bring are queued for their
 // executors' next heartbeats.
-func (t *tracker) carry(r leader.Ready, wait bool) []string {
+func (t *tracker) carry(r leader.Ready, how sending) []string {
 	for _, c := range r.Changes {
 		args := []any{"executor", c.Executor, "from", c.From, "to", c.To, "silent_for", c.Silent.Round(time.Millisecond)}
 		if c.To != leader.Alive {
@@ -43,17 +42,49 @@ func (t *tracker) carry(r leader.Ready, wait bool) []string {
 	if r.Kick {
 		t.s.kick()
 	}
+	var sends []func()
 	for _, c := range r.Cancel {
-		t.do(wait, func() { t.sendCancel(c) })
+		sends = append(sends, func() { t.sendCancel(c) })
 	}
 	for _, d := range deploy {
-		t.do(wait, func() { t.deployAll(d) })
+		sends = append(sends, func() { t.deployAll(d) })
 	}
 	for _, x := range r.Release {
-		t.do(wait, func() { t.sendRelease(x) })
+		sends = append(sends, func() { t.sendRelease(x) })
+	}
+	switch {
+	case how == sendNow:
+		for _, f := range sends {
+			f()
+		}
+	case how == sendInOrder && len(sends) > 0:
+		t.do(false, func() {
+			for _, f := range sends {
+				f()
+			}
+		})
+	case how == sendEach:
+		for _, f := range sends {
+			t.do(false, f)
+		}
 	}
 	return r.Ack
 }
+
+// sending is how carry sends what a Ready asks of executors.
+type sending int
+
+const (
+	// sendNow: here and now, one after another (a push's goroutine, or a
+	// deploy's answer).
+	sendNow sending = iota
+	// sendInOrder: one after another, in a goroutine of their own (a
+	// heartbeat's answer: its cancels before its deploys, as the report
+	// asked, without holding back the next heartbeat).
+	sendInOrder
+	// sendEach: each in a goroutine of its own.
+	sendEach
+)
 
 // do runs f now, or in a goroutine of the session's.
 func (t *tracker) do(wait bool, f func()) {
@@ -109,7 +140,7 @@ func (t *tracker) heartbeat(id string) {
 	// deploy or cancel the executor is slow to answer (up to
 	// DeployRPCTimeout, as long as its lease) must not hold back the next
 	// heartbeat, without which the executor stops its healthy tasks.
-	t.core.QueueAcks(id, t.carry(t.core.HeartbeatAnswered(t.read, h, &rep, cfg.Now()), false))
+	t.core.QueueAcks(id, t.carry(t.core.HeartbeatAnswered(t.read, h, &rep, cfg.Now()), sendInOrder))
 }
 
 // noteFailure remembers why the last heartbeat to executor id failed
@@ -140,7 +171,7 @@ func (t *tracker) failure(id string) string {
 // push carries out an executor's push of state changes and returns the acks
 // for its answer.
 func (t *tracker) push(rep *wire.Report) []string {
-	return t.carry(t.core.Partial(t.read, rep.Executor, rep.Executions, rep.Partitions, t.m.cfg.Now()), true)
+	return t.carry(t.core.Partial(t.read, rep.Executor, rep.Executions, rep.Partitions, t.m.cfg.Now()), sendNow)
 }
 
 // deployAll sends d; once its answers are in, it hands whatever the outbox
@@ -157,7 +188,7 @@ func (t *tracker) deployAll(d leader.Deploy) {
 	}
 	var acks []string
 	for _, a := range answers {
-		acks = append(acks, t.carry(t.core.Partial(t.read, d.Executor, a.executions, nil, a.at), true)...)
+		acks = append(acks, t.carry(t.core.Partial(t.read, d.Executor, a.executions, nil, a.at), sendNow)...)
 	}
 	t.core.QueueAcks(d.Executor, acks)
 }

@@ -106,13 +106,13 @@ func (t *tracker) run() {
 			t.refresh(cfg.Now())
 		case <-fsmChanged:
 			fsmChanged = t.m.fsm.Changed()
-			t.carry(t.core.Cancels(t.read), false)
+			t.carry(t.core.Cancels(t.read), sendEach)
 		case <-tick.C:
 			now := cfg.Now()
 			t.refresh(now)
-			t.carry(t.core.Tick(t.read, now), false)
+			t.carry(t.core.Tick(t.read, now), sendEach)
 			if r := t.core.Drains(t.read, now); len(r.Propose) > 0 {
-				t.carry(r, false)
+				t.carry(r, sendEach)
 			}
 		}
 	}

@@ -18,7 +18,7 @@ func (s *session) schedule() {
 	for {
 		changed := s.m.fsm.Changed()
 		if plan := s.tracker.core.Schedule(s.tracker.read, s.m.cfg.Now()); len(plan.Propose) > 0 {
-			s.tracker.carry(plan.Ready, false)
+			s.tracker.carry(plan.Ready, sendEach)
 		}
 		select {
 		case <-s.ctx.Done():
@@ -44,7 +44,7 @@ func (s *session) restarts() {
 		now := s.m.cfg.Now()
 		r, next := s.tracker.core.Restarts(s.tracker.read, now)
 		if len(r.Propose) > 0 {
-			s.tracker.carry(r, true)
+			s.tracker.carry(r, sendNow)
 		}
 		wait := time.Second
 		if d := next.Sub(now); !next.IsZero() && d > 0 && d < wait {
@@ -80,7 +80,7 @@ func (s *session) collectGarbage() {
 		case <-tick.C:
 		}
 		if r := s.tracker.core.Forget(s.tracker.read, s.m.cfg.Now(), retention); len(r.Propose) > 0 {
-			s.tracker.carry(r, true)
+			s.tracker.carry(r, sendNow)
 		}
 	}
 }
