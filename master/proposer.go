@@ -138,9 +138,13 @@ func (p *proposer) propose(ctx context.Context, pr *proposal, cmds []fsm.Command
 		return r.results, r.index, r.err
 	case <-ctx.Done():
 		select {
-		case <-p.done:
+		case <-p.stop:
+			// run is ending: once it has, whether it took pr is known.
+			// One queued after it drained the queue is settled here,
+			// or by nobody.
+			<-p.done
 			if !pr.taken {
-				pr.settle() // queued as run stopped: nothing will take it
+				pr.settle()
 			}
 		default:
 		}
@@ -299,11 +303,27 @@ func (p *proposer) run() {
 			return
 		default:
 		}
-		c.last = subs
+		// A caller that went while the entry waited is answered, and its
+		// commands left out.
 		entry := make([]byte, 0, size)
+		live := batch[:0]
 		for _, pr := range batch {
+			if err := pr.ctx.Err(); err != nil {
+				pr.answer(proposalReply{err: err})
+				if pr.submissions {
+					subs -= pr.n
+				}
+				continue
+			}
+			live = append(live, pr)
 			entry = append(entry, pr.data...)
 		}
+		batch = live
+		if len(batch) == 0 {
+			<-inflight // every caller went: no entry
+			continue
+		}
+		c.last = subs
 		proposed := time.Now()
 		f := p.raft.Apply(entry, enqueueTimeout)
 		go func(b []*proposal) {
