@@ -546,10 +546,12 @@ func (n *Node) observe(node *memberlist.Node, status string) {
 	var meta Meta
 	if err := json.Unmarshal(node.Meta, &meta); err != nil {
 		n.cfg.Logger.Warn("gossip: undecodable metadata", "node", node.Name, "err", err)
+		n.unlist(node.Name)
 		return
 	}
 	if err := meta.checkAddrs(); err != nil {
 		n.cfg.Logger.Warn("gossip: metadata refused", "node", node.Name, "err", err)
+		n.unlist(node.Name)
 		return
 	}
 	n.mu.Lock()
@@ -566,6 +568,19 @@ func (n *Node) observe(node *memberlist.Node, status string) {
 	}
 	n.members[node.Name] = &Member{ID: node.Name, GossipAddr: node.Address(), Status: status, Meta: meta, Since: since}
 	n.notifyLocked()
+}
+
+// unlist forgets a member whose metadata cannot be used: it is not
+// listed, whatever it said before. Kept with its earlier metadata, it
+// stayed alive for good: memberlist tells of its departure with the
+// metadata it last had, which is refused too.
+func (n *Node) unlist(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.members[id]; ok {
+		delete(n.members, id)
+		n.notifyLocked()
+	}
 }
 
 type delegate Node

@@ -326,9 +326,19 @@ func TestMetadataWithABadAddressIsNotListed(t *testing.T) {
 		require.True(t, listed, name)
 		require.Equal(t, addr, m.Meta.HTTPAddr)
 	}
-	ev.NotifyUpdate(node("e4", Meta{Role: RoleExecutor, HTTPAddr: "http://10.0.0.9:7431", Slots: 4, Version: 1}))
-	m, _ := m1.Get("e4")
-	require.Equal(t, "10.0.0.4:7431", m.Meta.HTTPAddr, "a refused update changes nothing")
+	// A member whose update is refused is no longer listed: kept with its
+	// earlier metadata, it stayed alive for good, since memberlist tells
+	// of its departure with the metadata it last had, refused too.
+	refused := Meta{Role: RoleExecutor, HTTPAddr: "http://10.0.0.9:7431", Slots: 4, Version: 1}
+	ev.NotifyUpdate(node("e4", refused))
+	_, listed := m1.Get("e4")
+	require.False(t, listed, "a member whose metadata was refused is listed")
+	ev.NotifyLeave(node("e4", refused))
+	_, listed = m1.Get("e4")
+	require.False(t, listed)
+	ev.NotifyJoin(node("e4", Meta{Role: RoleExecutor, HTTPAddr: "10.0.0.4:7431", Slots: 4, Version: 1}))
+	_, listed = m1.Get("e4")
+	require.True(t, listed, "back with metadata that is taken")
 
 	// A node does not start, or update, with metadata the others refuse.
 	_, err = Start(Config{NodeID: "e9", BindAddr: freePort(t), Meta: Meta{Role: RoleExecutor, HTTPAddr: "http://127.0.0.1:1", Version: 1}})
