@@ -80,7 +80,7 @@ func (c *Client) LogsOf(ctx context.Context, jobID, vertex string, subtask int, 
 		return nil, fmt.Errorf("executor %q, which ran execution %s, is not known to the cluster: its logs are unavailable", st.Executor, st.ExecutionID)
 	}
 	// The executor is reached as the master that answered last was.
-	base, err := parseAddress(exec.HTTPAddr, schemeOf(c.addrs[c.first()]))
+	base, err := executorBase(exec.HTTPAddr, schemeOf(c.addrs[c.first()]))
 	if err != nil {
 		return nil, fmt.Errorf("executor %q advertises a bad HTTP address: %w", exec.ID, err)
 	}
@@ -113,7 +113,7 @@ func (c *Client) earlierAttemptLogs(ctx context.Context, job *api.Job, vertex st
 		if x.HTTPAddr == "" {
 			continue
 		}
-		base, err := parseAddress(x.HTTPAddr, schemeOf(c.addrs[c.first()]))
+		base, err := executorBase(x.HTTPAddr, schemeOf(c.addrs[c.first()]))
 		if err != nil {
 			continue
 		}
@@ -234,4 +234,15 @@ func (r *cancelOnClose) Close() error {
 	err := r.ReadCloser.Close()
 	r.cancel()
 	return err
+}
+
+// executorBase is the base URL of an executor at addr, as a master names
+// it: a bare host:port, dialled with the scheme the masters are reached
+// with, never one the address carries (a master of an earlier version
+// passed on what gossip said).
+func executorBase(addr, scheme string) (string, error) {
+	if err := transport.CheckPeerAddress(addr); err != nil {
+		return "", err
+	}
+	return scheme + "://" + addr, nil
 }

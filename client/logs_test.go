@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -98,4 +99,14 @@ func TestLogsErrors(t *testing.T) {
 			require.ErrorContains(t, err, tt.want)
 		})
 	}
+}
+
+// An executor is dialled at its host:port with the masters' scheme: an
+// address a master passes on with a scheme of its own is refused.
+func TestAnExecutorsAddressTakesTheMastersScheme(t *testing.T) {
+	base, err := executorBase("10.0.0.4:7431", "https")
+	require.NoError(t, err)
+	require.Equal(t, "https://10.0.0.4:7431", base)
+	_, err = executorBase("http://10.0.0.4:7431", "https")
+	require.ErrorIs(t, err, transport.ErrPeerAddress)
 }

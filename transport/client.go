@@ -91,11 +91,19 @@ func NewClient(o ClientOptions) *http.Client {
 		tr.TLSClientConfig = t.clientConfig("", check)
 		tr.TLSHandshakeTimeout = dial
 	}
+	var rt http.RoundTripper = tr
 	if o.Token != "" {
-		return &http.Client{Transport: &tokenTransport{Transport: tr, token: o.Token}, Timeout: o.Timeout}
+		rt = &tokenTransport{Transport: tr, token: o.Token}
 	}
-	return &http.Client{Transport: tr, Timeout: o.Timeout}
+	return &http.Client{Transport: rt, Timeout: o.Timeout, CheckRedirect: noRedirects}
 }
+
+// noRedirects: a redirect is answered as it is, never followed. No node
+// redirects another, and a peer that did (an executor's certificate is
+// enough to answer a deploy) would have the request sent again, commands,
+// env and token with it, to wherever it named, in the clear if it said
+// http (Go keeps a custom token header across hosts).
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // tokenTransport sends a token with every request.
 type tokenTransport struct {
