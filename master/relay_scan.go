@@ -123,16 +123,9 @@ func (s *batchScan) vertex(i, j int) error {
 }
 
 func (s *batchScan) env() error {
-	kind, n, err := s.header()
-	switch {
-	case err != nil:
+	n, err := s.mapHeader("an env")
+	if err != nil {
 		return err
-	case kind == 'n':
-		return nil
-	case kind != 'm':
-		return fmt.Errorf("an env that is not a map")
-	case n > len(s.data)/2:
-		return fmt.Errorf("a map of %d entries in %d bytes", n, len(s.data))
 	}
 	for range n {
 		s.weight += scanEnvWeight
@@ -146,19 +139,29 @@ func (s *batchScan) env() error {
 	return nil
 }
 
-// object reads a struct, a map (or nil), calling field for each key; field
-// reads the value.
-func (s *batchScan) object(field func(key []byte) error) error {
+// mapHeader reads the header of a map, or of nil (0 entries); what names
+// the value in errors.
+func (s *batchScan) mapHeader(what string) (int, error) {
 	kind, n, err := s.header()
 	switch {
 	case err != nil:
-		return err
+		return 0, err
 	case kind == 'n':
-		return nil
+		return 0, nil
 	case kind != 'm':
-		return fmt.Errorf("a struct that is not a map")
+		return 0, fmt.Errorf("%s that is not a map", what)
 	case n > len(s.data)/2:
-		return fmt.Errorf("a map of %d entries in %d bytes", n, len(s.data))
+		return 0, fmt.Errorf("a map of %d entries in %d bytes", n, len(s.data))
+	}
+	return n, nil
+}
+
+// object reads a struct, a map (or nil), calling field for each key; field
+// reads the value.
+func (s *batchScan) object(field func(key []byte) error) error {
+	n, err := s.mapHeader("a struct")
+	if err != nil {
+		return err
 	}
 	for range n {
 		kind, n, err := s.header()
