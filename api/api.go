@@ -65,9 +65,13 @@ type Job struct {
 	// that let it start (its smallest first region's need), and
 	// DeclaresResources whether a vertex declares CPU or memory: what a
 	// client needs to say why the job waits to be placed.
-	StartSlots        int      `json:"start_slots,omitempty"`
-	DeclaresResources bool     `json:"declares_resources,omitempty"`
-	Vertices          []Vertex `json:"vertices"`
+	StartSlots        int  `json:"start_slots,omitempty"`
+	DeclaresResources bool `json:"declares_resources,omitempty"`
+	// WaitingSlots is the most new slots a region ready to run (its
+	// upstream regions finished) and not placed yet needs at once: what
+	// a client says of a job whose later region waits for slots.
+	WaitingSlots int      `json:"waiting_slots,omitempty"`
+	Vertices     []Vertex `json:"vertices"`
 }
 
 // Vertex is one vertex of a job.

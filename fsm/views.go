@@ -84,6 +84,10 @@ type JobView struct {
 	EndTime     int64
 	Spec        *jobspec.Spec
 	Vertices    []VertexView
+	// WaitingSlots is the most new slots that a region of the job ready
+	// to run (its upstream regions finished), and not placed yet, needs
+	// at once; 0 when none waits (or one re-runs some subtasks only).
+	WaitingSlots int
 }
 
 // VertexView is one vertex of a JobView.
@@ -149,6 +153,11 @@ func (s *State) Job(id string) (*JobView, bool) {
 			Previous: append([]PreviousAttempt(nil), j.Vertices[vi].Previous...)}
 		s.forEachInVertex(j, vi, func(e *Execution) { vv.Subtasks = append(vv.Subtasks, *e) })
 		v.Vertices = append(v.Vertices, vv)
+	}
+	for ri := range j.Regions {
+		if j.Regions[ri].Status == RegionReady {
+			v.WaitingSlots = max(v.WaitingSlots, s.leastNewSlots(regionRef{job: j.ID, region: ri}))
+		}
 	}
 	return v, true
 }

@@ -25,3 +25,20 @@ func TestJobReadCostCountsMessages(t *testing.T) {
 	}
 	require.Equal(t, 10+6*10*1000/readUnit, h.s.JobReadCost("j"))
 }
+
+// A job's view says how many new slots its region that is ready, and
+// not placed, needs at once: what a client says of a job whose later
+// region waits for slots.
+func TestAJobViewSaysWhatItsReadyRegionNeeds(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices": [{"id": "a", "parallelism": 1, "command": ["x"]},
+		{"id": "b", "parallelism": 5, "command": ["x"], "inputs": [{"from": "a", "mode": "blocking"}]}]}`)
+	require.Equal(t, 1, h.job("j").WaitingSlots, "the first region")
+	h.placeRegion("j", 0, "e1")
+	require.Zero(t, h.job("j").WaitingSlots, "placed; the second waits for the first")
+	h.reportAll("e1", wire.StateRunning)
+	h.reportAll("e1", wire.StateFinished)
+	require.Equal(t, 5, h.job("j").WaitingSlots, "the second region, its input finished")
+	h.placeRegion("j", 1, "e1")
+	require.Zero(t, h.job("j").WaitingSlots)
+}

@@ -294,7 +294,7 @@ func awaitsPlacement(job *api.Job) bool {
 func (s *stuckCheck) check(ctx context.Context, c *client.Client, job *api.Job, view progressView) {
 	now := time.Now()
 	switch {
-	case !awaitsPlacement(job):
+	case !awaitsPlacement(job) && !waitsForARegion(job):
 		if !s.since.IsZero() {
 			view.note("")
 		}

@@ -50,7 +50,7 @@ if it FINISHED, 1 otherwise), each failed attempt as it happens.`,
 				notes = silentNotes(cl)
 			}
 			fmt.Fprint(cmd.OutOrStdout(), formatJobStatusNoting(job, time.Now(), notes))
-			if cl != nil && awaitsPlacement(job) {
+			if cl != nil && (awaitsPlacement(job) || waitsForARegion(job)) {
 				if note := waitNote(job, cl, waitOpts{}); note != "" {
 					fmt.Fprintln(cmd.OutOrStdout(), "\n"+note)
 				}

@@ -50,12 +50,28 @@ const (
 // something is placed.
 // waitNote is slotNote with what w knows of the job's spec, else what the
 // job's answer says of it.
+//
+// A job that runs may wait too: a region whose inputs are ready (its
+// upstream regions finished) and that needs more slots at once than are
+// free (api.Job.WaitingSlots) is said as such.
 func waitNote(job *api.Job, cl *api.Cluster, w waitOpts) string {
+	if !awaitsPlacement(job) {
+		if waitsForARegion(job) {
+			return regionNote(cl, job.WaitingSlots, w.resources || job.DeclaresResources)
+		}
+		return ""
+	}
 	need := w.need
 	if need == 0 {
 		need = job.StartSlots
 	}
 	return slotNote(job, cl, need, w.resources || job.DeclaresResources)
+}
+
+// waitsForARegion reports whether a job that has started has a region
+// ready to run and not placed.
+func waitsForARegion(job *api.Job) bool {
+	return job.WaitingSlots > 0 && (job.Status == "RUNNING" || job.Status == "RESTARTING")
 }
 
 func slotNote(job *api.Job, cl *api.Cluster, need int, resources bool) string {
@@ -65,6 +81,23 @@ func slotNote(job *api.Job, cl *api.Cluster, need int, resources bool) string {
 				return ""
 			}
 		}
+	}
+	return fleetNote(cl, need, resources, "to start", "starts")
+}
+
+// regionNote is slotNote for a region of a running job whose inputs are
+// ready and which needs need new slots at once.
+func regionNote(cl *api.Cluster, need int, resources bool) string {
+	return fleetNote(cl, need, resources, "for its next region", "goes on")
+}
+
+// fleetNote says what the executors that take work offer against need,
+// the slots the job needs at once for what (0: not known), and when it
+// then does what it waits to do.
+func fleetNote(cl *api.Cluster, need int, resources bool, what, then string) string {
+	enough := "" // what, where the job's start goes without saying
+	if then != "starts" {
+		enough = " " + what
 	}
 	total, free, alive := 0, 0, 0
 	var cpu, mem int64 // the most free on one executor
@@ -98,13 +131,13 @@ func slotNote(job *api.Job, cl *api.Cluster, need int, resources bool) string {
 		case total == 0:
 			return "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list')."
 		case need > total:
-			return fmt.Sprintf("Waiting: it needs %d slots at once to start and the executors that take work have %d in all; it starts when more executors join.", need, total)
+			return fmt.Sprintf("Waiting: it needs %d slots at once %s and the executors that take work have %d in all; it %s when more executors join.", need, what, total, then)
 		case need > 0 && free >= need && resources:
-			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it starts when other jobs free them.", free, total, need, cpu, mem)
+			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it %s when other jobs free them.", free, total, need, enough, cpu, mem, then)
 		case need > 0 && free >= need:
-			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs; the leader has not placed it yet (if it stays so, see the leader's log).", free, total, need)
+			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s; the leader has not placed it yet (if it stays so, see the leader's log).", free, total, need, enough)
 		case need > 0:
-			return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once to start, and starts when other jobs free them.", free, total, need)
+			return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once %s, and %s when other jobs free them.", free, total, need, what, then)
 		}
 		return fmt.Sprintf("Waiting for slots: %d of %d are free; it starts when enough are free for its first region (and the CPU and memory its tasks declare).", free, total)
 	}()

@@ -184,6 +184,18 @@ func TestSlotNote(t *testing.T) {
 	gone := api.Executor{ID: "e9", Status: api.ExecutorDrained, Draining: true}
 	assert.Equal(t, "Waiting: no executor is alive to run it (see 'jobmaster members').",
 		slotNote(job("SCHEDULED"), cluster(gone), 2, false))
+
+	// A job that runs, whose next region's inputs are ready and which
+	// needs more slots at once than there are, or are free.
+	later := &api.Job{ID: "j", Status: "RUNNING", WaitingSlots: 6, Vertices: []api.Vertex{
+		{ID: "a", Parallelism: 1, Subtasks: []api.Subtask{{State: "FINISHED"}}},
+		{ID: "b", Parallelism: 6, Subtasks: []api.Subtask{{State: "SCHEDULED"}}}}}
+	assert.Equal(t, "Waiting: it needs 6 slots at once for its next region and the executors that take work have 4 in all; it goes on when more executors join.",
+		waitNote(later, cluster(exec(4, 4, "alive")), waitOpts{}))
+	assert.Equal(t, "Waiting for slots: 2 of 8 are free; it needs 6 at once for its next region, and goes on when other jobs free them.",
+		waitNote(later, cluster(exec(4, 1, "alive"), exec(4, 1, "alive")), waitOpts{}))
+	later.WaitingSlots = 0
+	assert.Empty(t, waitNote(later, cluster(exec(4, 4, "alive")), waitOpts{}), "no region waits")
 }
 
 // A job that stays CREATED gets one line saying why, once, in the plain
