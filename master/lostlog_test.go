@@ -73,10 +73,17 @@ func TestFoundersRestartedEmptyStillVote(t *testing.T) {
 		c.start(i)
 		require.False(t, c.masters[i].rp.guard.HoldingVotes(), "m%d has the marker", i+1)
 	}
-	// Without the marker, an empty master holds its votes.
+	// Without the marker, an empty master holds its votes (the others
+	// stopped meanwhile: with a leader there, it could catch up and vote
+	// before it is looked at), until it has caught up.
+	c.leader()
+	c.stop(0)
+	c.stop(1)
 	c.wipe(2)
 	c.start(2)
 	require.True(t, c.masters[2].rp.guard.HoldingVotes())
+	c.start(0)
+	c.start(1)
 	// With Raft state, the marker is dropped.
 	l := c.leader()
 	waitFor(t, "m3 caught up and voting", func() bool { return !c.masters[2].rp.guard.HoldingVotes() })
