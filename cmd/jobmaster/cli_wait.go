@@ -82,23 +82,30 @@ func slotNote(job *api.Job, cl *api.Cluster, need int, resources bool) string {
 			}
 		}
 	}
-	return fleetNote(cl, need, resources, "to start", "starts")
+	return fleetNote(cl, need, resources, toStart)
 }
 
 // regionNote is slotNote for a region of a running job whose inputs are
 // ready and which needs need new slots at once.
 func regionNote(cl *api.Cluster, need int, resources bool) string {
-	return fleetNote(cl, need, resources, "for its next region", "goes on")
+	return fleetNote(cl, need, resources, forNextRegion)
 }
 
+// waitingFor names, in a note, what a job waits to do.
+type waitingFor struct {
+	what   string // "it needs N slots at once <what>"
+	then   string // "it <then> when ..."
+	enough string // "enough for the N it needs<enough>" (a start goes without saying)
+}
+
+var (
+	toStart       = waitingFor{what: "to start", then: "starts"}
+	forNextRegion = waitingFor{what: "for its next region", then: "goes on", enough: " for its next region"}
+)
+
 // fleetNote says what the executors that take work offer against need,
-// the slots the job needs at once for what (0: not known), and when it
-// then does what it waits to do.
-func fleetNote(cl *api.Cluster, need int, resources bool, what, then string) string {
-	enough := "" // what, where the job's start goes without saying
-	if then != "starts" {
-		enough = " " + what
-	}
+// the slots the job needs at once for w (0: not known).
+func fleetNote(cl *api.Cluster, need int, resources bool, w waitingFor) string {
 	total, free, alive := 0, 0, 0
 	var cpu, mem int64 // the most free on one executor
 	var aside []string // alive executors that take no work, and why
@@ -131,13 +138,13 @@ func fleetNote(cl *api.Cluster, need int, resources bool, what, then string) str
 		case total == 0:
 			return "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list')."
 		case need > total:
-			return fmt.Sprintf("Waiting: it needs %d slots at once %s and the executors that take work have %d in all; it %s when more executors join.", need, what, total, then)
+			return fmt.Sprintf("Waiting: it needs %d slots at once %s and the executors that take work have %d in all; it %s when more executors join.", need, w.what, total, w.then)
 		case need > 0 && free >= need && resources:
-			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it %s when other jobs free them.", free, total, need, enough, cpu, mem, then)
+			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it %s when other jobs free them.", free, total, need, w.enough, cpu, mem, w.then)
 		case need > 0 && free >= need:
-			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s; the leader has not placed it yet (if it stays so, see the leader's log).", free, total, need, enough)
+			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s; the leader has not placed it yet (if it stays so, see the leader's log).", free, total, need, w.enough)
 		case need > 0:
-			return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once %s, and %s when other jobs free them.", free, total, need, what, then)
+			return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once %s, and %s when other jobs free them.", free, total, need, w.what, w.then)
 		}
 		return fmt.Sprintf("Waiting for slots: %d of %d are free; it starts when enough are free for its first region (and the CPU and memory its tasks declare).", free, total)
 	}()
