@@ -149,7 +149,7 @@ func (m *Master) authorize(w http.ResponseWriter, r *http.Request, route acl.Rou
 	var until uint64
 	switch {
 	case known || hash == "":
-	case leaderRoutes[route] && !r.URL.Query().Has("stale") && m.currentSession() == nil:
+	case leaderRoutes[route] && !staleRead(r) && m.currentSession() == nil:
 		return withCaller(r, &caller{unverified: true, hash: hash, need: need}), true
 	default:
 		var busy bool

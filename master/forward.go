@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -66,6 +67,21 @@ func (m *Master) leaderWrite(h leaderHandler) http.HandlerFunc {
 	}
 }
 
+// staleRead reports whether r asks to be answered from this master's own
+// state: ?stale, with no value or any but false and 0 (?stale=false asks
+// for the default, a consistent read, as a reader of it would expect).
+func staleRead(r *http.Request) bool {
+	q := r.URL.Query()
+	if !q.Has("stale") {
+		return false
+	}
+	switch strings.ToLower(q.Get("stale")) {
+	case "false", "0":
+		return false
+	}
+	return true
+}
+
 // leaderRead is leaderWrite for reads, except that ?stale serves the
 // request from this master's own state, with no leader needed. A default
 // read is consistent: the leader first commits a fence (proposer.Fence),
@@ -74,7 +90,7 @@ func (m *Master) leaderWrite(h leaderHandler) http.HandlerFunc {
 // lacks acknowledged writes).
 func (m *Master) leaderRead(h leaderHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Has("stale") {
+		if staleRead(r) {
 			_ = h(w, r, nil, nil)
 			return
 		}

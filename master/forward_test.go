@@ -113,3 +113,14 @@ func TestNoLeaderMessageSaysWhatMayHaveHappened(t *testing.T) {
 	assert.Equal(t, "the leader (10.0.0.2:7401) did not answer in time: it may be busy, or gone; the request may have been carried out, as job wc-1a2b (look for it with GET /v1/jobs/wc-1a2b before submitting again); retry shortly",
 		noLeaderMessage(post, "10.0.0.2:7401", ""))
 }
+
+// ?stale asks for a read from this master's own state, whatever its value
+// but false and 0, which ask for the default, consistent one.
+func TestStaleReadsAreAskedForByValue(t *testing.T) {
+	for target, want := range map[string]bool{
+		"/v1/jobs": false, "/v1/jobs?stale": true, "/v1/jobs?stale=": true, "/v1/jobs?stale=true": true,
+		"/v1/jobs?stale=1": true, "/v1/jobs?stale=false": false, "/v1/jobs?stale=FALSE": false, "/v1/jobs?stale=0": false,
+	} {
+		require.Equal(t, want, staleRead(httptest.NewRequest("GET", target, nil)), target)
+	}
+}
