@@ -132,6 +132,19 @@ func TestUI(t *testing.T) {
 		require.True(t, strings.HasPrefix(msg, "Last restart: "), msg)
 		require.Contains(t, msg, "ui-flaky/once/0/0")
 	})
+	t.Run("a job whose next region cannot be placed says what it waits for", func(t *testing.T) {
+		c.Submit("ui-waits", `{"name": "ui-waits", "vertices": [
+			{"id": "a", "parallelism": 1, "command": ["true"]},
+			{"id": "b", "parallelism": 50, "command": ["true"], "inputs": [{"from": "a", "mode": "blocking"}]}]}`)
+		browse(t, ctx, "ui-waits waiting for slots, then cancelled", uiWait,
+			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs/ui-waits")),
+			js(`document.querySelector('#job-waiting')?.textContent.includes('a region waits for 50 free slots at once')`),
+			chromedp.Click(chromedp.CSS("#cancel")),
+			js(`document.querySelector('#cancel').textContent === 'Confirm cancel'`),
+			chromedp.Click(chromedp.CSS("#cancel")),
+			js(`document.querySelector('#job-status').textContent === 'CANCELED'`),
+			js(`!document.querySelector('#job-waiting')`))
+	})
 	t.Run("the masters page recovers from the death of its own master, the leader", func(t *testing.T) {
 		browse(t, ctx, "the masters page", uiWait,
 			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/masters")),
