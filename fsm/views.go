@@ -86,7 +86,8 @@ type JobView struct {
 	Vertices    []VertexView
 	// WaitingSlots is the most new slots that a region of the job ready
 	// to run (its upstream regions finished), and not placed yet, needs
-	// at once; 0 when none waits (or one re-runs some subtasks only).
+	// at once (newSlots); 0 when none waits, or one that re-runs some of
+	// its subtasks only does.
 	WaitingSlots int
 }
 
@@ -156,7 +157,7 @@ func (s *State) Job(id string) (*JobView, bool) {
 	}
 	for ri := range j.Regions {
 		if j.Regions[ri].Status == RegionReady {
-			v.WaitingSlots = max(v.WaitingSlots, s.leastNewSlots(regionRef{job: j.ID, region: ri}))
+			v.WaitingSlots = max(v.WaitingSlots, s.newSlots(regionRef{job: j.ID, region: ri}))
 		}
 	}
 	return v, true
@@ -381,6 +382,36 @@ func (s *State) leastNewSlots(r regionRef) int {
 			keys -= g.held
 		}
 		need += max(0, keys)
+	}
+	return need
+}
+
+// newSlots is the number of new slots ready region r needs, exactly: for
+// a whole region, the slot keys of its groups (indexes below the group's
+// widest parallelism in the region) that no live execution of the job
+// holds; 0 for a region that re-runs some subtasks only. (leastNewSlots,
+// the scheduler's cheap bound, counts every held slot of a group, at any
+// index.)
+func (s *State) newSlots(r regionRef) int {
+	j := s.jobs[r.job]
+	subtasks := 0
+	widest := make(map[string]int, 1)
+	for _, vi := range j.Regions[r.region].Vertices {
+		v := &j.Spec.Vertices[vi]
+		subtasks += v.Parallelism
+		widest[v.SlotSharingGroup] = max(widest[v.SlotSharingGroup], v.Parallelism)
+	}
+	if s.live[r] != subtasks {
+		return 0
+	}
+	need := 0
+	for group, keys := range widest { // a sum: the map's order does not matter
+		g := s.slotOf[r.job][group]
+		for i := range keys {
+			if g == nil || i >= len(g.refs) || g.refs[i].executor == "" {
+				need++
+			}
+		}
 	}
 	return need
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -41,4 +42,37 @@ func TestAJobViewSaysWhatItsReadyRegionNeeds(t *testing.T) {
 	require.Equal(t, 5, h.job("j").WaitingSlots, "the second region, its input finished")
 	h.placeRegion("j", 1, "e1")
 	require.Zero(t, h.job("j").WaitingSlots)
+}
+
+// A ready region's waiting slots are the keys no live execution of the
+// job holds, as the scheduler lists them: a (8 wide) still runs subtasks
+// 4 to 7 when b (4 wide) is ready, and b needs keys 0 to 3, all free of
+// the job's (counting every slot of the group held, it said 0).
+func TestWaitingSlotsCountTheKeysTheRegionNeeds(t *testing.T) {
+	h := newHarness(t)
+	require.NoError(t, h.submit("j", `{"vertices": [{"id": "a", "parallelism": 8, "command": ["x"]},
+		{"id": "c", "parallelism": 1, "command": ["x"]},
+		{"id": "b", "parallelism": 4, "command": ["x"], "inputs": [{"from": "c", "mode": "blocking"}]}]}`).Err)
+	h.placeAll("e1")
+	h.reportAll("e1", wire.StateRunning)
+	var ups []ReportUpdate
+	for i := range 4 {
+		ups = append(ups, ReportUpdate{ID: fmt.Sprintf("j/a/%d/0", i), State: wire.StateFinished})
+	}
+	ups = append(ups, ReportUpdate{ID: "j/c/0/0", State: wire.StateFinished})
+	h.report("e1", ups...)
+	b := h.s.jobs["j"].Vertices[2].Region
+	require.Equal(t, RegionReady, h.s.jobs["j"].Regions[b].Status)
+	keys := 0
+	for _, rr := range h.s.ReadyRegions() {
+		if rr.Job == "j" && rr.Region == b {
+			for _, k := range rr.Keys {
+				if !k.Held {
+					keys++
+				}
+			}
+		}
+	}
+	require.Equal(t, 4, keys, "what the scheduler asks for")
+	require.Equal(t, 4, h.job("j").WaitingSlots)
 }

@@ -294,7 +294,7 @@ func awaitsPlacement(job *api.Job) bool {
 func (s *stuckCheck) check(ctx context.Context, c *client.Client, job *api.Job, view progressView) {
 	now := time.Now()
 	switch {
-	case !awaitsPlacement(job) && !waitsForARegion(job):
+	case !awaitsPlacement(job) && !mayWaitForARegion(job):
 		if !s.since.IsZero() {
 			view.note("")
 		}
@@ -303,6 +303,15 @@ func (s *stuckCheck) check(ctx context.Context, c *client.Client, job *api.Job, 
 		s.since = now
 	case now.Sub(s.since) >= s.w.stuckAfter && (s.checked.IsZero() || now.Sub(s.checked) >= recheckEvery):
 		s.checked = now
+		if !awaitsPlacement(job) {
+			// What waits, and for how many slots, is read afresh: the
+			// view follows the job's subtasks, not its waiting_slots.
+			fresh, err := c.Job(ctx, job.ID)
+			if err != nil {
+				return
+			}
+			job = fresh
+		}
 		if cl, err := c.Cluster(ctx); err == nil {
 			view.note(waitNote(job, cl, s.w))
 		}

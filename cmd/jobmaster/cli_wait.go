@@ -69,9 +69,31 @@ func waitNote(job *api.Job, cl *api.Cluster, w waitOpts) string {
 }
 
 // waitsForARegion reports whether a job that has started has a region
-// ready to run and not placed.
+// ready to run and not placed (its answer's waiting_slots, as read).
 func waitsForARegion(job *api.Job) bool {
 	return job.WaitingSlots > 0 && (job.Status == "RUNNING" || job.Status == "RESTARTING")
+}
+
+// mayWaitForARegion reports whether a job that has started has subtasks
+// waiting to be placed and none on its way to an executor: a region of
+// it may wait for slots (what a job followed by its events can tell; its
+// answer says whether one does, and for how many).
+func mayWaitForARegion(job *api.Job) bool {
+	if job.Status != "RUNNING" && job.Status != "RESTARTING" {
+		return false
+	}
+	scheduled := false
+	for _, v := range job.Vertices {
+		for _, st := range v.Subtasks {
+			switch st.State {
+			case "DEPLOYING":
+				return false
+			case "SCHEDULED":
+				scheduled = true
+			}
+		}
+	}
+	return scheduled
 }
 
 func slotNote(job *api.Job, cl *api.Cluster, need int, resources bool) string {
@@ -96,11 +118,17 @@ type waitingFor struct {
 	what   string // "it needs N slots at once <what>"
 	then   string // "it <then> when ..."
 	enough string // "enough for the N it needs<enough>" (a start goes without saying)
+	// freedBy: who frees the slots it waits for.
+	freedBy string
+	// onlyWhenShort: nothing is said while the slots free are enough (a
+	// region whose inputs have just finished is placed at the next pass).
+	onlyWhenShort bool
 }
 
 var (
-	toStart       = waitingFor{what: "to start", then: "starts"}
-	forNextRegion = waitingFor{what: "for its next region", then: "goes on", enough: " for its next region"}
+	toStart       = waitingFor{what: "to start", then: "starts", freedBy: "other jobs"}
+	forNextRegion = waitingFor{what: "for its next region", then: "goes on", enough: " for its next region",
+		freedBy: "its own running tasks or other jobs", onlyWhenShort: true}
 )
 
 // fleetNote says what the executors that take work offer against need,
@@ -139,16 +167,18 @@ func fleetNote(cl *api.Cluster, need int, resources bool, w waitingFor) string {
 			return "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list')."
 		case need > total:
 			return fmt.Sprintf("Waiting: it needs %d slots at once %s and the executors that take work have %d in all; it %s when more executors join.", need, w.what, total, w.then)
+		case need > 0 && free >= need && !resources && w.onlyWhenShort:
+			return ""
 		case need > 0 && free >= need && resources:
-			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it %s when other jobs free them.", free, total, need, w.enough, cpu, mem, w.then)
+			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it %s when %s free them.", free, total, need, w.enough, cpu, mem, w.then, w.freedBy)
 		case need > 0 && free >= need:
 			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s; the leader has not placed it yet (if it stays so, see the leader's log).", free, total, need, w.enough)
 		case need > 0:
-			return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once %s, and %s when other jobs free them.", free, total, need, w.what, w.then)
+			return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once %s, and %s when %s free them.", free, total, need, w.what, w.then, w.freedBy)
 		}
 		return fmt.Sprintf("Waiting for slots: %d of %d are free; it starts when enough are free for its first region (and the CPU and memory its tasks declare).", free, total)
 	}()
-	if len(aside) > 0 && total > 0 {
+	if note != "" && len(aside) > 0 && total > 0 {
 		const named = 5
 		more := ""
 		if len(aside) > named {

@@ -192,8 +192,10 @@ func TestSlotNote(t *testing.T) {
 		{ID: "b", Parallelism: 6, Subtasks: []api.Subtask{{State: "SCHEDULED"}}}}}
 	assert.Equal(t, "Waiting: it needs 6 slots at once for its next region and the executors that take work have 4 in all; it goes on when more executors join.",
 		waitNote(later, cluster(exec(4, 4, "alive")), waitOpts{}))
-	assert.Equal(t, "Waiting for slots: 2 of 8 are free; it needs 6 at once for its next region, and goes on when other jobs free them.",
+	assert.Equal(t, "Waiting for slots: 2 of 8 are free; it needs 6 at once for its next region, and goes on when its own running tasks or other jobs free them.",
 		waitNote(later, cluster(exec(4, 1, "alive"), exec(4, 1, "alive")), waitOpts{}))
+	assert.Empty(t, waitNote(later, cluster(exec(4, 4, "alive"), exec(4, 4, "alive")), waitOpts{}),
+		"enough slots free: the region is placed at the next pass")
 	later.WaitingSlots = 0
 	assert.Empty(t, waitNote(later, cluster(exec(4, 4, "alive")), waitOpts{}), "no region waits")
 }
