@@ -364,15 +364,8 @@ func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
 // region's vertices) less the slots the job holds in that group; 0 for a
 // region that re-runs some subtasks only.
 func (s *State) leastNewSlots(r regionRef) int {
-	j := s.jobs[r.job]
-	subtasks := 0
-	widest := make(map[string]int, 1)
-	for _, vi := range j.Regions[r.region].Vertices {
-		v := &j.Spec.Vertices[vi]
-		subtasks += v.Parallelism
-		widest[v.SlotSharingGroup] = max(widest[v.SlotSharingGroup], v.Parallelism)
-	}
-	if s.live[r] != subtasks {
+	widest, whole := s.regionKeys(r)
+	if !whole {
 		return 0
 	}
 	need := 0
@@ -386,6 +379,22 @@ func (s *State) leastNewSlots(r regionRef) int {
 	return need
 }
 
+// regionKeys is the number of slot keys of each slot sharing group of
+// region r (the group's largest parallelism among the region's vertices),
+// and whether every subtask of it waits (a whole region, not a re-run of
+// some).
+func (s *State) regionKeys(r regionRef) (widest map[string]int, whole bool) {
+	j := s.jobs[r.job]
+	subtasks := 0
+	widest = make(map[string]int, 1)
+	for _, vi := range j.Regions[r.region].Vertices {
+		v := &j.Spec.Vertices[vi]
+		subtasks += v.Parallelism
+		widest[v.SlotSharingGroup] = max(widest[v.SlotSharingGroup], v.Parallelism)
+	}
+	return widest, s.live[r] == subtasks
+}
+
 // newSlots is the number of new slots ready region r needs, exactly: for
 // a whole region, the slot keys of its groups (indexes below the group's
 // widest parallelism in the region) that no live execution of the job
@@ -393,15 +402,8 @@ func (s *State) leastNewSlots(r regionRef) int {
 // the scheduler's cheap bound, counts every held slot of a group, at any
 // index.)
 func (s *State) newSlots(r regionRef) int {
-	j := s.jobs[r.job]
-	subtasks := 0
-	widest := make(map[string]int, 1)
-	for _, vi := range j.Regions[r.region].Vertices {
-		v := &j.Spec.Vertices[vi]
-		subtasks += v.Parallelism
-		widest[v.SlotSharingGroup] = max(widest[v.SlotSharingGroup], v.Parallelism)
-	}
-	if s.live[r] != subtasks {
+	widest, whole := s.regionKeys(r)
+	if !whole {
 		return 0
 	}
 	need := 0
