@@ -58,14 +58,14 @@ func (t *tracker) carry(r leader.Ready, how sending) []string {
 			f()
 		}
 	case how == sendInOrder && len(sends) > 0:
-		t.do(false, func() {
+		t.goDo(func() {
 			for _, f := range sends {
 				f()
 			}
 		})
 	case how == sendEach:
 		for _, f := range sends {
-			t.do(false, f)
+			t.goDo(f)
 		}
 	}
 	return r.Ack
@@ -86,12 +86,8 @@ const (
 	sendEach
 )
 
-// do runs f now, or in a goroutine of the session's.
-func (t *tracker) do(wait bool, f func()) {
-	if wait {
-		f()
-		return
-	}
+// goDo runs f in a goroutine of the session's.
+func (t *tracker) goDo(f func()) {
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -184,7 +180,7 @@ func (t *tracker) deployAll(d leader.Deploy) {
 		t.m.metrics.count(leader.Tally{Redeployed: n}) // held back while in flight, sent now
 	}
 	if next, ok := t.outbox.Sent(d.Executor); ok {
-		t.do(false, func() { t.deployAll(next) })
+		t.goDo(func() { t.deployAll(next) })
 	}
 	var acks []string
 	for _, a := range answers {

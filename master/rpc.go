@@ -136,17 +136,9 @@ func doExecutor(c *http.Client, hr *http.Request, executor string) (*http.Respon
 	if transport.Scheme(c) != transport.SchemeHTTPS {
 		return resp, nil
 	}
-	if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
+	if err := pki.AnswerFrom(resp, hr.URL.Host, pki.Executor, executor); err != nil {
 		_ = resp.Body.Close()
-		return nil, fmt.Errorf("%w: the answer at %s came without TLS, and this master speaks TLS to executors", errMisdirected, resp.Request.URL.Host)
-	}
-	id, err := pki.IdentityOf(resp.TLS.PeerCertificates[0])
-	if err == nil && (id.Role != pki.Executor || id.NodeID != executor) {
-		err = fmt.Errorf("%w: the certificate there is of %s %s, not of executor %s", errMisdirected, id.Role, id.NodeID, executor)
-	}
-	if err != nil {
-		_ = resp.Body.Close()
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errMisdirected, err)
 	}
 	return resp, nil
 }

@@ -264,7 +264,7 @@ func TestExecutorAnswerMustComeFromItsCertificate(t *testing.T) {
 
 	_, err = postHeartbeat(context.Background(), c, "e1", addr, &wire.HeartbeatRequest{}, time.Minute)
 	require.ErrorIs(t, err, errMisdirected)
-	require.ErrorContains(t, err, "the certificate there is of executor e2, not of executor e1")
+	require.ErrorContains(t, err, "comes from the certificate of executor e2, not of executor e1")
 	err = postJSON(context.Background(), c, "e1", addr, wire.PathCancel, wire.CancelRequest{}, nil, time.Minute)
 	require.ErrorIs(t, err, errMisdirected)
 	rep, err := postHeartbeat(context.Background(), c, "e2", addr, &wire.HeartbeatRequest{}, time.Minute)

@@ -266,15 +266,8 @@ func (f *Fetcher) checkHolder(resp *http.Response, src Source) error {
 	if transport.Scheme(f.Client) != transport.SchemeHTTPS {
 		return nil
 	}
-	if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
-		return fmt.Errorf("the answer at %s came without TLS, and this executor fetches over TLS", src.Addr)
-	}
-	id, err := pki.IdentityOf(resp.TLS.PeerCertificates[0])
-	if err != nil {
-		return fmt.Errorf("the answer at %s: %w", src.Addr, err)
-	}
-	if id.Role != pki.Executor || (src.Executor != "" && id.NodeID != src.Executor) {
-		return fmt.Errorf("the answer at %s comes from the certificate of %s, not of executor %s, which holds %s", src.Addr, id, src.Executor, src.Producer)
+	if err := pki.AnswerFrom(resp, src.Addr, pki.Executor, src.Executor); err != nil {
+		return fmt.Errorf("%w, which holds %s", err, src.Producer)
 	}
 	return nil
 }
