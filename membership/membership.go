@@ -197,12 +197,7 @@ func Start(cfg Config) (*Node, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	if b, err := n.encodeMeta(cfg.Meta); err != nil {
-		return nil, err
-	} else if len(b) > maxMeta {
-		return nil, fmt.Errorf("gossip metadata is %d bytes, at most %d", len(b), maxMeta)
-	}
-	if err := cfg.Meta.checkAddrs(); err != nil {
+	if err := n.checkOwnMeta(cfg.Meta); err != nil {
 		return nil, err
 	}
 	adv, err := Advertise(cfg.BindAddr)
@@ -415,14 +410,21 @@ func (n *Node) notifyLocked() {
 	n.changed = make(chan struct{})
 }
 
-// UpdateMeta changes this node's metadata and gossips it.
-func (n *Node) UpdateMeta(m Meta) error {
+// checkOwnMeta refuses metadata this node would gossip that memberlist
+// could not carry (it panics above maxMeta) or that the others refuse
+// (checkAddrs): a node does not run unheard of.
+func (n *Node) checkOwnMeta(m Meta) error {
 	if b, err := n.encodeMeta(m); err != nil {
 		return err
 	} else if len(b) > maxMeta {
 		return fmt.Errorf("gossip metadata is %d bytes, at most %d", len(b), maxMeta)
 	}
-	if err := m.checkAddrs(); err != nil {
+	return m.checkAddrs()
+}
+
+// UpdateMeta changes this node's metadata and gossips it.
+func (n *Node) UpdateMeta(m Meta) error {
+	if err := n.checkOwnMeta(m); err != nil {
 		return err
 	}
 	n.mu.Lock()
