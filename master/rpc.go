@@ -136,7 +136,7 @@ func doExecutor(c *http.Client, hr *http.Request, executor string) (*http.Respon
 	if transport.Scheme(c) != transport.SchemeHTTPS {
 		return resp, nil
 	}
-	if err := pki.AnswerFrom(resp, hr.URL.Host, pki.Executor, executor); err != nil {
+	if err := transport.AnswerFrom(resp, hr.URL.Host, pki.Executor, executor); err != nil {
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("%w: %w", errMisdirected, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 
@@ -119,22 +118,4 @@ func IdentityOf(cert *x509.Certificate) (Identity, error) {
 		return Identity{}, fmt.Errorf("identity %s: node id %w", u, err)
 	}
 	return ident, nil
-}
-
-// AnswerFrom checks, for a client that speaks TLS, that resp came over
-// TLS from a certificate of role for node (node "": any of role): an
-// answer in the clear, or from another certificate, is not node's,
-// whatever it says. at names where it came from, in errors.
-func AnswerFrom(resp *http.Response, at string, role Role, node string) error {
-	if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
-		return fmt.Errorf("the answer at %s came without TLS", at)
-	}
-	id, err := IdentityOf(resp.TLS.PeerCertificates[0])
-	if err != nil {
-		return fmt.Errorf("the answer at %s: %w", at, err)
-	}
-	if id.Role != role || node != "" && id.NodeID != node {
-		return fmt.Errorf("the answer at %s comes from the certificate of %s, not of %s %s", at, id, role, node)
-	}
-	return nil
 }

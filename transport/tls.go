@@ -316,3 +316,21 @@ func PeerIdentity(r *http.Request) (id pki.Identity, ok bool) {
 	id, err := pki.IdentityOf(r.TLS.PeerCertificates[0])
 	return id, err == nil
 }
+
+// AnswerFrom checks, for a client that speaks TLS, that resp came over
+// TLS from a certificate of role for node (node "": any of role): an
+// answer in the clear, or from another certificate, is not node's,
+// whatever it says. at names where it came from, in errors.
+func AnswerFrom(resp *http.Response, at string, role pki.Role, node string) error {
+	if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
+		return fmt.Errorf("the answer at %s came without TLS", at)
+	}
+	id, err := pki.IdentityOf(resp.TLS.PeerCertificates[0])
+	if err != nil {
+		return fmt.Errorf("the answer at %s: %w", at, err)
+	}
+	if id.Role != role || node != "" && id.NodeID != node {
+		return fmt.Errorf("the answer at %s comes from the certificate of %s, not of %s %s", at, id, role, node)
+	}
+	return nil
+}

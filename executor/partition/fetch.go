@@ -266,7 +266,7 @@ func (f *Fetcher) checkHolder(resp *http.Response, src Source) error {
 	if transport.Scheme(f.Client) != transport.SchemeHTTPS {
 		return nil
 	}
-	if err := pki.AnswerFrom(resp, src.Addr, pki.Executor, src.Executor); err != nil {
+	if err := transport.AnswerFrom(resp, src.Addr, pki.Executor, src.Executor); err != nil {
 		return fmt.Errorf("%w, which holds %s", err, src.Producer)
 	}
 	return nil
