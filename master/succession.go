@@ -203,22 +203,24 @@ func (w *successionWatch) succeed(dead raft.ServerID) {
 		"term", self.Term, "index", self.Index, "survivors_answered", len(peers))
 	outcome := "deferred"
 	switch {
-	case d.Stand:
-		outcome = "stood"
 	case d.Nominee == "":
 		outcome = "no_quorum"
+	case !d.Stand:
+	case !w.stillFollows(dead):
+		// Another survivor won meanwhile: this one follows it.
+	default:
+		outcome = "stood"
+		if err := w.stand(); err != nil {
+			m.log.Warn("could not stand for election", "err", err)
+		}
 	}
 	m.metrics.successions.WithLabelValues(outcome).Inc()
-	if !d.Stand {
-		return
-	}
-	// Another survivor may have won meanwhile: then this one follows it.
-	if _, id := m.raft.LeaderWithID(); id != dead || m.raft.State() != raft.Follower {
-		return
-	}
-	if err := w.stand(); err != nil {
-		m.log.Warn("could not stand for election", "err", err)
-	}
+}
+
+// stillFollows reports whether this master is still a follower of dead.
+func (w *successionWatch) stillFollows(dead raft.ServerID) bool {
+	_, id := w.m.raft.LeaderWithID()
+	return id == dead && w.m.raft.State() == raft.Follower
 }
 
 // position is this master's last entry, as Raft's vote compares it: the
