@@ -35,6 +35,7 @@ type Client struct {
 	timeout        time.Duration
 	attemptTimeout time.Duration
 	backoff        time.Duration // first pause between rounds
+	refusedFor     time.Duration // WithGiveUpWhenRefused
 	notify         func(*UnreachableError)
 	tls            transport.TLSFiles // WithCACert, WithClientCert
 	stale          bool               // WithStaleReads
@@ -52,6 +53,15 @@ type Option func(*Client)
 // less means only the caller's context bounds a call.
 func WithTimeout(d time.Duration) Option {
 	return func(c *Client) { c.timeout = d }
+}
+
+// WithGiveUpWhenRefused ends a call once every master has refused the
+// connection in every round for d: no process listens at any address (no
+// cluster runs there, or the wrong addresses were given), which waiting
+// seldom changes, while a master that restarts listens again within it.
+// Zero (the default) retries until the timeout.
+func WithGiveUpWhenRefused(d time.Duration) Option {
+	return func(c *Client) { c.refusedFor = d }
 }
 
 // WithAttemptTimeout bounds one attempt of a retryable request (GET, PUT) at

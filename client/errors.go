@@ -111,6 +111,17 @@ func answered(err error) bool {
 	return ok
 }
 
+// Refused reports whether every master tried refused the connection:
+// nothing listened at any address.
+func (e *UnreachableError) Refused() bool {
+	for _, a := range e.Attempts {
+		if !errors.Is(a.Err, syscall.ECONNREFUSED) {
+			return false
+		}
+	}
+	return len(e.Attempts) > 0
+}
+
 // TimedOut reports whether some master took the request but gave no
 // answer in time (one waiting for a leader holds a request up to its
 // request wait, 5 s by default), rather than being out of reach.

@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"jobmaster/api"
@@ -63,6 +64,7 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 	last := make([]error, n) // last failure per master
 	start := c.first()
 	backoff := c.backoff
+	var refusedSince time.Time // every round since refused at every master
 	for {
 		notMasters, untrusted := 0, 0
 		for k := range n {
@@ -115,6 +117,14 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 			// changes nothing.
 			return nil, unreachable(c.addrs, last)
 		}
+		switch {
+		case !allRefused(last):
+			refusedSince = time.Time{}
+		case refusedSince.IsZero():
+			refusedSince = time.Now()
+		case c.refusedFor > 0 && time.Since(refusedSince) >= c.refusedFor:
+			return nil, unreachable(c.addrs, last)
+		}
 		if c.notify != nil {
 			c.notify(unreachable(c.addrs, last))
 		}
@@ -125,6 +135,17 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// allRefused reports whether every master of a round refused the
+// connection: nothing listens at any address.
+func allRefused(last []error) bool {
+	for _, err := range last {
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return false
+		}
+	}
+	return len(last) > 0
 }
 
 // stopped builds the error of a call whose context ended while the master

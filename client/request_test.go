@@ -327,3 +327,32 @@ func TestFollowsTheLeaderItIsTold(t *testing.T) {
 	assert.Equal(t, int64(1), c3.hits.Load())
 	assert.Equal(t, 2, c.first(), "a leader outside the list is not followed")
 }
+
+// Every master refusing the connection round after round: nothing listens
+// at any address, and the call ends then rather than at its timeout.
+func TestGiveUpWhenEveryMasterRefuses(t *testing.T) {
+	a, b := deadAddr(t), deadAddr(t)
+	c := newTestClient(t, a+","+b, WithTimeout(time.Hour), WithGiveUpWhenRefused(20*time.Millisecond))
+	_, err := c.Jobs(context.Background())
+	var u *UnreachableError
+	require.ErrorAs(t, err, &u)
+	assert.True(t, u.Refused())
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A master that answers, even with no leader, is no refusal: the call goes
+// on retrying, and succeeds once that master has a leader.
+func TestNoGiveUpWhileAMasterAnswers(t *testing.T) {
+	var calls atomic.Int64
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 5 {
+			writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "no leader"})
+			return
+		}
+		okJobs(w, r)
+	})
+	c := newTestClient(t, deadAddr(t)+","+s.addr(), WithTimeout(time.Hour), WithGiveUpWhenRefused(time.Nanosecond))
+	_, err := c.Jobs(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(6), calls.Load())
+}

@@ -307,6 +307,16 @@ func TestUnreachableCluster(t *testing.T) {
 	assert.Empty(t, r.stdout)
 }
 
+// Every address refusing the connection: no master runs there, and the
+// command says so after a few seconds, not after --timeout.
+func TestNoMasterListening(t *testing.T) {
+	a := deadAddr(t)
+	r := runCLI(a, "job", "list", "--timeout", "10m")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "Still trying: no master answered; tried "+a+" (connection refused); giving up after 3s if no master listens by then")
+	assert.Contains(t, r.stderr, "Error: no master answered; tried "+a+" (connection refused)\n")
+}
+
 // A master that takes the request and holds it past --timeout (waiting
 // for a leader, as masters do for 5 s) is up: the hint says what may hold
 // it, not that no cluster runs.

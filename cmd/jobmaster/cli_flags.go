@@ -123,6 +123,11 @@ func (o *clientOpts) tlsOptions(cmd *cobra.Command, addresses string) ([]client.
 	return opts, nil
 }
 
+// refusedGiveUp: a command gives up once every master has refused its
+// connection this long (no master runs at the addresses given), rather
+// than waiting out --timeout; a master that restarts listens within it.
+const refusedGiveUp = 3 * time.Second
+
 // devAddresses reports whether addresses are all among the default ones,
 // those of `jobmaster dev`'s masters (host:port or https://host:port):
 // naming one of its masters is using the dev.
@@ -154,9 +159,13 @@ func (o *clientOpts) newClient(cmd *cobra.Command) (*client.Client, error) {
 			return
 		}
 		noted = true
+		if err.Refused() && refusedGiveUp < o.timeout {
+			fmt.Fprintf(cmd.ErrOrStderr(), "Still trying: %s; giving up after %v if no master listens by then (Ctrl-C to stop now)\n", message(err), refusedGiveUp)
+			return
+		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "Still trying: %s; giving up after %v (Ctrl-C to stop now)\n", message(err), o.timeout)
 	}
-	opts := append(tlsOpts, client.WithTimeout(o.timeout), client.WithRetryNotify(note))
+	opts := append(tlsOpts, client.WithTimeout(o.timeout), client.WithRetryNotify(note), client.WithGiveUpWhenRefused(refusedGiveUp))
 	if o.stale {
 		opts = append(opts, client.WithStaleReads())
 	}
