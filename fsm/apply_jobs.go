@@ -178,25 +178,32 @@ func (s *State) stopJob(j *Job, st JobStatus, msg string, now int64) {
 	for ri := range j.Regions {
 		s.setRegionStatus(j, ri, RegionStopped)
 	}
+	why := msg
+	if st == JobFailing {
+		why = "the job fails: " + msg
+	}
 	s.forEachCurrent(j, func(e *Execution) {
-		s.cancelExecution(e, now)
+		s.cancelExecution(e, now, why)
 	})
 	s.releaseUnneeded(j)
 	s.maybeEnd(j, now)
 }
 
-// cancelExecution asks a live execution to stop: one never placed is
-// CANCELED at once; a placed one is CANCELING until its executor confirms.
-func (s *State) cancelExecution(e *Execution, now int64) {
+// cancelExecution asks a live execution to stop, for the reason why (its
+// message, kept when its executor confirms): one never placed is CANCELED
+// at once; a placed one is CANCELING until its executor confirms.
+func (s *State) cancelExecution(e *Execution, now int64, why string) {
 	switch {
 	case e.State.Terminal() || e.State == wire.StateCanceling:
 	case e.State == wire.StateScheduled:
 		e.EndTime = now
+		e.Message = why
 		s.setExecState(e, wire.StateCanceled, now)
 		if j := s.jobs[e.Job]; j != nil {
 			s.ended(regionOf(j, e))
 		}
 	default:
+		e.Message = why
 		s.setExecState(e, wire.StateCanceling, now)
 		m := s.canceling[e.Executor]
 		if m == nil {

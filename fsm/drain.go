@@ -128,12 +128,12 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 		}
 		j := s.jobs[e.Job]
 		if j == nil || j.Status.Terminal() || j.Status.ending() {
-			s.cancelExecution(e, c.Time)
+			s.cancelExecution(e, c.Time, cause)
 			continue
 		}
 		ri := j.Vertices[e.VertexIndex].Region
 		if j.Regions[ri].Status != RegionRunning {
-			s.cancelExecution(e, c.Time)
+			s.cancelExecution(e, c.Time, cause)
 			continue
 		}
 		s.moveRegion(j, ri, fmt.Sprintf("%s %s", e.ID, cause), c.Time)
@@ -147,11 +147,12 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 func (s *State) moveRegion(j *Job, ri int, cause string, now int64) {
 	s.setJobMessage(j, cause)
 	s.emitRestart(j, ReasonDrain, cause, now)
+	why := regionRestarts + cause
 	for _, r := range s.failoverScope(j, ri) {
 		s.setRegionStatus(j, r, RegionRestarting)
 		j.Regions[r].RestartAt = now
 		j.Regions[r].Rerun = nil
-		s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now) })
+		s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now, why) })
 	}
 	s.refreshActive(j, now)
 }

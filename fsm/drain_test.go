@@ -30,7 +30,13 @@ func TestDrainDeadlineMovesWorkWithoutCountingIt(t *testing.T) {
 		e, _ := h.s.Execution(id)
 		require.Equal(t, wire.StateCanceling, e.State, id)
 	}
-	h.report("e1", ReportUpdate{ID: "nr/v/0/0", State: wire.StateCanceled}, ReportUpdate{ID: "nr/v/1/0", State: wire.StateCanceled})
+	h.report("e1", ReportUpdate{ID: "nr/v/0/0", State: wire.StateCanceled, Message: "canceled by the leader"},
+		ReportUpdate{ID: "nr/v/1/0", State: wire.StateCanceled, Message: "canceled by the leader"})
+	for _, id := range []string{"nr/v/0/0", "nr/v/1/0"} {
+		e, _ := h.s.Execution(id)
+		require.Equal(t, "its region restarts: nr/v/0/0 moved off draining executor e1", e.Message,
+			"an attempt moved says why, not only that its executor cancelled it")
+	}
 	require.True(t, h.s.Drained("e1"))
 	v, _ := h.s.Job("nr")
 	require.Equal(t, JobRestarting, v.Status, "a strategy of none still lets moved work run again")

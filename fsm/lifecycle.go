@@ -5,12 +5,18 @@ import (
 	"jobmaster/wire"
 )
 
+// regionRestarts begins the message of an execution cancelled because its
+// region restarts; the restart's cause follows.
+const regionRestarts = "its region restarts: "
+
 // endExecution records a terminal state and lets the job react to it.
 func (s *State) endExecution(e *Execution, st wire.State, now int64, msg string) {
 	wasCanceling := e.State == wire.StateCanceling
 	wasLive := !e.State.Terminal()
 	e.EndTime = now
-	if msg != "" {
+	// A cancel the masters asked for keeps their reason, not the
+	// executor's word that it cancelled.
+	if msg != "" && !(wasCanceling && st == wire.StateCanceled && e.Message != "") {
 		e.Message = msg
 	}
 	s.setExecState(e, st, now)
@@ -80,11 +86,12 @@ func (s *State) handleFailure(j *Job, ri int, cause string, now int64) {
 	}
 	s.setJobMessage(j, cause)
 	s.emitRestart(j, s.failCause(), cause, now)
+	canceled := regionRestarts + cause
 	for _, r := range s.failoverScope(j, ri) {
 		s.setRegionStatus(j, r, RegionRestarting)
 		j.Regions[r].RestartAt = now + delay
 		j.Regions[r].Rerun = nil
-		s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now) })
+		s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now, canceled) })
 	}
 	s.refreshActive(j, now)
 }

@@ -325,7 +325,7 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved 
 		switch {
 		case scope[r]:
 			restart(r, nil)
-			s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now) })
+			s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now, regionRestarts+cause) })
 		case partial[r] != nil:
 			subs := make([]Subtask, 0, len(partial[r]))
 			for st := range partial[r] {
