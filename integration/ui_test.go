@@ -145,6 +145,16 @@ func TestUI(t *testing.T) {
 			js(`document.querySelector('#job-status').textContent === 'CANCELED'`),
 			js(`!document.querySelector('#job-waiting')`))
 	})
+	t.Run("a job's page opened before the job is submitted shows it once it is", func(t *testing.T) {
+		browse(t, ctx, "the page of a job not yet submitted", uiWait,
+			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs/ui-later")),
+			js(`!document.querySelector('#job-missing')?.hidden && document.querySelector('#job-missing').textContent.includes('No such job')`))
+		c.Submit("ui-later", `{"name": "ui-later", "vertices": [{"id": "v", "parallelism": 1, "command": ["true"]}]}`)
+		browse(t, ctx, "the same page showing the job", uiWait,
+			js(`document.querySelector('#job-status')?.textContent === 'FINISHED'`),
+			js(`document.querySelector('#job-missing').hidden`),
+			chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="v"][data-state="FINISHED"]`)))
+	})
 	t.Run("the masters page recovers from the death of its own master, the leader", func(t *testing.T) {
 		browse(t, ctx, "the masters page", uiWait,
 			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/masters")),

@@ -20,7 +20,12 @@ export function mount(root, { arg: id, fail }) {
   const subtasksMore = h('p', { class: 'muted small' });
   const history = h('ol', { class: 'history', id: 'history' });
   const historyNote = h('p', { class: 'muted small', id: 'history-note' });
-  root.append(h('section', { class: 'page' },
+  // Shown instead of the page while the job is unknown; the page comes
+  // back when the job's stream shows it submitted.
+  const missing = h('section', { class: 'empty', id: 'job-missing', hidden: true }, h('h1', {}, 'No such job'),
+    h('p', {}, 'No job ', h('code', {}, id), ' is known: it was never submitted, or it ended and was forgotten. This page shows it if it is submitted.'),
+    h('p', {}, h('a', { href: '#/jobs' }, 'Back to the jobs')));
+  const page = h('section', { class: 'page' },
     h('div', { class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / ', h('span', { class: 'mono' }, id)),
     h('div', { class: 'head' }, title, status, h('span', { class: 'spacer' }), note, cancel),
     meta, message,
@@ -31,7 +36,8 @@ export function mount(root, { arg: id, fail }) {
         .map((c, i) => h('th', { class: i === 1 || i === 2 || i === 7 ? 'num' : '' }, c)))),
       subtasks),
     subtasksMore,
-    h('h2', {}, 'History: restarts, failures, status'), historyNote, history));
+    h('h2', {}, 'History: restarts, failures, status'), historyNote, history);
+  root.append(missing, page);
 
   let job = null;
   let events = [];
@@ -127,12 +133,14 @@ export function mount(root, { arg: id, fail }) {
     try {
       const { body } = await get(`/v1/jobs/${encodeURIComponent(id)}`);
       job = body;
+      missing.hidden = true;
+      page.hidden = false;
       render();
     } catch (err) {
       if (err.status === 404) {
-        root.replaceChildren(h('section', { class: 'empty' }, h('h1', {}, 'No such job'),
-          h('p', {}, 'No job ', h('code', {}, id), ' is known: it was never submitted, or it ended and was forgotten.'),
-          h('p', {}, h('a', { href: '#/jobs' }, 'Back to the jobs'))));
+        job = null;
+        page.hidden = true;
+        missing.hidden = false;
         return;
       }
       throw err;
