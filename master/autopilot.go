@@ -16,10 +16,12 @@ import (
 // stops counting towards the quorum. Never below the quorum of the
 // configured size: with --bootstrap-expect 3, at most down to 2 voters.
 
-// deadMasters decides which voters to remove at now: those other than self
-// whose last contact is threshold or more ago, oldest first, as many as
-// leave at least floor voters. lastContact holds, per voter, when it was
-// last known alive; a voter missing from it counts as alive now.
+// deadMasters decides which masters to remove at now: those other than
+// self whose last contact is threshold or more ago; of the voters, oldest
+// first, as many as leave at least floor voters (a non-voter, a master
+// staged and lost before it voted, counts for no quorum). lastContact
+// holds, per master, when it was last known alive; a master missing from
+// it counts as alive now.
 func deadMasters(servers []raft.Server, self raft.ServerID, lastContact map[raft.ServerID]time.Time, now time.Time, threshold time.Duration, floor int) []raft.ServerID {
 	if threshold <= 0 {
 		return nil
@@ -30,26 +32,31 @@ func deadMasters(servers []raft.Server, self raft.ServerID, lastContact map[raft
 		last time.Time
 	}
 	var gone []dead
+	var out []raft.ServerID
 	for _, s := range servers {
-		if s.Suffrage != raft.Voter {
-			continue
-		}
-		voters++
 		last, ok := lastContact[s.ID]
-		if s.ID == self || !ok || now.Sub(last) < threshold {
-			continue
+		isDead := s.ID != self && ok && now.Sub(last) >= threshold
+		switch {
+		case s.Suffrage != raft.Voter:
+			if isDead {
+				out = append(out, s.ID)
+			}
+		case isDead:
+			voters++
+			gone = append(gone, dead{s.ID, last})
+		default:
+			voters++
 		}
-		gone = append(gone, dead{s.ID, last})
 	}
+	removed := len(out)
 	sort.Slice(gone, func(i, j int) bool {
 		if !gone[i].last.Equal(gone[j].last) {
 			return gone[i].last.Before(gone[j].last)
 		}
 		return gone[i].id < gone[j].id
 	})
-	var out []raft.ServerID
 	for _, d := range gone {
-		if voters-len(out)-1 < floor {
+		if voters-(len(out)-removed)-1 < floor {
 			break
 		}
 		out = append(out, d.id)

@@ -35,6 +35,11 @@ func TestDeadMasters(t *testing.T) {
 	withNonvoter := append(voters("m1", "m2", "m3"), raft.Server{Suffrage: raft.Nonvoter, ID: "n1"})
 	require.Empty(t, deadMasters(withNonvoter, "m1", map[raft.ServerID]time.Time{"m3": t0.Add(-2 * min)}, t0, min, quorumOf(3)+1))
 	require.Equal(t, []raft.ServerID{"m3"}, deadMasters(withNonvoter, "m1", map[raft.ServerID]time.Time{"m3": t0.Add(-2 * min)}, t0, min, quorumOf(3)))
+	// A dead non-voter (a master staged and lost before it voted) goes
+	// too, whatever the floor: it counts for no quorum.
+	deadNonvoter := map[raft.ServerID]time.Time{"n1": t0.Add(-2 * min), "m3": t0.Add(-2 * min)}
+	require.Equal(t, []raft.ServerID{"n1"}, deadMasters(withNonvoter, "m1", deadNonvoter, t0, min, quorumOf(3)+1))
+	require.Equal(t, []raft.ServerID{"n1", "m3"}, deadMasters(withNonvoter, "m1", deadNonvoter, t0, min, quorumOf(3)))
 	require.Equal(t, 2, quorumOf(3))
 	require.Equal(t, 3, quorumOf(5))
 }

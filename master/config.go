@@ -64,6 +64,10 @@ type Config struct {
 	// configured size (--bootstrap-expect, or the configuration's size when
 	// the leader took over). 0 (the default): masters are removed by hand.
 	DeadMasterCleanup time.Duration
+	// StagingStable is how long a master added to the cluster stays a
+	// non-voter with its log caught up before it becomes a voter (0:
+	// defaultStagingStable; staging.go).
+	StagingStable time.Duration
 	// RequestWait is how long an API request waits for a leader during an
 	// election before answering 503.
 	RequestWait time.Duration
@@ -239,6 +243,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.StagingStable <= 0 {
+		c.StagingStable = defaultStagingStable
 	}
 	return nil
 }
