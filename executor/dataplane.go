@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"jobmaster/executor/partition"
+	"jobmaster/internal/forceremove"
 	"jobmaster/wire"
 )
 
@@ -145,7 +146,7 @@ func (e *Executor) prepare(dt *dataTask) error {
 	}
 	out, in, spool := taskDirs(e.cfg.DataDir, t.ExecutionID)
 	for _, d := range []string{out, in, spool} { // left by an earlier run of a reused id
-		if err := os.RemoveAll(d); err != nil {
+		if err := forceremove.All(d); err != nil {
 			return e.localError("clearing the execution directory", err)
 		}
 	}
@@ -399,7 +400,7 @@ func (e *Executor) tidy(it endedTask) {
 	if e.cfg.Runtime == RuntimeExec {
 		out, in, spool := taskDirs(e.cfg.DataDir, id)
 		for _, d := range []string{out, in, spool} {
-			if err := os.RemoveAll(d); err != nil {
+			if err := forceremove.All(d); err != nil {
 				e.log.Warn("deleting the data of an execution that ended", "execution", id, "dir", d, "err", err)
 			}
 		}

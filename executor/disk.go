@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"jobmaster/internal/forceremove"
 )
 
 // diskFullBelow: a data directory's filesystem with less space than this
@@ -87,7 +89,7 @@ func sweepExecutions(dataDir string, log *slog.Logger) {
 			switch ent.Name() {
 			case outputDir, inputDir, spoolDir:
 				log.Info("deleting data left by an earlier run", "dir", p)
-				if err := os.RemoveAll(p); err != nil {
+				if err := forceremove.All(p); err != nil {
 					log.Warn("deleting data left by an earlier run", "dir", p, "err", err)
 				}
 			}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"jobmaster/internal/forceremove"
 )
 
 // executionsDir is where the execution directories live under DataDir.
@@ -95,7 +97,7 @@ func (e *Executor) deleteExecution(id string) (bool, error) {
 		return false, nil
 	}
 	dir := executionDir(e.cfg.DataDir, id)
-	if err := os.RemoveAll(dir); err != nil {
+	if err := forceremove.All(dir); err != nil {
 		return false, err
 	}
 	root := filepath.Join(e.cfg.DataDir, executionsDir)

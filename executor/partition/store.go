@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"jobmaster/internal/forceremove"
 	"jobmaster/wire"
 )
 
@@ -154,7 +155,7 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("partitions: %w", err)
 	}
-	if err := os.RemoveAll(filepath.Join(dir, staging)); err != nil {
+	if err := forceremove.All(filepath.Join(dir, staging)); err != nil {
 		return nil, fmt.Errorf("partitions: clear staging: %w", err)
 	}
 	if err := os.Mkdir(filepath.Join(dir, staging), 0o700); err != nil {
@@ -185,7 +186,7 @@ func (s *Store) load() error {
 			p := filepath.Join(dir, ent.Name())
 			if !ent.IsDir() {
 				s.log.Warn("removing a stray file among the partitions", "path", p)
-				_ = os.RemoveAll(p)
+				_ = forceremove.All(p)
 				continue
 			}
 			if len(next) < 4 {
@@ -199,7 +200,7 @@ func (s *Store) load() error {
 			m, sizes, err := s.loadOne(p, id)
 			if err != nil {
 				s.log.Warn("removing a damaged partition", "execution", id, "err", err)
-				_ = os.RemoveAll(p)
+				_ = forceremove.All(p)
 				continue
 			}
 			s.held[id] = newHeld(m, p, sizes, nil)
@@ -268,7 +269,7 @@ func scan(dir string, outputs []wire.Output, subtask int, clean bool) (total int
 				if _, consumer := output(outputs, ent.Name()); consumer && len(notData) < maxNotData {
 					notData = append(notData, ent.Name())
 				}
-				if err := os.RemoveAll(p); err != nil {
+				if err := forceremove.All(p); err != nil {
 					return 0, nil, nil, err
 				}
 			}
@@ -285,7 +286,7 @@ func scan(dir string, outputs []wire.Output, subtask int, clean bool) (total int
 					if Counts(outputs, subtask, ent.Name(), f.Name()) && len(notData) < maxNotData {
 						notData = append(notData, ent.Name()+"/"+f.Name())
 					}
-					if err := os.RemoveAll(fp); err != nil {
+					if err := forceremove.All(fp); err != nil {
 						return 0, nil, nil, err
 					}
 				}
@@ -372,12 +373,12 @@ func (s *Store) Commit(id string) (int64, error) {
 func (s *Store) commitFiles(lv *live) (*held, error) {
 	st, err := s.stage()
 	if err != nil {
-		_ = os.RemoveAll(lv.out)
+		_ = forceremove.All(lv.out)
 		return nil, fmt.Errorf("keeping the output: %w", err)
 	}
 	fail := func(err error) (*held, error) {
-		_ = os.RemoveAll(st)
-		_ = os.RemoveAll(lv.out)
+		_ = forceremove.All(st)
+		_ = forceremove.All(lv.out)
 		return nil, fmt.Errorf("keeping the output: %w", err)
 	}
 	data := filepath.Join(st, dataDir)
@@ -388,7 +389,7 @@ func (s *Store) commitFiles(lv *live) (*held, error) {
 			return fail(err)
 		}
 	} else {
-		_ = os.RemoveAll(lv.out)
+		_ = forceremove.All(lv.out)
 		if err := os.Mkdir(data, 0o700); err != nil {
 			return fail(err)
 		}
@@ -444,7 +445,7 @@ func (s *Store) replaceLocked(target, st string) error {
 	if err := os.Rename(target, filepath.Join(old, "old")); err != nil {
 		return err
 	}
-	defer os.RemoveAll(old)
+	defer forceremove.All(old)
 	return os.Rename(st, target)
 }
 
@@ -511,7 +512,7 @@ func (s *Store) Discard(id string) {
 	if lv != nil {
 		s.settle(lv, nil)
 		if lv.out != "" {
-			_ = os.RemoveAll(lv.out)
+			_ = forceremove.All(lv.out)
 		}
 	}
 	if h != nil {
@@ -568,7 +569,7 @@ func (s *Store) remove(gone []*held) {
 			s.log.Warn("moving a released partition aside", "execution", h.meta.ID, "err", err)
 			trash = h.dir
 		}
-		if err := os.RemoveAll(trash); err != nil {
+		if err := forceremove.All(trash); err != nil {
 			s.log.Warn("deleting a released partition", "execution", h.meta.ID, "err", err)
 		}
 	}
