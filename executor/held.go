@@ -113,6 +113,24 @@ func (h *heldSet) deploy(t wire.Task) (isNew bool) {
 	return true
 }
 
+// kept remembers t as FINISHED, as of at, when its execution is neither
+// held nor forgotten lately but its partition p is kept here: it ran on
+// this executor before a restart, which forgot it but kept what it left.
+// A late deploy of it is then answered as for a forgotten execution,
+// and it does not run again (which would replace the partition that
+// consumers read under its id).
+func (h *heldSet) kept(t wire.Task, p wire.Partition, at time.Time) {
+	if _, ok := h.m[t.ExecutionID]; ok {
+		return
+	}
+	if _, ok := h.gone[t.ExecutionID]; ok {
+		return
+	}
+	h.gone[t.ExecutionID] = wire.ExecutionStatus{ExecutionID: t.ExecutionID, JobID: t.JobID, Vertex: t.Vertex,
+		Subtask: t.Subtask, Attempt: t.Attempt, Slot: t.Slot, State: wire.StateFinished, Bytes: p.Bytes}
+	h.goneAt = append(h.goneAt, goneRef{t.ExecutionID, at})
+}
+
 // started records the outcome of starting id's task: err is nil if it runs.
 // It reports whether the task must now be stopped (it was cancelled while
 // it was being started).

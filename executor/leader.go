@@ -3,6 +3,7 @@ package executor
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"jobmaster/wire"
@@ -240,6 +241,13 @@ func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wi
 		}
 	}
 	out := make([]wire.ExecutionStatus, len(tasks))
+	// Executions whose partitions are kept here ran here already (before a
+	// restart, maybe): they do not run again.
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ExecutionID
+	}
+	kept := e.store.Lookup(ids)
 	e.mu.Lock()
 	// Only heartbeats renew the lease (a deploy or cancel may be a late
 	// message the leader no longer counts on).
@@ -258,6 +266,9 @@ func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wi
 			e.answering[t.ExecutionID]++
 		}
 		for _, t := range tasks {
+			if i := slices.IndexFunc(kept, func(p wire.Partition) bool { return p.ID == t.ExecutionID }); i >= 0 {
+				e.held.kept(t, kept[i], now)
+			}
 			if e.held.deploy(t) {
 				fresh = append(fresh, t)
 				if hasData(t) {
