@@ -257,6 +257,12 @@ func (s *Spec) Normalize() error {
 		if len(v.Command) == 0 || v.Command[0] == "" {
 			return fieldErr(f+".command", "must name a program to run")
 		}
+		for a, arg := range v.Command {
+			if strings.ContainsRune(arg, 0) {
+				// No process can be given it: every attempt would fail.
+				return fieldErr(fmt.Sprintf("%s.command[%d]", f, a), "contains a NUL byte")
+			}
+		}
 		if err := normalizeResources(f, v); err != nil {
 			return err
 		}

@@ -103,6 +103,8 @@ func TestParseErrors(t *testing.T) {
 			`vertices[1].inputs[0].kind: unknown field`},
 		{"forward with unequal parallelism", v(`,{"id":"b","parallelism":2,"command":["x"],"inputs":[{"from":"a","distribution":"forward"}]}`),
 			`vertices[1].inputs[0].distribution: a forward edge needs equal parallelism on both sides: "a" has 1, "b" has 2`},
+		{"NUL in an argument", `{"vertices":[{"id":"a","parallelism":1,"command":["sh","-c","echo a\u0000b"]}]}`, "vertices[0].command[2]: contains a NUL byte"},
+		{"NUL in the program", `{"vertices":[{"id":"a","parallelism":1,"command":["tr\u0000ue"]}]}`, "vertices[0].command[0]: contains a NUL byte"},
 		{"reserved env", `{"vertices":[{"id":"a","parallelism":1,"command":["x"],"env":{"JOBMASTER_JOB_ID":"x"}}]}`, "JOBMASTER_ variables"},
 		{"bad failover", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"failover":"some"}`, "failover: must be"},
 		{"bad strategy", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]}],"restart":{"strategy":"sometimes"}}`, `restart.strategy: unknown strategy "sometimes"`},
