@@ -288,6 +288,14 @@ func TestAddressSources(t *testing.T) {
 	r = runCLI(f.addr(), "job", "list", "--timeout", "0s")
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "--timeout must be positive")
+
+	// An empty argument is named, not sent as a path with a part missing.
+	r = runCLI(f.addr(), "job", "logs", "", "v", "0")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "Error: JOB must not be empty")
+	r = runCLI(f.addr(), "acl", "token", "delete", "")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "Error: ACCESSOR must not be empty")
 }
 
 func TestFailoverToTheAddressThatAnswers(t *testing.T) {

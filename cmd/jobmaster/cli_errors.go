@@ -201,6 +201,11 @@ func runGroup(cmd *cobra.Command, args []string) error {
 func exactArgs(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) == len(names) {
+			for i, a := range args {
+				if a == "" {
+					return usageErrorf(cmd, "%s must not be empty", names[i])
+				}
+			}
 			return nil
 		}
 		if len(names) == 0 {
