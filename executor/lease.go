@@ -3,6 +3,8 @@ package executor
 import (
 	"fmt"
 	"time"
+
+	"jobmaster/wire"
 )
 
 // leaseExpired is the lease decision: a lease renewed at last has expired at
@@ -17,11 +19,11 @@ func leaseExpired(last, now time.Time, d time.Duration) bool {
 func leaseMessage(silent, lease time.Duration) string {
 	switch {
 	case silent == lease:
-		return fmt.Sprintf("lease expired: no heartbeat from a leader for %s", lease)
+		return fmt.Sprintf(wire.LeaseExpiredPrefix+"no heartbeat from a leader for %s", lease)
 	case silent > lease:
-		return fmt.Sprintf("lease expired: no heartbeat from a leader for %s (lease %s)", silent, lease)
+		return fmt.Sprintf(wire.LeaseExpiredPrefix+"no heartbeat from a leader for %s (lease %s)", silent, lease)
 	}
-	return fmt.Sprintf("lease expiring: no heartbeat from a leader for %s (lease %s)", silent, lease)
+	return fmt.Sprintf(wire.LeaseExpiringPrefix+"no heartbeat from a leader for %s (lease %s)", silent, lease)
 }
 
 // leaseTick is how often the lease loop checks the lease.

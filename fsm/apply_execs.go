@@ -191,9 +191,13 @@ func (s *State) applyReport(index uint64, c *ReportExecutions) Result {
 				s.trackPartition(e, u.Bytes, index)
 			}
 			st := u.State
-			if st == wire.StateCanceled {
+			fenced := st == wire.StateCanceled && u.Fenced
+			switch {
+			case fenced:
+				s.setFailCause(ReasonLeaseExpired)
+			case st == wire.StateCanceled:
 				s.setFailCause(ReasonTaskCanceled)
-			} else {
+			default:
 				s.setFailCause(ReasonTaskFailed)
 			}
 			if st == wire.StateFailed && len(u.Unavailable) > 0 {
@@ -205,7 +209,7 @@ func (s *State) applyReport(index uint64, c *ReportExecutions) Result {
 					s.unavailable(e, u.Unavailable, c.Time, u.Message)
 				}
 			}
-			s.endExecution(e, st, c.Time, u.Message)
+			s.endExecution(e, st, c.Time, u.Message, fenced)
 		case u.State == wire.StateRunning && e.State == wire.StateDeploying:
 			e.StartTime = c.Time
 			s.setExecState(e, wire.StateRunning, c.Time)
@@ -255,10 +259,10 @@ func (s *State) applyExecutorLost(c *ExecutorLost) Result {
 // it was being cancelled anyway, FAILED otherwise.
 func (s *State) failOrCancel(e *Execution, now int64, reason string) {
 	if e.State == wire.StateCanceling {
-		s.endExecution(e, wire.StateCanceled, now, reason)
+		s.endExecution(e, wire.StateCanceled, now, reason, false)
 		return
 	}
-	s.endExecution(e, wire.StateFailed, now, reason)
+	s.endExecution(e, wire.StateFailed, now, reason, false)
 }
 
 func (s *State) applyRestart(c *RestartRegions) Result {

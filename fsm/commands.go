@@ -155,6 +155,10 @@ type ReportUpdate struct {
 	Message     string     `codec:"m,omitempty"`
 	Bytes       int64      `codec:"b,omitempty"`
 	Unavailable []string   `codec:"un,omitempty"`
+	// Fenced: a CANCELED that its executor's lease expiry made (no leader
+	// heartbeated it for its lease: a leader was missing, or could not
+	// reach it), no fault of the task's. Its restart is not counted.
+	Fenced bool `codec:"f,omitempty"`
 }
 
 // FailExecutions fails executions placed on Executor that the leader found

@@ -136,17 +136,19 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 			s.cancelExecution(e, c.Time, cause)
 			continue
 		}
-		s.moveRegion(j, ri, fmt.Sprintf("%s %s", e.ID, cause), c.Time)
+		s.restartUncounted(j, ri, ReasonDrain, fmt.Sprintf("%s %s", e.ID, cause), c.Time)
 	}
 	return Result{}
 }
 
-// moveRegion restarts region ri of job j (with its failover scope) at once,
-// without asking the restart strategy: its executions are cancelled, and
-// the region is placed again once they have ended.
-func (s *State) moveRegion(j *Job, ri int, cause string, now int64) {
+// restartUncounted restarts region ri of job j (with its failover scope)
+// at once, for a cause of the given kind that is no failure of the job's
+// (a drain's move, a lease's expiry), without asking the restart
+// strategy: its executions are cancelled, and the region is placed again
+// once they have ended.
+func (s *State) restartUncounted(j *Job, ri int, kind, cause string, now int64) {
 	s.setJobMessage(j, cause)
-	s.emitRestart(j, ReasonDrain, cause, now)
+	s.emitRestart(j, kind, cause, now)
 	why := regionRestarts + cause
 	for _, r := range s.failoverScope(j, ri) {
 		s.setRegionStatus(j, r, RegionRestarting)

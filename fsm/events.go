@@ -61,6 +61,11 @@ const (
 	// ReasonDrain is no failure: work moved off a draining executor at its
 	// deadline, which the restart strategy does not count.
 	ReasonDrain = "drain"
+	// ReasonLeaseExpired is no failure of the task's either: its executor
+	// cancelled it when no leader had heartbeated it for its lease (the
+	// masters had no quorum, or the leader could not reach it), which the
+	// restart strategy does not count.
+	ReasonLeaseExpired = "lease_expired"
 )
 
 // Executor statuses an EventExecutorStatus carries.

@@ -133,6 +133,20 @@ func (r *mpReader) str() string {
 	return string(r.take(n))
 }
 
+// bool reads a boolean.
+func (r *mpReader) bool() bool {
+	switch c := r.next(); {
+	case !r.ok:
+		return false
+	case c == 0xc3:
+		return true
+	case c == 0xc2:
+		return false
+	}
+	r.fail()
+	return false
+}
+
 // int64 reads an integer of any msgpack width.
 func (r *mpReader) int64() int64 {
 	c := r.next()
@@ -289,6 +303,8 @@ func (r *mpReader) update(u *ReportUpdate) {
 			u.Message = r.str()
 		case "b":
 			u.Bytes = r.int64()
+		case "f":
+			u.Fenced = r.bool()
 		case "un":
 			n := r.arrayLen()
 			if n < 0 {

@@ -74,7 +74,7 @@ func TestPropertyFastDecodeMatchesMsgpack(t *testing.T) {
 				p.Updates = make([]ReportUpdate, n)
 				for i := range p.Updates {
 					u := ReportUpdate{ID: anyString(t, "id"), State: wire.State(rapid.SampledFrom([]string{"RUNNING", "FINISHED", "FAILED"}).Draw(t, "state")),
-						Message: rapid.StringN(0, 40, -1).Draw(t, "m"), Bytes: rapid.Int64().Draw(t, "b")}
+						Message: rapid.StringN(0, 40, -1).Draw(t, "m"), Bytes: rapid.Int64().Draw(t, "b"), Fenced: rapid.Bool().Draw(t, "f")}
 					if k := rapid.IntRange(-1, 3).Draw(t, "un"); k >= 0 {
 						u.Unavailable = make([]string, k)
 						for j := range u.Unavailable {

@@ -9,8 +9,10 @@ import (
 // region restarts; the restart's cause follows.
 const regionRestarts = "its region restarts: "
 
-// endExecution records a terminal state and lets the job react to it.
-func (s *State) endExecution(e *Execution, st wire.State, now int64, msg string) {
+// endExecution records a terminal state and lets the job react to it. A
+// fenced end (its executor's lease ran out) restarts the region without
+// the restart strategy's count.
+func (s *State) endExecution(e *Execution, st wire.State, now int64, msg string, fenced bool) {
 	wasCanceling := e.State == wire.StateCanceling
 	wasLive := !e.State.Terminal()
 	e.EndTime = now
@@ -48,7 +50,12 @@ func (s *State) endExecution(e *Execution, st wire.State, now int64, msg string)
 			if why == "" {
 				why = string(st)
 			}
-			s.handleFailure(j, ri, fmt.Sprintf("%s %s: %s", e.ID, st, why), now)
+			cause := fmt.Sprintf("%s %s: %s", e.ID, st, why)
+			if fenced {
+				s.restartUncounted(j, ri, ReasonLeaseExpired, cause, now)
+				return
+			}
+			s.handleFailure(j, ri, cause, now)
 			return
 		}
 		if st == wire.StateFinished && s.regionFinished(j, ri) {

@@ -95,6 +95,7 @@ func (c *Core) HeartbeatAnswered(read Reader, h Heartbeat, rep *wire.Report, now
 		return Ready{}
 	}
 	revived := !x.answered || x.status != Alive
+	unwatched := x.unwatched()
 	var change *Change
 	if x.status != Alive {
 		change = &Change{Executor: x.id, From: x.status, To: Alive, Silent: now.Sub(x.lastAnswer)}
@@ -123,7 +124,7 @@ func (c *Core) HeartbeatAnswered(read Reader, h Heartbeat, rep *wire.Report, now
 	x.capacity = CapacityOf(rep.CPUMillis, rep.MemoryMB)
 	c.mu.Unlock()
 
-	r := c.report(read, h.Executor, rep.Executions, rep.Partitions, h.Base, h.Sent, now, false)
+	r := c.report(read, h.Executor, rep.Executions, rep.Partitions, h.Base, h.Sent, now, false, unwatched)
 	if change != nil {
 		r.Changes = append([]Change{*change}, r.Changes...)
 	}

@@ -15,7 +15,23 @@ import (
 // deploy. Only the executions it names are compared, so nothing can be
 // missing from it.
 func (c *Core) Partial(read Reader, executor string, reported []wire.ExecutionStatus, partitions []wire.Partition, now time.Time) Ready {
-	return c.report(read, executor, reported, partitions, 0, now, now, true)
+	c.mu.Lock()
+	unwatched := true
+	if x := c.execs[executor]; x != nil {
+		unwatched = x.unwatched()
+	}
+	c.mu.Unlock()
+	return c.report(read, executor, reported, partitions, 0, now, now, true, unwatched)
+}
+
+// unwatched reports whether this leader has not found x silent: it has not
+// heard from it yet, or found it alive until now. A task x stopped because
+// its lease ran out was then stopped for want of a leader (the masters had
+// none, or this one was paused), no fault of the task's or of x's; while
+// this leader finds x silent (suspect, lost), a lease x let run out is x's
+// (or its network's) doing, and counted as a failure. Call with c.mu held.
+func (x *executor) unwatched() bool {
+	return !x.answered || x.status == Alive
 }
 
 // report reconciles a report taken at asOf (with the state at index base
@@ -23,7 +39,9 @@ func (c *Core) Partial(read Reader, executor string, reported []wire.ExecutionSt
 // and turns the verdicts into a Ready: the commands recording it, the
 // cancels of unknown and cancelling executions, the redeployments of
 // pending ones, the releases of partitions nobody needs, the acks.
-func (c *Core) report(read Reader, executor string, reported []wire.ExecutionStatus, partitions []wire.Partition, base uint64, asOf, now time.Time, partial bool) Ready {
+// unwatched: the executor's lease expiries were none of its doing (see
+// executor.unwatched).
+func (c *Core) report(read Reader, executor string, reported []wire.ExecutionStatus, partitions []wire.Partition, base uint64, asOf, now time.Time, partial, unwatched bool) Ready {
 	r := Ready{Executor: executor}
 	c.reportPartitions(read, &r, executor, partitions, base, now, partial)
 	var expected []fsm.Execution
@@ -38,7 +56,7 @@ func (c *Core) report(read Reader, executor string, reported []wire.ExecutionSta
 	}
 	res := reconcile.Reconcile(reconcile.Input{
 		Executor: executor, Expected: expected, Reported: reported, Partial: partial,
-		BaseIndex: base, Now: asOf.UnixMilli(), AckDeadline: c.cfg.AckDeadline,
+		BaseIndex: base, Now: asOf.UnixMilli(), AckDeadline: c.cfg.AckDeadline, LeaseNotCounted: unwatched,
 	})
 	if res.Empty() {
 		return r

@@ -84,7 +84,7 @@ func newMasterMetrics(m *Master) *masterMetrics {
 	for _, a := range []string{actionUnknownCancelled, actionMissingFailed, actionDeployExpired, actionRedeployed, actionPartitionReleased, actionPartitionLost} {
 		x.reconcile.WithLabelValues(a)
 	}
-	for _, r := range []string{fsm.ReasonTaskFailed, fsm.ReasonTaskCanceled, fsm.ReasonMissing, fsm.ReasonDeployExpired, fsm.ReasonExecutorLost, fsm.ReasonPartitionLost, fsm.ReasonDrain} {
+	for _, r := range []string{fsm.ReasonTaskFailed, fsm.ReasonTaskCanceled, fsm.ReasonMissing, fsm.ReasonDeployExpired, fsm.ReasonExecutorLost, fsm.ReasonPartitionLost, fsm.ReasonDrain, fsm.ReasonLeaseExpired} {
 		x.restarts.WithLabelValues(r)
 	}
 	for _, o := range []string{"answered", "failed"} {

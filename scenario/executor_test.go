@@ -195,7 +195,8 @@ func (e *simExecutor) cancel(id string) {
 func (e *simExecutor) fence() []string {
 	ids := e.liveIDs()
 	for _, id := range ids {
-		e.held[id].state, e.held[id].message = wire.StateFailed, "lease expired"
+		// As an executor does: CANCELED, with its lease message.
+		e.held[id].state, e.held[id].message = wire.StateCanceled, wire.LeaseExpiredPrefix+"no heartbeat from a leader"
 	}
 	return ids
 }

@@ -20,6 +20,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -29,6 +30,21 @@ import (
 // carries data between tasks: outputs and inputs of tasks, partitions in
 // reports, release, and the executors' partition endpoints (partition.go).
 const Version = 3
+
+// The terminal message of a task its executor stopped because its lease
+// ran out (no leader heartbeated it for its lease) begins with one of
+// these; a leader takes such a CANCELED for no fault of the task's
+// (LeaseExpiry), and its restart is not counted.
+const (
+	LeaseExpiredPrefix  = "lease expired: "
+	LeaseExpiringPrefix = "lease expiring: "
+)
+
+// LeaseExpiry reports whether msg is the message of a task its executor's
+// lease expiry stopped.
+func LeaseExpiry(msg string) bool {
+	return strings.HasPrefix(msg, LeaseExpiredPrefix) || strings.HasPrefix(msg, LeaseExpiringPrefix)
+}
 
 // Timing that both sides rely on.
 const (
