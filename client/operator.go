@@ -32,9 +32,26 @@ func (c *Client) Snapshot(ctx context.Context) ([]byte, uint64, error) {
 // /v1/operator/snapshot), and returns what the restored state holds. It
 // is not resent once it may have reached a master.
 func (c *Client) SnapshotRestore(ctx context.Context, snapshot []byte) (api.SnapshotRestored, error) {
+	return c.SnapshotRestoreWith(ctx, snapshot, RestoreOptions{})
+}
+
+// RestoreOptions are a restore's options.
+type RestoreOptions struct {
+	// ResetACL lets a snapshot taken before the ACL bootstrap replace the
+	// state of a cluster bootstrapped since (?reset_acl): its ACLs may
+	// then be bootstrapped again.
+	ResetACL bool
+}
+
+// SnapshotRestoreWith is SnapshotRestore with options.
+func (c *Client) SnapshotRestoreWith(ctx context.Context, snapshot []byte, o RestoreOptions) (api.SnapshotRestored, error) {
+	path := "/v1/operator/snapshot"
+	if o.ResetACL {
+		path += "?reset_acl=true"
+	}
 	// Its 503s are refusals before anything happened; a 502 or 504 is a
 	// forward whose answer was lost.
-	req := request{method: http.MethodPut, path: "/v1/operator/snapshot", body: snapshot,
+	req := request{method: http.MethodPut, path: path, body: snapshot,
 		contentType: transport.BinaryType, unknownOn: []int{http.StatusBadGateway, http.StatusGatewayTimeout}}
 	var out api.SnapshotRestored
 	res, err := c.do(ctx, req)

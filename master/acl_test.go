@@ -728,3 +728,28 @@ func TestAnUnknownTokensSubmissionIsNotReadBeforeTheLeaderChecksIt(t *testing.T)
 		assert.Contains(t, string(r.body), "ACL token not found")
 	}
 }
+
+// A snapshot taken before the ACL bootstrap does not replace the state of
+// a cluster bootstrapped since unless the restore asks to reset the ACLs:
+// restored, anyone could bootstrap them again.
+func TestARestoreDoesNotResetTheACLsUnasked(t *testing.T) {
+	plain := newTestCluster(t, 1)
+	r := do(t, "GET", plain.url(plain.leader(), "/v1/operator/snapshot"), nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	before := r.body
+
+	c := newTestCluster(t, 1, func(cfg *Config) { cfg.ACL = true })
+	l := c.leader()
+	root := tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil))
+	r = do(t, "PUT", c.url(l, "/v1/operator/snapshot"), before, auth(root.SecretID)...)
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), "the snapshot was taken before this cluster's ACL bootstrap")
+	assert.Contains(t, string(r.body), "--reset-acl")
+	assert.Equal(t, http.StatusConflict, do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil).status, "nothing was restored")
+
+	r = do(t, "PUT", c.url(l, "/v1/operator/snapshot?reset_acl=true"), before, auth(root.SecretID)...)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	waitFor(t, "the ACLs bootstrapped again", func() bool {
+		return do(t, "POST", c.url(c.leader(), "/v1/acl/bootstrap"), nil).status == http.StatusCreated
+	})
+}

@@ -34,6 +34,28 @@ func (m *Master) snapshotSave(w http.ResponseWriter, r *http.Request, _ []byte, 
 	return nil
 }
 
+// aclResetRefused says why a restore of st is refused, "" if it is not: a
+// master that enforces ACLs, in a cluster bootstrapped already, does not
+// take a snapshot from before the bootstrap unless asked to (?reset_acl):
+// restored, anyone who reaches the cluster could bootstrap it and take a
+// management token, until someone does. (A cluster whose management
+// secrets are all lost is restored so on purpose, operations.md.)
+func (m *Master) aclResetRefused(st *fsm.State, r *http.Request) string {
+	if !m.cfg.ACL || st.ACLBootstrapped() {
+		return ""
+	}
+	if v, ok := r.URL.Query()["reset_acl"]; ok && (v[0] == "" || v[0] == "true" || v[0] == "1") {
+		return ""
+	}
+	var bootstrapped bool
+	m.fsm.Read(func(s *fsm.State) { bootstrapped = s.ACLBootstrapped() })
+	if !bootstrapped {
+		return ""
+	}
+	return "the snapshot was taken before this cluster's ACL bootstrap (it holds no token): restored, anyone who reaches the cluster could bootstrap the ACLs and take a management token until someone does. " +
+		"To reset the ACLs on purpose, restore it with ?reset_acl (jobmaster operator snapshot restore --reset-acl) and run 'jobmaster acl bootstrap' at once"
+}
+
 // snapshotRestore: PUT /v1/operator/snapshot replaces the cluster's state
 // with a backup (disaster recovery). The snapshot is checked by restoring
 // it aside before Raft installs it, so a bad file changes nothing. The
@@ -86,6 +108,10 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	st, err := fsm.RestoreSized(tmp, size)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "cannot restore it: "+err.Error())
+		return
+	}
+	if msg := m.aclResetRefused(st, r); msg != "" {
+		writeError(w, http.StatusConflict, msg)
 		return
 	}
 	// A restored cluster is a new cluster to the executors (its tokens start

@@ -39,7 +39,7 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 		RunE:  runGroup,
 	}
 	addClientFlags(cmd, o)
-	var force bool
+	var force, resetACL bool
 	snap := &cobra.Command{Use: "snapshot", Short: "Save or restore the replicated state", Args: groupArgs, RunE: runGroup}
 	save := &cobra.Command{
 		Use:   "save FILE",
@@ -93,7 +93,7 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 	}
 	o.staleFlag(save)
 	save.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
-	snap.AddCommand(save, &cobra.Command{
+	restore := &cobra.Command{
 		Use:   "restore FILE",
 		Short: "Replace the cluster's state with a snapshot saved earlier (disaster recovery; - reads standard input)",
 		Long: `Replace the cluster's whole state with a snapshot saved by 'operator snapshot
@@ -123,7 +123,7 @@ expects but no executor runs are failed and restarted).`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "Note: %s ends with the line %q, which an older 'snapshot save' to standard output wrote into the backup; restoring the %d bytes before it.\n", args[0], line, len(snap))
 				data = snap
 			}
-			res, err := c.SnapshotRestore(cmd.Context(), data)
+			res, err := c.SnapshotRestoreWith(cmd.Context(), data, client.RestoreOptions{ResetACL: resetACL})
 			if err != nil {
 				return err
 			}
@@ -141,7 +141,9 @@ expects but no executor runs are failed and restarted).`,
 			}
 			return nil
 		}),
-	})
+	}
+	restore.Flags().BoolVar(&resetACL, "reset-acl", false, "restore a snapshot taken before the ACL bootstrap into a cluster bootstrapped since: its ACLs may then be bootstrapped again (run 'acl bootstrap' at once)")
+	snap.AddCommand(save, restore)
 	rft := &cobra.Command{Use: "raft", Short: "List or remove the masters of the Raft configuration", Args: groupArgs, RunE: runGroup}
 	list := &cobra.Command{
 		Use:   "list-peers",
