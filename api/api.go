@@ -70,8 +70,12 @@ type Job struct {
 	// WaitingSlots is the most new slots a region ready to run (its
 	// upstream regions finished) and not placed yet needs at once: what
 	// a client says of a job whose later region waits for slots.
-	WaitingSlots int      `json:"waiting_slots,omitempty"`
-	Vertices     []Vertex `json:"vertices"`
+	WaitingSlots int `json:"waiting_slots,omitempty"`
+	// WaitingForDrain names a draining executor where a region ready to
+	// run would join a slot the job's tasks hold: it waits until they end
+	// there, at the drain's deadline at the latest.
+	WaitingForDrain string   `json:"waiting_for_drain,omitempty"`
+	Vertices        []Vertex `json:"vertices"`
 }
 
 // Vertex is one vertex of a job.

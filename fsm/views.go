@@ -89,6 +89,11 @@ type JobView struct {
 	// at once (newSlots); 0 when none waits, or one that re-runs some of
 	// its subtasks only does.
 	WaitingSlots int
+	// WaitingForDrain names a draining executor where a slot that a ready
+	// region would join is held (the smallest id of them): the region
+	// waits until the job's tasks there end, at the drain's deadline at the
+	// latest ("": none).
+	WaitingForDrain string
 }
 
 // VertexView is one vertex of a JobView.
@@ -157,7 +162,11 @@ func (s *State) Job(id string) (*JobView, bool) {
 	}
 	for ri := range j.Regions {
 		if j.Regions[ri].Status == RegionReady {
-			v.WaitingSlots = max(v.WaitingSlots, s.newSlots(regionRef{job: j.ID, region: ri}))
+			ref := regionRef{job: j.ID, region: ri}
+			v.WaitingSlots = max(v.WaitingSlots, s.newSlots(ref))
+			if d := s.drainHolds(ref); d != "" && (v.WaitingForDrain == "" || d < v.WaitingForDrain) {
+				v.WaitingForDrain = d
+			}
 		}
 	}
 	return v, true
@@ -416,6 +425,27 @@ func (s *State) newSlots(r regionRef) int {
 		}
 	}
 	return need
+}
+
+// drainHolds names the draining executor (the smallest id) where a slot
+// that whole ready region r would join is held, "" if none is: a draining
+// executor gets no new work, so the region waits (the leader's
+// offDraining).
+func (s *State) drainHolds(r regionRef) string {
+	widest, whole := s.regionKeys(r)
+	if !whole || len(s.drains) == 0 {
+		return ""
+	}
+	found := ""
+	for group, keys := range widest { // the smallest: the map's order does not matter
+		g := s.slotOf[r.job][group]
+		for i := 0; g != nil && i < keys && i < len(g.refs); i++ {
+			if x := g.refs[i].executor; x != "" && s.drains[x] != nil && (found == "" || x < found) {
+				found = x
+			}
+		}
+	}
+	return found
 }
 
 // HasReady reports whether any region waits to be placed.

@@ -76,3 +76,23 @@ func TestWaitingSlotsCountTheKeysTheRegionNeeds(t *testing.T) {
 	require.Equal(t, 4, keys, "what the scheduler asks for")
 	require.Equal(t, 4, h.job("j").WaitingSlots)
 }
+
+// A ready region that would join a slot the job holds on a draining
+// executor waits for it (the leader gives a draining executor no new
+// work): the view names that executor.
+func TestAJobViewNamesTheDrainItsReadyRegionWaitsFor(t *testing.T) {
+	h := newHarness(t)
+	require.NoError(t, h.submit("j", `{"vertices": [{"id": "a", "parallelism": 2, "command": ["x"]},
+		{"id": "b", "parallelism": 2, "command": ["x"]},
+		{"id": "c", "parallelism": 2, "command": ["x"], "inputs": [{"from": "b", "mode": "blocking", "distribution": "forward"}]}]}`).Err)
+	h.placeAll("e1")
+	h.reportAll("e1", wire.StateRunning)
+	h.report("e1", ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished}, ReportUpdate{ID: "j/b/1/0", State: wire.StateFinished})
+	require.Empty(t, h.job("j").WaitingForDrain, "no drain")
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1", DeadlineMs: 60_000}).Err)
+	require.Equal(t, "e1", h.job("j").WaitingForDrain, "c would join a's slots on e1")
+	require.Zero(t, h.job("j").WaitingSlots, "it needs no new slot")
+	h.report("e1", ReportUpdate{ID: "j/a/0/0", State: wire.StateFinished}, ReportUpdate{ID: "j/a/1/0", State: wire.StateFinished})
+	require.Empty(t, h.job("j").WaitingForDrain, "a ended: c needs new slots, elsewhere")
+	require.Equal(t, 2, h.job("j").WaitingSlots)
+}

@@ -56,6 +56,9 @@ const (
 // free (api.Job.WaitingSlots) is said as such.
 func waitNote(job *api.Job, cl *api.Cluster, w waitOpts) string {
 	if !awaitsPlacement(job) {
+		if waitsForARegion(job) && job.WaitingForDrain != "" {
+			return drainNote(cl, job.WaitingForDrain, time.Now())
+		}
 		if waitsForARegion(job) {
 			return regionNote(cl, job.WaitingSlots, w.resources || job.DeclaresResources)
 		}
@@ -71,7 +74,25 @@ func waitNote(job *api.Job, cl *api.Cluster, w waitOpts) string {
 // waitsForARegion reports whether a job that has started has a region
 // ready to run and not placed (its answer's waiting_slots, as read).
 func waitsForARegion(job *api.Job) bool {
-	return job.WaitingSlots > 0 && (job.Status == "RUNNING" || job.Status == "RESTARTING")
+	return (job.WaitingSlots > 0 || job.WaitingForDrain != "") && (job.Status == "RUNNING" || job.Status == "RESTARTING")
+}
+
+// drainNote says that the job's next region waits for its tasks on the
+// draining executor ex (api.Job.WaitingForDrain), and until when at the
+// latest, as of now.
+func drainNote(cl *api.Cluster, ex string, now time.Time) string {
+	when := "at the drain's deadline at the latest"
+	for _, x := range cl.Executors {
+		if x.ID == ex && x.DrainDeadline > 0 {
+			left := time.UnixMilli(x.DrainDeadline).Sub(now).Round(time.Second)
+			if left > 0 {
+				when = fmt.Sprintf("at the drain's deadline at the latest (in %s)", left)
+			} else {
+				when = "now that the drain's deadline has passed"
+			}
+		}
+	}
+	return fmt.Sprintf("Waiting: its next region shares slots with its tasks on %s, which is draining and takes no new work; it goes on when they end there, or are moved %s ('jobmaster executors drain %s --disable' ends the drain).", ex, when, ex)
 }
 
 // mayWaitForARegion reports whether a job that has started has subtasks
@@ -159,6 +180,12 @@ func fleetNote(cl *api.Cluster, need int, resources bool, w waitingFor) string {
 			mem = max(mem, *x.FreeMemoryMB)
 		}
 	}
+	// Who frees what it waits for: an executor set aside (draining, disk
+	// full) may take work again too.
+	freed := w.freedBy + " free them"
+	if len(aside) > 0 {
+		freed += ", or an executor not counted takes work again"
+	}
 	note := func() string {
 		switch {
 		case alive == 0:
@@ -170,11 +197,11 @@ func fleetNote(cl *api.Cluster, need int, resources bool, w waitingFor) string {
 		case need > 0 && free >= need && !resources && w.onlyWhenShort:
 			return ""
 		case need > 0 && free >= need && resources:
-			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it %s when %s free them.", free, total, need, w.enough, cpu, mem, w.then, w.freedBy)
+			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it %s when %s.", free, total, need, w.enough, cpu, mem, w.then, freed)
 		case need > 0 && free >= need:
 			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s; the leader has not placed it yet (if it stays so, see the leader's log).", free, total, need, w.enough)
 		case need > 0:
-			return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once %s, and %s when %s free them.", free, total, need, w.what, w.then, w.freedBy)
+			return fmt.Sprintf("Waiting for slots: %d of %d are free; it needs %d at once %s, and %s when %s.", free, total, need, w.what, w.then, freed)
 		}
 		return fmt.Sprintf("Waiting for slots: %d of %d are free; it starts when enough are free for its first region (and the CPU and memory its tasks declare).", free, total)
 	}()

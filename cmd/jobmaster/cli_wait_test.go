@@ -171,7 +171,7 @@ func TestSlotNote(t *testing.T) {
 	draining, full := exec(8, 8, "alive"), exec(8, 8, "alive")
 	draining.Draining, full.DiskFull = true, true
 	draining.ID, full.ID = "e2", "e3"
-	assert.Equal(t, "Waiting for slots: 1 of 4 are free; it needs 2 at once to start, and starts when other jobs free them. Not counted: e2 (draining), e3 (disk full).",
+	assert.Equal(t, "Waiting for slots: 1 of 4 are free; it needs 2 at once to start, and starts when other jobs free them, or an executor not counted takes work again. Not counted: e2 (draining), e3 (disk full).",
 		slotNote(job("SCHEDULED"), cluster(exec(4, 1, "alive"), draining, full), 2, false))
 	assert.Equal(t, "Waiting: no executor takes work (each alive one is draining or its disk is full; see 'jobmaster executors list').",
 		slotNote(job("SCHEDULED"), cluster(draining, full), 2, false))
@@ -260,4 +260,20 @@ func TestAwaitsPlacement(t *testing.T) {
 	assert.False(t, awaitsPlacement(job("RUNNING", "SCHEDULED", "RUNNING")), "something runs")
 	assert.False(t, awaitsPlacement(job("CANCELLING", "SCHEDULED")))
 	assert.False(t, awaitsPlacement(job("FAILED", "SCHEDULED")))
+}
+
+// A running job whose next region waits for its tasks on a draining
+// executor is said to wait for that drain, not for slots.
+func TestWaitNoteNamesTheDrain(t *testing.T) {
+	now := time.Now()
+	cl := &api.Cluster{Executors: []api.Executor{
+		{ID: "e1", Status: "alive", HTTPAddr: "127.0.0.1:1", Slots: 4, FreeSlots: 2, Draining: true, DrainDeadline: now.Add(90 * time.Second).UnixMilli()},
+		{ID: "e2", Status: "alive", HTTPAddr: "127.0.0.1:2", Slots: 4, FreeSlots: 4},
+	}}
+	job := &api.Job{ID: "ss", Status: "RUNNING", WaitingForDrain: "e1",
+		Vertices: []api.Vertex{{ID: "a", Subtasks: []api.Subtask{{State: "RUNNING"}}}, {ID: "c", Subtasks: []api.Subtask{{State: "SCHEDULED"}}}}}
+	note := waitNote(job, cl, waitOpts{})
+	assert.Contains(t, note, "Waiting: its next region shares slots with its tasks on e1, which is draining and takes no new work")
+	assert.Contains(t, note, "at the drain's deadline at the latest (in 1m")
+	assert.Contains(t, drainNote(cl, "e1", now.Add(2*time.Minute)), "now that the drain's deadline has passed")
 }

@@ -51,9 +51,12 @@ export function mount(root, { arg: id, fail }) {
       h('span', { class: 'mono muted' }, job.id), ' \u00b7 submitted ', h('span', { title: fmtTime(job.submit_time_ms) }, fmtAgo(job.submit_time_ms, now)),
       job.end_time_ms ? ` \u00b7 ran for ${fmtDuration(job.end_time_ms - job.submit_time_ms)}` : ` \u00b7 running for ${fmtDuration(now - job.submit_time_ms)}`,
       ` \u00b7 ${job.restarts} restart${job.restarts === 1 ? '' : 's'}`,
-      // A region whose inputs are ready waits to be placed: all at once.
-      job.waiting_slots && !TERMINAL_JOB.has(job.status)
-        ? h('span', { id: 'job-waiting' }, ` \u00b7 a region waits for ${job.waiting_slots} free slot${job.waiting_slots === 1 ? '' : 's'} at once`) : '');
+      // A region whose inputs are ready waits to be placed: all at once,
+      // and not on a draining executor.
+      job.waiting_for_drain && !TERMINAL_JOB.has(job.status)
+        ? h('span', { id: 'job-waiting' }, ` \u00b7 a region waits for its tasks on ${job.waiting_for_drain}, which is draining, to end`)
+        : job.waiting_slots && !TERMINAL_JOB.has(job.status)
+          ? h('span', { id: 'job-waiting' }, ` \u00b7 a region waits for ${job.waiting_slots} free slot${job.waiting_slots === 1 ? '' : 's'} at once`) : '');
     // A finished job's message is why it last restarted, not an error.
     message.textContent = job.message && job.status === 'FINISHED' ? `Last restart: ${job.message}` : job.message || '';
     message.hidden = !job.message;
