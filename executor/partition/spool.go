@@ -15,12 +15,17 @@ import (
 // the producer, and a feeder copies the spool into the pipe, at the pace
 // of the task. So a task may read its pipes in any order, one after
 // another: what it does not read yet waits on disk, never in memory, and
-// no producer waits for it.
+// no producer waits for it. What the feeder has put into the pipe is freed
+// from the disk as it goes (every punchEvery bytes, a hole punched in the
+// spool), so a spool holds what is not read yet, not the whole stream.
 //
 // The pipe reaches end of file only when the fetch ended complete and the
 // task has read every byte; a failed fetch leaves the pipe open (the task
 // is stopped, and must not take the bytes for a whole output), until the
 // consumer's context ends.
+
+// punchEvery: the feeder frees what it has fed once this much more is fed.
+const punchEvery = 1 << 20
 
 // Spool is one pipelined input's spool file: one writer (the fetch), one
 // reader (Feed).
@@ -146,7 +151,7 @@ func (s *Spool) Feed(ctx context.Context, fifo string, nudge *Nudge) FeedResult 
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
-	var off int64
+	var off, punched int64
 	for {
 		s.mu.Lock()
 		size, ended, ferr, changed := s.size, s.ended, s.err, s.changed
@@ -162,6 +167,10 @@ func (s *Spool) Feed(ctx context.Context, fifo string, nudge *Nudge) FeedResult 
 					return Stopped
 				}
 				off += int64(n)
+				if fed := off &^ 4095; fed-punched >= punchEvery {
+					punch(s.f, punched, fed-punched)
+					punched = fed
+				}
 			}
 			if err != nil && !errors.Is(err, io.EOF) {
 				ended, ferr = true, err // the spool is unreadable: never an end of file
