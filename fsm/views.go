@@ -428,21 +428,17 @@ func (s *State) newSlots(r regionRef) int {
 }
 
 // drainHolds names the draining executor (the smallest id) where a slot
-// that whole ready region r would join is held, "" if none is: a draining
+// that ready region r would join is held, "" if none is: a draining
 // executor gets no new work, so the region waits (the leader's
-// offDraining).
+// offDraining reads the same keys).
 func (s *State) drainHolds(r regionRef) string {
-	widest, whole := s.regionKeys(r)
-	if !whole || len(s.drains) == 0 {
+	if len(s.drains) == 0 {
 		return ""
 	}
 	found := ""
-	for group, keys := range widest { // the smallest: the map's order does not matter
-		g := s.slotOf[r.job][group]
-		for i := 0; g != nil && i < keys && i < len(g.refs); i++ {
-			if x := g.refs[i].executor; x != "" && s.drains[x] != nil && (found == "" || x < found) {
-				found = x
-			}
+	for _, k := range s.readyRegion(r).Keys {
+		if k.Held && s.drains[k.Executor] != nil && (found == "" || k.Executor < found) {
+			found = k.Executor
 		}
 	}
 	return found

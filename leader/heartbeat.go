@@ -95,7 +95,10 @@ func (c *Core) HeartbeatAnswered(read Reader, h Heartbeat, rep *wire.Report, now
 		return Ready{}
 	}
 	revived := !x.answered || x.status != Alive
-	unwatched := x.unwatched()
+	early := x.noteEarlyStops(rep.Executions)
+	if !h.Probe {
+		x.renewed = true
+	}
 	var change *Change
 	if x.status != Alive {
 		change = &Change{Executor: x.id, From: x.status, To: Alive, Silent: now.Sub(x.lastAnswer)}
@@ -124,7 +127,7 @@ func (c *Core) HeartbeatAnswered(read Reader, h Heartbeat, rep *wire.Report, now
 	x.capacity = CapacityOf(rep.CPUMillis, rep.MemoryMB)
 	c.mu.Unlock()
 
-	r := c.report(read, h.Executor, rep.Executions, rep.Partitions, h.Base, h.Sent, now, false, unwatched)
+	r := c.report(read, h.Executor, rep.Executions, rep.Partitions, h.Base, h.Sent, now, false, early)
 	if change != nil {
 		r.Changes = append([]Change{*change}, r.Changes...)
 	}

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"log/slog"
+	"maps"
 	"sort"
 	"time"
 
@@ -16,22 +17,51 @@ import (
 // missing from it.
 func (c *Core) Partial(read Reader, executor string, reported []wire.ExecutionStatus, partitions []wire.Partition, now time.Time) Ready {
 	c.mu.Lock()
-	unwatched := true
+	var early map[string]bool
 	if x := c.execs[executor]; x != nil {
-		unwatched = x.unwatched()
+		early = x.noteEarlyStops(reported)
+	} else {
+		early = stopsIn(reported, nil)
 	}
 	c.mu.Unlock()
-	return c.report(read, executor, reported, partitions, 0, now, now, true, unwatched)
+	return c.report(read, executor, reported, partitions, 0, now, now, true, early)
 }
 
-// unwatched reports whether this leader has not found x silent: it has not
-// heard from it yet, or found it alive until now. A task x stopped because
-// its lease ran out was then stopped for want of a leader (the masters had
-// none, or this one was paused), no fault of the task's or of x's; while
-// this leader finds x silent (suspect, lost), a lease x let run out is x's
-// (or its network's) doing, and counted as a failure. Call with c.mu held.
-func (x *executor) unwatched() bool {
-	return !x.answered || x.status == Alive
+// noteEarlyStops remembers, until this leader has renewed x's lease once,
+// the executions x reports stopping or stopped: x stopped them before this
+// leader held its lease, so a lease of x's that ran out then ran out for
+// want of a leader (the masters had none, or another leader was failing
+// over), no fault of the task's nor of x's. Once this leader has renewed
+// x's lease, a lease that runs out is x's (or its network's) doing: frozen,
+// cut off while this leader heartbeats it; it counts as a failure. It
+// returns the executions so stopped. Call with c.mu held.
+func (x *executor) noteEarlyStops(reported []wire.ExecutionStatus) map[string]bool {
+	if !x.renewed {
+		x.earlyStops = stopsIn(reported, x.earlyStops)
+	}
+	return maps.Clone(x.earlyStops) // read by report without c.mu
+}
+
+// stopsIn adds to m (made if nil and needed) the executions reported
+// CANCELING or CANCELED.
+func stopsIn(reported []wire.ExecutionStatus, m map[string]bool) map[string]bool {
+	for _, r := range reported {
+		if r.State == wire.StateCanceling || r.State == wire.StateCanceled {
+			if m == nil {
+				m = make(map[string]bool)
+			}
+			m[r.ExecutionID] = true
+		}
+	}
+	return m
+}
+
+// forgetEarlyStops drops from x's early stops the executions whose end is
+// recorded (ids). Call with c.mu held.
+func (x *executor) forgetEarlyStops(ids []string) {
+	for _, id := range ids {
+		delete(x.earlyStops, id)
+	}
 }
 
 // report reconciles a report taken at asOf (with the state at index base
@@ -39,9 +69,9 @@ func (x *executor) unwatched() bool {
 // and turns the verdicts into a Ready: the commands recording it, the
 // cancels of unknown and cancelling executions, the redeployments of
 // pending ones, the releases of partitions nobody needs, the acks.
-// unwatched: the executor's lease expiries were none of its doing (see
-// executor.unwatched).
-func (c *Core) report(read Reader, executor string, reported []wire.ExecutionStatus, partitions []wire.Partition, base uint64, asOf, now time.Time, partial, unwatched bool) Ready {
+// early: the executions the executor stopped before this leader renewed
+// its lease (executor.noteEarlyStops).
+func (c *Core) report(read Reader, executor string, reported []wire.ExecutionStatus, partitions []wire.Partition, base uint64, asOf, now time.Time, partial bool, early map[string]bool) Ready {
 	r := Ready{Executor: executor}
 	c.reportPartitions(read, &r, executor, partitions, base, now, partial)
 	var expected []fsm.Execution
@@ -56,8 +86,21 @@ func (c *Core) report(read Reader, executor string, reported []wire.ExecutionSta
 	}
 	res := reconcile.Reconcile(reconcile.Input{
 		Executor: executor, Expected: expected, Reported: reported, Partial: partial,
-		BaseIndex: base, Now: asOf.UnixMilli(), AckDeadline: c.cfg.AckDeadline, LeaseNotCounted: unwatched,
+		BaseIndex: base, Now: asOf.UnixMilli(), AckDeadline: c.cfg.AckDeadline, StoppedEarly: early,
 	})
+	if len(early) > 0 {
+		var ended []string
+		for _, u := range res.Record {
+			if u.State.Terminal() {
+				ended = append(ended, u.ID)
+			}
+		}
+		c.mu.Lock()
+		if x := c.execs[executor]; x != nil {
+			x.forgetEarlyStops(ended)
+		}
+		c.mu.Unlock()
+	}
 	if res.Empty() {
 		return r
 	}

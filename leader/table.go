@@ -47,6 +47,11 @@ type executor struct {
 	// cancelSent remembers the cancels sent because the state asked for
 	// them (Cancels); reports repeat them while needed.
 	cancelSent map[string]bool
+	// renewed: it answered a heartbeat of this session that renewed its
+	// lease; earlyStops: the executions it reported stopping or stopped
+	// before that (noteEarlyStops), until their end is recorded.
+	renewed    bool
+	earlyStops map[string]bool
 }
 
 // Member is an executor as gossip knows it.

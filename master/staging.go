@@ -28,11 +28,14 @@ const (
 	stagingMaxTrail = 256
 )
 
-// caughtUp reports whether a master whose log ends at p has caught up with
-// a leader whose log ends at leader: an entry of the leader's term, within
-// stagingMaxTrail entries of the leader's last.
-func caughtUp(p, leader succession.Position) bool {
-	return p.Term == leader.Term && p.Index+stagingMaxTrail >= leader.Index
+// caughtUp reports whether a master whose log ends at p, and that votes
+// (!holdsVotes), has caught up with a leader whose log ends at leader: an
+// entry of the leader's term, within stagingMaxTrail entries of the
+// leader's last. A master that holds its votes yet (its log was empty, and
+// no leader has said it holds what was committed: raftguard) would count
+// in the quorum without voting.
+func caughtUp(p succession.Position, holdsVotes bool, leader succession.Position) bool {
+	return !holdsVotes && p.Term == leader.Term && p.Index+stagingMaxTrail >= leader.Index
 }
 
 // stager remembers, through one leadership session, since when each staged

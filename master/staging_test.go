@@ -14,11 +14,12 @@ import (
 
 func TestCaughtUp(t *testing.T) {
 	leader := succession.Position{Term: 5, Index: 1000}
-	assert.True(t, caughtUp(succession.Position{Term: 5, Index: 1000}, leader))
-	assert.True(t, caughtUp(succession.Position{Term: 5, Index: 1000 - stagingMaxTrail}, leader), "a few entries behind")
-	assert.False(t, caughtUp(succession.Position{Term: 5, Index: 999 - stagingMaxTrail}, leader), "too far behind")
-	assert.False(t, caughtUp(succession.Position{Term: 4, Index: 1000}, leader), "no entry of the leader's term yet")
-	assert.False(t, caughtUp(succession.Position{}, leader), "an empty log")
+	assert.True(t, caughtUp(succession.Position{Term: 5, Index: 1000}, false, leader))
+	assert.True(t, caughtUp(succession.Position{Term: 5, Index: 1000 - stagingMaxTrail}, false, leader), "a few entries behind")
+	assert.False(t, caughtUp(succession.Position{Term: 5, Index: 999 - stagingMaxTrail}, false, leader), "too far behind")
+	assert.False(t, caughtUp(succession.Position{Term: 4, Index: 1000}, false, leader), "no entry of the leader's term yet")
+	assert.False(t, caughtUp(succession.Position{}, false, leader), "an empty log")
+	assert.False(t, caughtUp(succession.Position{Term: 5, Index: 1000}, true, leader), "it does not vote yet")
 }
 
 func TestStagerPromotesOnlyAfterStayingCaughtUp(t *testing.T) {

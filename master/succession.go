@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -40,6 +41,10 @@ type positionAnswer struct {
 	// Reaches: asked with ?gone=ID while ID led it, the master connected
 	// to ID's Raft port just now.
 	Reaches bool `json:"reaches,omitempty"`
+	// HoldsVotes: the master does not vote yet (its log was empty and no
+	// leader has brought it up to date: raftguard). A staged master is
+	// made a voter only once it votes (staging.go).
+	HoldsVotes bool `json:"holds_votes,omitempty"`
 }
 
 const (
@@ -168,6 +173,11 @@ func (w *successionWatch) succeed(dead raft.ServerID) {
 		return
 	}
 	servers := m.raft.GetConfiguration().Configuration().Servers
+	if !slices.ContainsFunc(servers, func(s raft.Server) bool {
+		return string(s.ID) == m.cfg.NodeID && s.Suffrage == raft.Voter
+	}) {
+		return // a master staged (a non-voter) cannot be elected
+	}
 	var peers []succession.Position
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -248,20 +258,34 @@ func (w *successionWatch) position() (succession.Position, error) {
 // askPosition asks the master at addr for its position, telling it that
 // the leader gone's process is gone.
 func (w *successionWatch) askPosition(addr, id, gone string) (succession.Position, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), positionTimeout)
-	defer cancel()
-	var a positionAnswer
-	u, err := transport.PeerURL(w.m.client, addr, raftPositionPath+"?gone="+url.QueryEscape(gone))
+	a, err := w.fetchPosition(addr, id, gone)
 	if err != nil {
 		return succession.Position{}, err
 	}
+	return succession.Position{ID: a.ID, Term: a.Term, Index: a.Index, Reaches: a.Reaches}, nil
+}
+
+// fetchPosition asks master id at addr for its position answer (gone, if
+// not "", is the leader whose process is gone).
+func (w *successionWatch) fetchPosition(addr, id, gone string) (positionAnswer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), positionTimeout)
+	defer cancel()
+	var a positionAnswer
+	path := raftPositionPath
+	if gone != "" {
+		path += "?gone=" + url.QueryEscape(gone)
+	}
+	u, err := transport.PeerURL(w.m.client, addr, path)
+	if err != nil {
+		return a, err
+	}
 	if err := transport.GetJSON(ctx, w.m.client, u, &a); err != nil {
-		return succession.Position{}, err
+		return a, err
 	}
 	if a.ID != id {
-		return succession.Position{}, errors.New("answered as " + strconv.Quote(a.ID))
+		return a, errors.New("answered as " + strconv.Quote(a.ID))
 	}
-	return succession.Position{ID: a.ID, Term: a.Term, Index: a.Index, Reaches: a.Reaches}, nil
+	return a, nil
 }
 
 // stand makes this master's Raft a candidate now, through the request a
@@ -291,5 +315,5 @@ func (m *Master) raftPosition(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, positionAnswer{ID: p.ID, Term: p.Term, Index: p.Index, Reaches: reaches})
+	writeJSON(w, http.StatusOK, positionAnswer{ID: p.ID, Term: p.Term, Index: p.Index, Reaches: reaches, HoldsVotes: m.rp.guard.HoldingVotes()})
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"jobmaster/membership"
+	"jobmaster/succession"
 )
 
 // reconcileVoters adds masters that gossip shows alive but that are not in
@@ -90,10 +91,10 @@ func (s *session) caughtUp(id raft.ServerID, httpAddr string) bool {
 	if err != nil {
 		return false
 	}
-	p, err := w.askPosition(httpAddr, string(id), "")
+	a, err := w.fetchPosition(httpAddr, string(id), "")
 	if err != nil {
 		s.m.log.Debug("staged master's position unknown", "peer", id, "err", err)
 		return false
 	}
-	return caughtUp(p, lead)
+	return caughtUp(succession.Position{ID: a.ID, Term: a.Term, Index: a.Index}, a.HoldsVotes, lead)
 }

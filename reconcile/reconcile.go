@@ -51,12 +51,12 @@ type Input struct {
 	// unacknowledged.
 	Now         int64
 	AckDeadline time.Duration
-	// LeaseNotCounted: a task the executor stopped because its lease ran
+	// StoppedEarly holds the executions the executor stopped before this
+	// leader renewed its lease: one of them stopped because its lease ran
 	// out (wire.LeaseExpiry) was stopped for want of a leader, not by its
-	// fault or the executor's: its end is recorded Fenced, and its restart
-	// is not counted. The leader sets it unless it found the executor
-	// silent before this report.
-	LeaseNotCounted bool
+	// fault or the executor's; its end is recorded Fenced, and its restart
+	// is not counted.
+	StoppedEarly map[string]bool
 }
 
 // Result is what to do about a report.
@@ -108,7 +108,7 @@ func Reconcile(in Input) Result {
 			out.Unknown = append(out.Unknown, r.ExecutionID)
 		case st.Terminal():
 			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st, Message: cut(r.Message, wire.MaxStatusMessage), Bytes: r.Bytes, Unavailable: r.Unavailable,
-				Fenced: in.LeaseNotCounted && st == wire.StateCanceled && wire.LeaseExpiry(r.Message)})
+				Fenced: in.StoppedEarly[e.ID] && st == wire.StateCanceled && wire.LeaseExpiry(r.Message)})
 		case !e.Deployed || (st == wire.StateRunning && e.State == wire.StateDeploying):
 			out.Record = append(out.Record, fsm.ReportUpdate{ID: e.ID, State: st})
 			if e.State == wire.StateCanceling {

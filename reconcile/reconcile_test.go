@@ -146,16 +146,17 @@ func TestLongMessageIsCut(t *testing.T) {
 }
 
 // A CANCELED of a lease expiry is recorded Fenced (its restart not
-// counted) only when the leader says the lease ran out for want of a
-// leader; any other CANCELED never is.
-func TestLeaseExpiryIsFencedOnlyWhenNotCounted(t *testing.T) {
+// counted) only for an execution the executor stopped before the leader
+// renewed its lease; any other CANCELED never is.
+func TestLeaseExpiryIsFencedOnlyWhenStoppedEarly(t *testing.T) {
 	expected := []fsm.Execution{ex("a", wire.StateRunning, true, 1, 2, 0), ex("b", wire.StateRunning, true, 1, 2, 0)}
 	reported := []wire.ExecutionStatus{
 		{ExecutionID: "a", State: wire.StateCanceled, Message: wire.LeaseExpiringPrefix + "no heartbeat from a leader for 9.5s (lease 10s)"},
 		{ExecutionID: "b", State: wire.StateCanceled, Message: "canceled by the leader"},
 	}
 	for _, notCounted := range []bool{true, false} {
-		res := Reconcile(Input{Executor: "e1", Expected: expected, Reported: reported, BaseIndex: 10, LeaseNotCounted: notCounted})
+		res := Reconcile(Input{Executor: "e1", Expected: expected, Reported: reported, BaseIndex: 10,
+			StoppedEarly: map[string]bool{"a": notCounted, "b": true}})
 		require.Len(t, res.Record, 2)
 		require.Equal(t, notCounted, res.Record[0].Fenced, "the lease expiry")
 		require.False(t, res.Record[1].Fenced, "another cancel")
