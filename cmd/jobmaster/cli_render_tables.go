@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -251,14 +252,20 @@ func formatMembers(c *api.Cluster) string {
 
 // formatExecutors renders the executors of `members` and `executors
 // list`: liveness (or drained), a full disk (which keeps new work away)
-// or a storage error (--json has what failed), and whether each drains and
-// until when.
+// or a storage error (--json has what failed), whether each drains and
+// until when, and, when some executor offers CPU or memory to tasks that
+// declare them, what of it is free.
 func formatExecutors(xs []api.Executor) string {
 	if len(xs) == 0 {
 		return "No executors\n"
 	}
+	resources := slices.ContainsFunc(xs, func(e api.Executor) bool { return e.CPUMillis > 0 || e.MemoryMB > 0 })
 	t := newTable(2)
-	t.row("ID", "HTTP ADDR", "SLOTS", "FREE SLOTS", "STATUS", "DRAINING", "DRAIN DEADLINE")
+	head := []string{"ID", "HTTP ADDR", "SLOTS", "FREE SLOTS", "STATUS", "DRAINING", "DRAIN DEADLINE"}
+	if resources {
+		head = append(head, "FREE CPU", "FREE MEMORY")
+	}
+	t.row(head...)
 	for _, e := range xs {
 		deadline := "-"
 		if e.Draining && e.DrainDeadline > 0 {
@@ -271,7 +278,20 @@ func formatExecutors(xs []api.Executor) string {
 		if e.StorageError != "" {
 			status += ", storage error"
 		}
-		t.row(e.ID, orDash(e.HTTPAddr), strconv.Itoa(e.Slots), strconv.Itoa(e.FreeSlots), status, strconv.FormatBool(e.Draining), deadline)
+		row := []string{e.ID, orDash(e.HTTPAddr), strconv.Itoa(e.Slots), strconv.Itoa(e.FreeSlots), status, strconv.FormatBool(e.Draining), deadline}
+		if resources {
+			row = append(row, freeOf(e.FreeCPUMillis, e.CPUMillis, "m"), freeOf(e.FreeMemoryMB, e.MemoryMB, " MiB"))
+		}
+		t.row(row...)
 	}
 	return t.String()
+}
+
+// freeOf is "free/total<unit>" of a resource an executor offers, "-" when
+// it offers none (or its use is not known).
+func freeOf(free *int64, total int64, unit string) string {
+	if total <= 0 || free == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d%s", *free, total, unit)
 }

@@ -233,6 +233,16 @@ No masters
 Executors
 No executors
 `, formatMembers(&api.Cluster{}))
+
+	// What executors offer tasks that declare CPU or memory, when some do.
+	free := func(n int64) *int64 { return &n }
+	assert.Equal(t, `ID  HTTP ADDR       SLOTS  FREE SLOTS  STATUS  DRAINING  DRAIN DEADLINE  FREE CPU   FREE MEMORY
+e1  127.0.0.1:7411  4      3           alive   false     -               400/1000m  1024/4096 MiB
+e2  127.0.0.1:7412  4      4           alive   false     -               -          -
+`, formatExecutors([]api.Executor{
+		{ID: "e1", HTTPAddr: "127.0.0.1:7411", Slots: 4, FreeSlots: 3, Status: "alive", CPUMillis: 1000, MemoryMB: 4096, FreeCPUMillis: free(400), FreeMemoryMB: free(1024)},
+		{ID: "e2", HTTPAddr: "127.0.0.1:7412", Slots: 4, FreeSlots: 4, Status: "alive"},
+	}))
 }
 
 func TestTruncate(t *testing.T) {
