@@ -490,6 +490,12 @@ func TestJSONOnEveryCommand(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &saved), r.stdout)
 	assert.Equal(t, snapshotSaved{File: file, Bytes: 14, Index: 17}, saved)
 
+	// A directory is no file to save to: said before the snapshot is
+	// taken.
+	r = runCLI(snap, "operator", "snapshot", "save", dir)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, dir+" is a directory: give a file to save the snapshot to")
+
 	// A backup is not overwritten unless asked; with --force it is
 	// replaced whole, private, and nothing else is left beside it.
 	require.NoError(t, os.WriteFile(file, []byte("older backup"), 0o600))

@@ -51,6 +51,9 @@ func newOperatorCmd(env *cliEnv) *cobra.Command {
 			// error then, not into the backup.
 			toStdout := args[0] == "-" || args[0] == "/dev/stdout"
 			st, statErr := os.Stat(args[0])
+			if !toStdout && statErr == nil && st.IsDir() {
+				return fmt.Errorf("%s is a directory: give a file to save the snapshot to", args[0])
+			}
 			stream := !toStdout && statErr == nil && !st.Mode().IsRegular() // a pipe, a device: written as it is
 			if !toStdout {
 				if statErr == nil && !stream && !force {
