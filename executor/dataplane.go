@@ -304,7 +304,13 @@ func (e *Executor) streamPipelined(dt *dataTask, in, spool string) error {
 		e.mu.Lock()
 		dt.spools = append(dt.spools, sp)
 		e.mu.Unlock()
-		e.goData(&dt.wg, func() { sp.Feed(dt.ctx, fifo, nudge) })
+		e.goData(&dt.wg, func() {
+			if sp.Feed(dt.ctx, fifo, nudge) == partition.Unreadable && dt.ctx.Err() == nil {
+				// The bytes fetched cannot reach the task: it would wait
+				// on its pipe for good.
+				e.failInput(dt.task.ExecutionID, &inputError{msg: e.localError("reading the spool of input "+s.String(), sp.ReadErr()).Error()})
+			}
+		})
 		e.goData(&dt.wg, func() {
 			err := e.fetcher.Fetch(dt.ctx, e.fetchSource(dt.task, s), sp)
 			sp.End(err)

@@ -37,6 +37,15 @@ type Spool struct {
 	ended   bool
 	err     error         // the fetch's outcome, once ended
 	changed chan struct{} // closed and replaced on every change
+	readErr error         // what a read of the spool failed with (Unreadable)
+}
+
+// ReadErr is why the spool could not be read, once Feed returned
+// Unreadable.
+func (s *Spool) ReadErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readErr
 }
 
 // CreateSpool creates a new spool file at path (0600).
@@ -125,6 +134,10 @@ const (
 	// Stopped: ctx ended (the consumer ended), or the fetch failed and ctx
 	// ended later; the task never saw end of file.
 	Stopped
+	// Unreadable: the spool could not be read (Spool.ReadErr says why);
+	// the pipe is left open, the task never sees end of file, and its
+	// caller must stop it.
+	Unreadable
 )
 
 // Feed copies the spool into the named pipe fifo: it waits for the task to
@@ -173,10 +186,16 @@ func (s *Spool) Feed(ctx context.Context, fifo string, nudge *Nudge) FeedResult 
 				}
 			}
 			if err != nil && !errors.Is(err, io.EOF) {
-				ended, ferr = true, err // the spool is unreadable: never an end of file
-			} else {
-				continue
+				// The spool is unreadable: never an end of file. The
+				// pipe stays open (closing it would be one) until the
+				// caller has stopped the task and ctx ends.
+				s.mu.Lock()
+				s.readErr = err
+				s.mu.Unlock()
+				context.AfterFunc(ctx, func() { w.Close() })
+				return Unreadable
 			}
+			continue
 		}
 		if ended && ferr == nil {
 			w.Close()

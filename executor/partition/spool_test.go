@@ -139,3 +139,32 @@ func TestAReaderThatLeavesEarly(t *testing.T) {
 	require.NoError(t, r.Close())
 	require.Equal(t, ReaderGone, <-f.res)
 }
+
+// A spool that cannot be read any more (an I/O error) ends its feed as
+// Unreadable, saying why, without an end of file: its caller stops the
+// task (a task left waiting on its pipe would wait for good).
+func TestAnUnreadableSpoolEndsTheFeed(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := startFeed(t, ctx, dir, "0", nil)
+	r, err := os.OpenFile(f.fifo, os.O_RDONLY, 0)
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = f.spool.Write([]byte("abc"))
+	require.NoError(t, err)
+	got := make([]byte, 3)
+	_, err = io.ReadFull(r, got)
+	require.NoError(t, err)
+	// The file fails every read from now on, and more has arrived.
+	require.NoError(t, f.spool.f.Close())
+	f.spool.mu.Lock()
+	f.spool.size += 10
+	f.spool.signalLocked()
+	f.spool.mu.Unlock()
+	require.Equal(t, Unreadable, <-f.res)
+	require.ErrorContains(t, f.spool.ReadErr(), "closed")
+	cancel() // the caller stopped the task: the pipe closes
+	_, err = r.Read(got)
+	require.ErrorIs(t, err, io.EOF)
+}
