@@ -319,10 +319,20 @@ func TestUnreachableCluster(t *testing.T) {
 // command says so after a few seconds, not after --timeout.
 func TestNoMasterListening(t *testing.T) {
 	a := deadAddr(t)
-	r := runCLI(a, "job", "list", "--timeout", "10m")
+	r := runCLI(a, "job", "list")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "Still trying: no master answered; tried "+a+" (connection refused); giving up after 3s if no master listens by then")
 	assert.Contains(t, r.stderr, "Error: no master answered; tried "+a+" (connection refused)\n")
+}
+
+// An explicit --timeout is waited out, refusals or not (a script that
+// starts the masters, or waits out a restart of all of them).
+func TestAnExplicitTimeoutIsWaitedOut(t *testing.T) {
+	a := deadAddr(t)
+	r := runCLI(a, "job", "list", "--timeout", "4s")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "giving up after 4s (Ctrl-C to stop now)")
+	assert.NotContains(t, r.stderr, "if no master listens by then")
 }
 
 // A master that takes the request and holds it past --timeout (waiting
@@ -665,4 +675,9 @@ func TestSnapshotRestoreSaysWhenItsTokenIsGone(t *testing.T) {
 	r := runCLI(snap, "operator", "snapshot", "restore", file)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "the ACL tokens are now the backup's, and the token this command used is not")
+	// A backup from before the bootstrap, restored on purpose, holds none.
+	r = runCLI(snap, "operator", "snapshot", "restore", file, "--reset-acl")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "the backup holds no ACL token")
+	assert.Contains(t, r.stderr, "Run 'jobmaster acl bootstrap' now.")
 }

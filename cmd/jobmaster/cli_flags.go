@@ -57,7 +57,7 @@ func addClientFlags(cmd *cobra.Command, o *clientOpts) {
 	f.StringVar(&o.clientKey, "client-key", "", "PEM file of the client certificate's key (default $"+clientKeyEnv+")")
 	f.StringVar(&o.token, "token", "", "ACL token secret to send with every request (default $"+tokenEnv+", else the token of a 'jobmaster dev' on its default ports;\nthe process list shows flags: prefer the variable)")
 	f.BoolVar(&o.json, "json", false, "print the API's JSON instead of tables")
-	f.DurationVar(&o.timeout, "timeout", client.DefaultTimeout, "give up on a request after this long (retries and failovers included)")
+	f.DurationVar(&o.timeout, "timeout", client.DefaultTimeout, "give up on a request after this long (retries and failovers included); left out, also once every master has refused the connection for 3s")
 }
 
 // addresses returns the master addresses to use: --address, else
@@ -125,7 +125,8 @@ func (o *clientOpts) tlsOptions(cmd *cobra.Command, addresses string) ([]client.
 
 // refusedGiveUp: a command gives up once every master has refused its
 // connection this long (no master runs at the addresses given), rather
-// than waiting out --timeout; a master that restarts listens within it.
+// than waiting out the default --timeout; a master that restarts listens
+// within it. An explicit --timeout is waited out.
 const refusedGiveUp = 3 * time.Second
 
 // devAddresses reports whether addresses are all among the default ones,
@@ -153,19 +154,25 @@ func (o *clientOpts) newClient(cmd *cobra.Command) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// An explicit --timeout is waited out whatever the masters answer (a
+	// script that starts them, or waits out a restart of all of them).
+	giveUp := refusedGiveUp
+	if cmd.Flags().Changed("timeout") {
+		giveUp = 0
+	}
 	noted := false
 	note := func(err *client.UnreachableError) {
 		if noted || o.waiting {
 			return
 		}
 		noted = true
-		if err.Refused() && refusedGiveUp < o.timeout {
-			fmt.Fprintf(cmd.ErrOrStderr(), "Still trying: %s; giving up after %v if no master listens by then (Ctrl-C to stop now)\n", message(err), refusedGiveUp)
+		if err.Refused() && giveUp > 0 && giveUp < o.timeout {
+			fmt.Fprintf(cmd.ErrOrStderr(), "Still trying: %s; giving up after %v if no master listens by then (Ctrl-C to stop now)\n", message(err), giveUp)
 			return
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "Still trying: %s; giving up after %v (Ctrl-C to stop now)\n", message(err), o.timeout)
 	}
-	opts := append(tlsOpts, client.WithTimeout(o.timeout), client.WithRetryNotify(note), client.WithGiveUpWhenRefused(refusedGiveUp))
+	opts := append(tlsOpts, client.WithTimeout(o.timeout), client.WithRetryNotify(note), client.WithGiveUpWhenRefused(giveUp))
 	if o.stale {
 		opts = append(opts, client.WithStaleReads())
 	}

@@ -139,8 +139,13 @@ expects but no executor runs are failed and restarted).`,
 			// command is a bare 401.
 			var apiErr *client.APIError
 			if _, err := c.Cluster(cmd.Context()); errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized {
-				fmt.Fprintln(cmd.ErrOrStderr(), "Note: the ACL tokens are now the backup's, and the token this command used is not\n"+
-					"among them: use a token of the backup's cluster from now on (the web UI's too).")
+				if resetACL {
+					fmt.Fprintln(cmd.ErrOrStderr(), "Note: the backup holds no ACL token: the ACLs may be bootstrapped again, by anyone who\n"+
+						"reaches the cluster. Run 'jobmaster acl bootstrap' now.")
+				} else {
+					fmt.Fprintln(cmd.ErrOrStderr(), "Note: the ACL tokens are now the backup's, and the token this command used is not\n"+
+						"among them: use a token of the backup's cluster from now on (the web UI's too).")
+				}
 			}
 			return nil
 		}),
