@@ -108,7 +108,8 @@ func (ca *CA) Issue(rand io.Reader, r Request) (*Issued, error) {
 	}
 	notAfter := r.Now.Add(r.Validity)
 	if notAfter.After(ca.Cert.NotAfter) {
-		return nil, fmt.Errorf("the certificate would outlive its CA (valid until %s): issue it for less, or rotate the CA first", ca.Cert.NotAfter.UTC().Format(time.DateOnly))
+		return nil, fmt.Errorf("the certificate would outlive its CA (valid until %s): issue it for at most %d days, or rotate the CA first",
+			ca.Cert.NotAfter.UTC().Format(time.DateOnly), int(ca.Cert.NotAfter.Sub(r.Now)/(24*time.Hour)))
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand)
 	if err != nil {

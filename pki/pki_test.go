@@ -78,6 +78,12 @@ func TestIssueRefuses(t *testing.T) {
 		_, err := ca.Issue(rand.Reader, r)
 		assert.Error(t, err, name)
 	}
+	// What is left of the CA's life is said: a short-lived CA (the dev's)
+	// cannot sign the default validity.
+	short, err := NewCA(rand.Reader, now, 30*24*time.Hour)
+	require.NoError(t, err)
+	_, err = short.Issue(rand.Reader, Request{Identity: Identity{Role: Server, NodeID: "m4"}, Now: now.Add(24 * time.Hour), Validity: DefaultCertValidity})
+	assert.ErrorContains(t, err, "issue it for at most 29 days")
 }
 
 func TestIdentityRoundTrip(t *testing.T) {
