@@ -119,6 +119,22 @@ func TestUI(t *testing.T) {
 		)
 		require.Equal(t, "CANCELED", c.Job("ui-cancel").Status)
 	})
+	t.Run("a subtask cancelled after a restart says why it ended and how the attempt before did", func(t *testing.T) {
+		c.Submit("ui-both", `{"name": "ui-both", "vertices": [
+			{"id": "w", "parallelism": 1, "command": ["sh", "-c", "[ \"$JOBMASTER_ATTEMPT\" -ge 1 ] || exit 3; sleep 600"]}],
+			"restart": {"strategy": "fixed-delay", "delay": "100ms", "attempts": 2}}`)
+		var why string
+		browse(t, ctx, "ui-both cancelled at its second attempt", uiWait,
+			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs/ui-both")),
+			chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="w"][data-state="RUNNING"][data-execution="ui-both/w/0/1"]`)),
+			chromedp.Click(chromedp.CSS("#cancel")),
+			js(`document.querySelector('#cancel').textContent === 'Confirm cancel'`),
+			chromedp.Click(chromedp.CSS("#cancel")),
+			chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="w"][data-state="CANCELED"]`)),
+			eval(`document.querySelector('#subtasks tr[data-vertex="w"] td.why').textContent`, &why))
+		require.Contains(t, why, "canceled by user")
+		require.Contains(t, why, "attempt 0 FAILED: exit status 3")
+	})
 	t.Run("a finished job's restart is labelled as one, not shown as its failure", func(t *testing.T) {
 		c.Submit("ui-flaky", `{"name": "ui-flaky", "vertices": [
 			{"id": "once", "parallelism": 1, "command": ["sh", "-c", "[ \"$JOBMASTER_ATTEMPT\" -ge 1 ] || exit 3"]}],

@@ -91,10 +91,12 @@ export function mount(root, { arg: id, fail }) {
     r.executor.replaceChildren(t.executor || h('span', { class: 'muted' }, '\u2014'));
     setText(r.start, fmtTime(t.start_time_ms));
     setText(r.end, fmtTime(t.end_time_ms));
-    // The reason this attempt ended, or how the one before it did.
-    r.why.replaceChildren(...((t.state === 'FAILED' || t.state === 'CANCELED') && t.message
-      ? [h('span', { class: 'reason', 'data-state': t.state }, t.message)]
-      : p ? [h('span', { class: 'muted' }, `attempt ${p.attempt} `), h('span', { class: 'reason', 'data-state': p.state }, `${p.state}${p.message ? ': ' + p.message : ''}`)] : []));
+    // The reason this attempt ended, and how the one before it did.
+    const ended = (t.state === 'FAILED' || t.state === 'CANCELED') && t.message
+      ? [h('span', { class: 'reason', 'data-state': t.state }, t.message)] : [];
+    const before = p ? [h('span', { class: 'muted' }, `${ended.length ? '; ' : ''}attempt ${p.attempt} `),
+      h('span', { class: 'reason previous', 'data-state': p.state }, `${p.state}${p.message ? ': ' + p.message : ''}`)] : [];
+    r.why.replaceChildren(...ended, ...before);
   });
 
   function renderSubtasks() {
