@@ -102,7 +102,7 @@ func (e *Executor) expireLocked(now time.Time) []string {
 	live := e.held.live()
 	// The silence as it was, not the threshold: a check that came late
 	// (the executor held up) says how late.
-	msg := leaseMessage(now.Sub(e.lease.last).Round(100*time.Millisecond), e.cfg.Lease)
+	msg := leaseMessage(now.Sub(e.lease.last).Round(100*time.Millisecond), e.cfg.Lease, e.lease.heldUp(now).Round(100*time.Millisecond))
 	switch {
 	case len(live) > 0:
 		e.metrics.selfFences.Inc()
@@ -219,6 +219,7 @@ func (e *Executor) leaseLoop() {
 			now := e.cfg.Now()
 			e.mu.Lock()
 			stop := e.expireLocked(now)
+			e.lease.checked = now
 			e.mu.Unlock()
 			e.stopTasks(stop)
 		}

@@ -46,9 +46,12 @@ func TestLeaseFiresOncePerRenewal(t *testing.T) {
 }
 
 func TestLeaseMessage(t *testing.T) {
-	require.Equal(t, "lease expired: no heartbeat from a leader for 10s", leaseMessage(10*time.Second, 10*time.Second))
-	require.Equal(t, "lease expiring: no heartbeat from a leader for 6.5s (lease 10s)", leaseMessage(6500*time.Millisecond, 10*time.Second))
-	require.Equal(t, "lease expired: no heartbeat from a leader for 14s (lease 10s)", leaseMessage(14*time.Second, 10*time.Second))
+	require.Equal(t, "lease expired: no heartbeat from a leader for 10s", leaseMessage(10*time.Second, 10*time.Second, 0))
+	require.Equal(t, "lease expiring: no heartbeat from a leader for 6.5s (lease 10s)", leaseMessage(6500*time.Millisecond, 10*time.Second, 500*time.Millisecond))
+	require.Equal(t, "lease expired: no heartbeat from a leader for 14s (lease 10s)", leaseMessage(14*time.Second, 10*time.Second, 2*time.Second))
+	// The executor's own checks did not run for 12s: it was held up.
+	require.Equal(t, "lease expired: this executor was held up (stopped or starved) for 12s, and no heartbeat from a leader reached it for 12.6s (lease 10s)",
+		leaseMessage(12600*time.Millisecond, 10*time.Second, 12*time.Second))
 	require.Equal(t, 500*time.Millisecond, leaseTick(10*time.Second))
 }
 
