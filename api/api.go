@@ -224,6 +224,9 @@ type SnapshotRestored struct {
 	Restored   bool `json:"restored"`
 	Jobs       int  `json:"jobs"`
 	Executions int  `json:"executions"`
+	// ACLReset: the masters enforce ACLs and the restored state was never
+	// bootstrapped (?reset_acl): anyone may bootstrap the ACLs now.
+	ACLReset bool `json:"acl_reset,omitempty"`
 }
 
 // RaftPeers answers GET /v1/operator/raft/peers.

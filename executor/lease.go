@@ -22,7 +22,11 @@ func leaseExpired(last, now time.Time, d time.Duration) bool {
 // masters alone.
 func leaseMessage(silent, lease, heldUp time.Duration) string {
 	if heldUp >= heldUpAfter(lease) {
-		return fmt.Sprintf(wire.LeaseExpiredPrefix+"this executor was held up (stopped or starved) for %s, and no heartbeat from a leader reached it for %s (lease %s)", heldUp, silent, lease)
+		prefix := wire.LeaseExpiringPrefix // stopped before it runs out (exec's fence time)
+		if silent >= lease {
+			prefix = wire.LeaseExpiredPrefix
+		}
+		return fmt.Sprintf(prefix+"this executor was held up (stopped or starved) for %s, and no heartbeat from a leader reached it for %s (lease %s)", heldUp, silent, lease)
 	}
 	switch {
 	case silent == lease:

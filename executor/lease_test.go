@@ -52,6 +52,8 @@ func TestLeaseMessage(t *testing.T) {
 	// The executor's own checks did not run for 12s: it was held up.
 	require.Equal(t, "lease expired: this executor was held up (stopped or starved) for 12s, and no heartbeat from a leader reached it for 12.6s (lease 10s)",
 		leaseMessage(12600*time.Millisecond, 10*time.Second, 12*time.Second))
+	require.Equal(t, "lease expiring: this executor was held up (stopped or starved) for 7s, and no heartbeat from a leader reached it for 7s (lease 10s)",
+		leaseMessage(7*time.Second, 10*time.Second, 7*time.Second), "stopped at the fence time, before the lease ran out")
 	require.Equal(t, 500*time.Millisecond, leaseTick(10*time.Second))
 }
 

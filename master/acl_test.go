@@ -749,6 +749,7 @@ func TestARestoreDoesNotResetTheACLsUnasked(t *testing.T) {
 
 	r = do(t, "PUT", c.url(l, "/v1/operator/snapshot?reset_acl=true"), before, auth(root.SecretID)...)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	assert.True(t, decode[api.SnapshotRestored](t, r).ACLReset, "the answer says the ACLs may be bootstrapped")
 	waitFor(t, "the ACLs bootstrapped again", func() bool {
 		return do(t, "POST", c.url(c.leader(), "/v1/acl/bootstrap"), nil).status == http.StatusCreated
 	})

@@ -174,7 +174,8 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	m.log.Warn("state restored from a snapshot", "jobs", st.NumJobs(), "executions", st.NumExecutions(), "cluster", st.Cluster())
 	m.audit(r, "snapshot restore", "jobs", st.NumJobs(), "executions", st.NumExecutions(), "tokens", st.NumTokens())
-	writeJSON(w, http.StatusOK, api.SnapshotRestored{Restored: true, Jobs: st.NumJobs(), Executions: st.NumExecutions()})
+	writeJSON(w, http.StatusOK, api.SnapshotRestored{Restored: true, Jobs: st.NumJobs(), Executions: st.NumExecutions(),
+		ACLReset: m.cfg.ACL && !st.ACLBootstrapped()})
 }
 
 // sizedBody is a request body bounded by http.MaxBytesReader that says

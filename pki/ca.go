@@ -108,8 +108,11 @@ func (ca *CA) Issue(rand io.Reader, r Request) (*Issued, error) {
 	}
 	notAfter := r.Now.Add(r.Validity)
 	if notAfter.After(ca.Cert.NotAfter) {
-		return nil, fmt.Errorf("the certificate would outlive its CA (valid until %s): issue it for at most %d days, or rotate the CA first",
-			ca.Cert.NotAfter.UTC().Format(time.DateOnly), int(ca.Cert.NotAfter.Sub(r.Now)/(24*time.Hour)))
+		until := ca.Cert.NotAfter.UTC().Format(time.DateOnly)
+		if days := int(ca.Cert.NotAfter.Sub(r.Now) / (24 * time.Hour)); days >= 1 {
+			return nil, fmt.Errorf("the certificate would outlive its CA (valid until %s): issue it for at most %d days, or rotate the CA first", until, days)
+		}
+		return nil, fmt.Errorf("the certificate would outlive its CA (valid until %s, less than a day from now): rotate the CA first", until)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand)
 	if err != nil {

@@ -84,6 +84,8 @@ func TestIssueRefuses(t *testing.T) {
 	require.NoError(t, err)
 	_, err = short.Issue(rand.Reader, Request{Identity: Identity{Role: Server, NodeID: "m4"}, Now: now.Add(24 * time.Hour), Validity: DefaultCertValidity})
 	assert.ErrorContains(t, err, "issue it for at most 29 days")
+	_, err = short.Issue(rand.Reader, Request{Identity: Identity{Role: Server, NodeID: "m4"}, Now: now.Add(30 * 24 * time.Hour), Validity: time.Hour})
+	assert.ErrorContains(t, err, "less than a day from now): rotate the CA first")
 }
 
 func TestIdentityRoundTrip(t *testing.T) {

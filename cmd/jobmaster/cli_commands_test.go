@@ -675,8 +675,17 @@ func TestSnapshotRestoreSaysWhenItsTokenIsGone(t *testing.T) {
 	r := runCLI(snap, "operator", "snapshot", "restore", file)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "the ACL tokens are now the backup's, and the token this command used is not")
-	// A backup from before the bootstrap, restored on purpose, holds none.
+	// --reset-acl with a backup that holds tokens resets nothing: the
+	// masters' answer, not the flag, says which.
 	r = runCLI(snap, "operator", "snapshot", "restore", file, "--reset-acl")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "the ACL tokens are now the backup's")
+	assert.NotContains(t, r.stderr, "acl bootstrap")
+	// A backup from before the bootstrap, restored on purpose, holds none.
+	reset := newServerAt(t, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, api.SnapshotRestored{Restored: true, ACLReset: true})
+	})
+	r = runCLI(reset, "operator", "snapshot", "restore", file, "--reset-acl")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "the backup holds no ACL token")
 	assert.Contains(t, r.stderr, "Run 'jobmaster acl bootstrap' now.")

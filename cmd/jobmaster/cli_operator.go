@@ -136,16 +136,17 @@ expects but no executor runs are failed and restarted).`,
 			fmt.Fprintf(cmd.OutOrStdout(), "Restored the state from %s: %d jobs, %d executions\n", args[0], res.Jobs, res.Executions)
 			// The ACL tokens are the backup's now: say so to a caller
 			// whose own token was not among them, before its next
-			// command is a bare 401.
+			// command is a bare 401; or, when the backup had none (the
+			// masters say so), that the ACLs may be bootstrapped.
+			if res.ACLReset {
+				fmt.Fprintln(cmd.ErrOrStderr(), "Note: the backup holds no ACL token: the ACLs may be bootstrapped again, by anyone who\n"+
+					"reaches the cluster. Run 'jobmaster acl bootstrap' now.")
+				return nil
+			}
 			var apiErr *client.APIError
 			if _, err := c.Cluster(cmd.Context()); errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized {
-				if resetACL {
-					fmt.Fprintln(cmd.ErrOrStderr(), "Note: the backup holds no ACL token: the ACLs may be bootstrapped again, by anyone who\n"+
-						"reaches the cluster. Run 'jobmaster acl bootstrap' now.")
-				} else {
-					fmt.Fprintln(cmd.ErrOrStderr(), "Note: the ACL tokens are now the backup's, and the token this command used is not\n"+
-						"among them: use a token of the backup's cluster from now on (the web UI's too).")
-				}
+				fmt.Fprintln(cmd.ErrOrStderr(), "Note: the ACL tokens are now the backup's, and the token this command used is not\n"+
+					"among them: use a token of the backup's cluster from now on (the web UI's too).")
 			}
 			return nil
 		}),

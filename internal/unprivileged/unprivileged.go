@@ -4,6 +4,7 @@
 package unprivileged
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -53,7 +54,8 @@ func Here(t *testing.T) bool {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "TMPDIR="+dir, envMark+"=1", "GOCOVERDIR=")
 	out, err := cmd.CombinedOutput()
-	if err != nil && strings.Contains(string(out), "failed to execute") {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && (exit.ExitCode() == 126 || exit.ExitCode() == 127) && strings.HasPrefix(string(out), "setpriv: failed to execute ") {
 		// setpriv could not run the copy (a temporary directory mounted
 		// noexec, say): nothing was tested.
 		t.Skipf("the test binary could not be run as user %s: %s", nobody, out)
