@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"jobmaster/wire"
 )
@@ -118,10 +119,26 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 	d.Moved = true
 	cause := "moved off draining executor " + c.Executor
 	s.emit(Event{Topic: TopicExecutor, Type: EventExecutorStatus, Time: c.Time, Executor: c.Executor, State: ExecutorMovedStatus})
+	// The executions here that this move stops say so, whichever restart
+	// stopped them (another's region's, a partition's).
+	here := s.byExecutor[c.Executor].sorted()
+	var live []*Execution
+	for _, x := range here {
+		if e := s.execs[x.ID]; e != nil && !e.State.Terminal() && e.State != wire.StateCanceling {
+			live = append(live, e)
+		}
+	}
+	defer func() {
+		for _, e := range live {
+			if e.State == wire.StateCanceling && strings.HasPrefix(e.Message, regionRestarts) {
+				e.Message = cause
+			}
+		}
+	}()
 	// Partitions first, as when an executor is lost: a job that needed one
 	// restarts its consumers once, which may cancel executions here too.
 	s.loseFreely(s.partitionsOn(c.Executor), c.Time, cause)
-	for _, x := range s.byExecutor[c.Executor].sorted() {
+	for _, x := range here {
 		e := s.execs[x.ID]
 		if e == nil || e.State.Terminal() || e.State == wire.StateCanceling {
 			continue
