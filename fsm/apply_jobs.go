@@ -77,6 +77,12 @@ func (s *State) newAttempts(j *Job, ri int, next bool, now int64) {
 		}
 	}
 	r.Rerun = nil
+	// A FINISHED attempt that runs again says why: the restart's cause (the
+	// job's message), which a later restart would replace on the job.
+	ranAgain := ""
+	if j.Message != "" {
+		ranAgain = "ran again: " + j.Message
+	}
 	for _, vi := range r.Vertices {
 		v := &j.Vertices[vi]
 		vid := j.Spec.Vertices[vi].ID
@@ -93,7 +99,11 @@ func (s *State) newAttempts(j *Job, ri int, next bool, now int64) {
 					if v.Previous == nil {
 						v.Previous = make([]PreviousAttempt, len(v.Attempts))
 					}
-					v.Previous[i] = PreviousAttempt{Attempt: e.Attempt, State: e.State, Message: e.Message, EndTime: e.EndTime}
+					msg := e.Message
+					if e.State == wire.StateFinished && msg == "" {
+						msg = ranAgain
+					}
+					v.Previous[i] = PreviousAttempt{Attempt: e.Attempt, State: e.State, Message: msg, EndTime: e.EndTime}
 				}
 				s.dropPartition(s.partitions[old])
 				delete(s.execs, old)

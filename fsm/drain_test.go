@@ -76,6 +76,11 @@ func TestDrainMovesNeededPartitionsAndDropsTheRest(t *testing.T) {
 	require.Equal(t, JobRestarting, v.Status)
 	require.Contains(t, v.Message, "moved off draining executor e1")
 	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "d"})
+	v, _ = h.s.Job("d")
+	for i, p := range v.Vertices[0].Previous {
+		require.Equal(t, PreviousAttempt{Attempt: 0, State: wire.StateFinished, EndTime: p.EndTime,
+			Message: "ran again: partitions of gen/0, gen/1 moved off draining executor e1"}, p, "gen/%d: a FINISHED attempt that ran again says why", i)
+	}
 	h.placeAll("e2")
 	h.report("e2", ReportUpdate{ID: "d/gen/0/1", State: wire.StateFinished}, ReportUpdate{ID: "d/gen/1/1", State: wire.StateFinished})
 	h.placeAll("e2")
