@@ -54,7 +54,7 @@ export function mount(root, { arg: id, fail }) {
       // A region whose inputs are ready waits to be placed: all at once,
       // and not on a draining executor.
       job.waiting_for_drain && !TERMINAL_JOB.has(job.status)
-        ? h('span', { id: 'job-waiting' }, ` \u00b7 a region waits for its tasks on ${job.waiting_for_drain}, which is draining, to end`)
+        ? h('span', { id: 'job-waiting' }, ` \u00b7 a region waits for its tasks on ${job.waiting_for_drain}, which is draining, to end there or be moved at the drain's deadline`)
         : job.waiting_slots && !TERMINAL_JOB.has(job.status)
           ? h('span', { id: 'job-waiting' }, ` \u00b7 a region waits for ${job.waiting_slots} free slot${job.waiting_slots === 1 ? '' : 's'} at once`) : '');
     // A finished job's message is why it last restarted, not an error.
