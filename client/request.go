@@ -11,7 +11,6 @@ import (
 	"net/http/httptrace"
 	"slices"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"jobmaster/api"
@@ -117,16 +116,17 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 			// changes nothing.
 			return nil, unreachable(c.addrs, last)
 		}
+		u := unreachable(c.addrs, last)
 		switch {
-		case !allRefused(last):
+		case !u.Refused():
 			refusedSince = time.Time{}
 		case refusedSince.IsZero():
 			refusedSince = time.Now()
 		case c.refusedFor > 0 && time.Since(refusedSince) >= c.refusedFor:
-			return nil, unreachable(c.addrs, last)
+			return nil, u
 		}
 		if c.notify != nil {
-			c.notify(unreachable(c.addrs, last))
+			c.notify(u)
 		}
 		select {
 		case <-ctx.Done():
@@ -135,17 +135,6 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
-}
-
-// allRefused reports whether every master of a round refused the
-// connection: nothing listens at any address.
-func allRefused(last []error) bool {
-	for _, err := range last {
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return false
-		}
-	}
-	return len(last) > 0
 }
 
 // stopped builds the error of a call whose context ended while the master

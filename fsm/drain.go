@@ -3,7 +3,6 @@ package fsm
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"jobmaster/wire"
 )
@@ -119,22 +118,13 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 	d.Moved = true
 	cause := "moved off draining executor " + c.Executor
 	s.emit(Event{Topic: TopicExecutor, Type: EventExecutorStatus, Time: c.Time, Executor: c.Executor, State: ExecutorMovedStatus})
-	// The executions here that this move stops say so, whichever restart
-	// stopped them (another's region's, a partition's).
 	here := s.byExecutor[c.Executor].sorted()
-	var live []*Execution
+	var live []*Execution // here, and not stopping yet
 	for _, x := range here {
 		if e := s.execs[x.ID]; e != nil && !e.State.Terminal() && e.State != wire.StateCanceling {
 			live = append(live, e)
 		}
 	}
-	defer func() {
-		for _, e := range live {
-			if e.State == wire.StateCanceling && strings.HasPrefix(e.Message, regionRestarts) {
-				e.Message = cause
-			}
-		}
-	}()
 	// Partitions first, as when an executor is lost: a job that needed one
 	// restarts its consumers once, which may cancel executions here too.
 	s.loseFreely(s.partitionsOn(c.Executor), c.Time, cause)
@@ -154,6 +144,13 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 			continue
 		}
 		s.restartUncounted(j, ri, ReasonDrain, fmt.Sprintf("%s %s", e.ID, cause), c.Time)
+	}
+	// Whatever restart stopped them (a region's, a partition's), the
+	// executions here that this move stopped say it moved them.
+	for _, e := range live {
+		if e.State == wire.StateCanceling {
+			e.Message = cause
+		}
 	}
 	return Result{}
 }

@@ -89,7 +89,7 @@ func (c *Core) report(read Reader, executor string, reported []wire.ExecutionSta
 		BaseIndex: base, Now: asOf.UnixMilli(), AckDeadline: c.cfg.AckDeadline, StoppedEarly: early,
 	})
 	if len(early) > 0 {
-		var ended []string
+		ended := append([]string(nil), res.Ack...) // terminal, not expected: never recorded
 		for _, u := range res.Record {
 			if u.State.Terminal() {
 				ended = append(ended, u.ID)

@@ -44,7 +44,7 @@ func (m *Master) aclResetRefused(st *fsm.State, r *http.Request) string {
 	if !m.cfg.ACL || st.ACLBootstrapped() {
 		return ""
 	}
-	if v, ok := r.URL.Query()["reset_acl"]; ok && (v[0] == "" || v[0] == "true" || v[0] == "1") {
+	if queryFlag(r, "reset_acl") {
 		return ""
 	}
 	var bootstrapped bool

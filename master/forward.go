@@ -68,14 +68,18 @@ func (m *Master) leaderWrite(h leaderHandler) http.HandlerFunc {
 }
 
 // staleRead reports whether r asks to be answered from this master's own
-// state: ?stale, with no value or any but false and 0 (?stale=false asks
-// for the default, a consistent read, as a reader of it would expect).
-func staleRead(r *http.Request) bool {
+// state: ?stale (queryFlag; ?stale=false asks for the default, a
+// consistent read, as a reader of it would expect).
+func staleRead(r *http.Request) bool { return queryFlag(r, "stale") }
+
+// queryFlag reports whether r's query sets the flag name: present, with no
+// value or any but false and 0.
+func queryFlag(r *http.Request, name string) bool {
 	q := r.URL.Query()
-	if !q.Has("stale") {
+	if !q.Has(name) {
 		return false
 	}
-	switch strings.ToLower(q.Get("stale")) {
+	switch strings.ToLower(q.Get(name)) {
 	case "false", "0":
 		return false
 	}
