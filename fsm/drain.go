@@ -163,14 +163,7 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 func (s *State) restartUncounted(j *Job, ri int, kind, cause string, now int64) {
 	s.setJobMessage(j, cause)
 	s.emitRestart(j, kind, cause, now)
-	why := regionRestarts + cause
-	for _, r := range s.failoverScope(j, ri) {
-		s.setRegionStatus(j, r, RegionRestarting)
-		j.Regions[r].RestartAt = now
-		j.Regions[r].Rerun = nil
-		s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now, why) })
-	}
-	s.refreshActive(j, now)
+	s.restartScope(j, s.failoverSet(j, ri), nil, now, 0, regionRestarts+cause)
 }
 
 // loseFreely drops partitions moved off a draining executor: those still

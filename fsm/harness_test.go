@@ -167,6 +167,43 @@ func checkInvariants(t tb, s *State) {
 			}
 		}
 	}
+	// What may still start reads inputs that are there: every subtask of a
+	// ready region, and every one of a running region not started yet
+	// (a task starts once it has fetched its blocking inputs), has the
+	// output of each producer subtask it reads in another region tracked.
+	for _, id := range sortedKeys(s.jobs) {
+		j := s.jobs[id]
+		if j.Status.Terminal() || j.Status.ending() {
+			continue
+		}
+		for vi := range j.Vertices {
+			ri := j.Vertices[vi].Region
+			st := j.Regions[ri].Status
+			if st != RegionReady && st != RegionRunning {
+				continue
+			}
+			for i, e := range s.current[id][vi] {
+				if st == RegionRunning && (e == nil || (e.State != wire.StateScheduled && e.State != wire.StateDeploying)) {
+					continue
+				}
+				for _, in := range j.Spec.Vertices[vi].Inputs {
+					pv := j.Spec.VertexIndex(in.From)
+					if j.Vertices[pv].Region == ri {
+						continue
+					}
+					from, to := 0, len(s.current[id][pv])
+					if in.Forward() {
+						from, to = i, i+1
+					}
+					for ps := from; ps < to; ps++ {
+						pe := s.current[id][pv][ps]
+						require.NotNil(t, pe, "job %s: %s/%d reads %s/%d, which has no attempt", id, j.Spec.Vertices[vi].ID, i, in.From, ps)
+						require.NotNil(t, s.partitions[pe.ID], "job %s: %s/%d (region %s) may start and reads %s, whose output is not tracked", id, j.Spec.Vertices[vi].ID, i, st, pe.ID)
+					}
+				}
+			}
+		}
+	}
 	// The derived indexes equal a rebuild from scratch.
 	r := &State{jobs: s.jobs, execs: s.execs, partitions: s.partitions}
 	require.NoError(t, r.rebuildDerived(nil))

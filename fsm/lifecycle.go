@@ -93,14 +93,7 @@ func (s *State) handleFailure(j *Job, ri int, cause string, now int64) {
 	}
 	s.setJobMessage(j, cause)
 	s.emitRestart(j, s.failCause(), cause, now)
-	canceled := regionRestarts + cause
-	for _, r := range s.failoverScope(j, ri) {
-		s.setRegionStatus(j, r, RegionRestarting)
-		j.Regions[r].RestartAt = now + delay
-		j.Regions[r].Rerun = nil
-		s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now, canceled) })
-	}
-	s.refreshActive(j, now)
+	s.restartScope(j, s.failoverSet(j, ri), nil, now, delay, regionRestarts+cause)
 }
 
 // failoverScope returns the regions a failure in region ri restarts: under
@@ -128,6 +121,15 @@ func (s *State) failoverScope(j *Job, ri int) []int {
 		}
 	}
 	return out
+}
+
+// failoverSet is failoverScope as a set.
+func (s *State) failoverSet(j *Job, ri int) map[int]bool {
+	set := make(map[int]bool)
+	for _, r := range s.failoverScope(j, ri) {
+		set[r] = true
+	}
+	return set
 }
 
 // refreshActive derives the status of a job that is neither ending nor

@@ -25,15 +25,19 @@ import (
 //
 // Loss: a partition gone from its executor (the executor lost, its report
 // lacking it, or a consumer unable to fetch it) is dropped; if it was
-// needed, its producer runs again. That is one restart under the job's
-// restart strategy however many partitions went together: the consumer
-// regions that read a lost partition restart (with what the failover scope
-// adds), and the producer region re-runs only the lost subtasks when it is a
+// needed and a consumer has yet to read it (unread: every consumer that
+// runs has fetched its blocking inputs whole before it started), its
+// producer runs again. That is one restart under the job's restart
+// strategy however many partitions went together: the consumer regions
+// that read a lost partition restart (with what the failover scope adds),
+// and the producer region re-runs only the lost subtasks when it is a
 // single vertex (whose other subtasks' partitions are still there), or
 // whole when it has several (a subtask inside reads its region's pipelined
-// outputs, which are gone). What runs again reads its inputs again: a
-// producer subtask it reads whose output was released (its consumers had
-// all finished) or lost runs again in the same restart (readsReleased).
+// outputs, which are gone). A needed partition lost after every consumer
+// read it costs nothing unless one of them restarts: what runs again, for
+// any cause, reads its inputs again, and a producer subtask it reads whose
+// output was released (its consumers had all finished) or lost runs again
+// in the same restart (restartScope, readsReleased).
 
 // consumersOf lists the vertices that read vertex vi, in index order, with
 // whether each edge is forward.
@@ -110,6 +114,38 @@ func (s *State) partitionNeeded(j *Job, p *Partition) bool {
 	return false
 }
 
+// unread reports whether a consumer of partition p of job j has yet to
+// read it: a consumer region that has not FINISHED and is not running with
+// every subtask that reads p RUNNING or FINISHED. A task starts only once
+// its blocking inputs are on its executor's disk, whole, so a running one
+// has read them; one in p's own region reads p as a stream while it runs,
+// and counts as unread. A partition needed (partitionNeeded) but read by
+// all is kept for the consumers' restarts only: if it is lost, the region
+// restart that needs it produces it again (restartScope).
+func (s *State) unread(j *Job, p *Partition) bool {
+	consumers, forward := consumersOf(j.Spec, p.VertexIndex)
+	cur := s.current[j.ID]
+	for k, ci := range consumers {
+		r := j.Vertices[ci].Region
+		switch {
+		case j.Regions[r].Status == RegionFinished:
+			continue
+		case r == j.Vertices[p.VertexIndex].Region || j.Regions[r].Status != RegionRunning:
+			return true
+		}
+		from, to := 0, len(cur[ci])
+		if forward[k] {
+			from, to = p.Subtask, min(p.Subtask+1, len(cur[ci]))
+		}
+		for i := from; i < to; i++ {
+			if e := cur[ci][i]; e == nil || (e.State != wire.StateRunning && e.State != wire.StateFinished) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // releaseUnneeded drops every partition of job j that no consumer needs any
 // more: when a region of j finished, or j is ending or ended.
 func (s *State) releaseUnneeded(j *Job) {
@@ -154,7 +190,7 @@ func (s *State) losePartitionsAs(ps []*Partition, now int64, why string, moved b
 		j := s.jobs[id]
 		var needed []*Partition
 		for _, p := range byJob[id] {
-			if j != nil && s.partitionNeeded(j, p) {
+			if j != nil && s.partitionNeeded(j, p) && s.unread(j, p) {
 				needed = append(needed, p)
 			}
 			s.dropPartition(p)
@@ -225,6 +261,18 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved 
 			}
 		}
 	}
+	again := make([]Subtask, len(lost))
+	for i, p := range lost {
+		again[i] = Subtask{Vertex: p.VertexIndex, Index: p.Subtask}
+	}
+	s.restartScope(j, scope, again, now, delay, regionRestarts+cause)
+}
+
+// restartScope restarts, after delay, the regions of job j in scope whole,
+// and has the producer subtasks in again produce their output again, with
+// what that brings in: see below. Executions of the regions restarting
+// whole are cancelled, saying canceled.
+func (s *State) restartScope(j *Job, scope map[int]bool, again []Subtask, now, delay int64, canceled string) {
 	// Producer regions not otherwise restarting re-run what was lost: only
 	// the lost subtasks of a single-vertex region (its other subtasks'
 	// partitions are still there), added to those of a re-run already
@@ -263,8 +311,8 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved 
 		}
 		return true
 	}
-	for _, p := range lost {
-		produceAgain(Subtask{Vertex: p.VertexIndex, Index: p.Subtask})
+	for _, st := range again {
+		produceAgain(st)
 	}
 	// What runs again reads its inputs again: an input whose partition
 	// was released (every consumer had finished) or lost is produced again
@@ -325,7 +373,7 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved 
 		switch {
 		case scope[r]:
 			restart(r, nil)
-			s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now, regionRestarts+cause) })
+			s.forEachInRegion(j, r, func(e *Execution) { s.cancelExecution(e, now, canceled) })
 		case partial[r] != nil:
 			subs := make([]Subtask, 0, len(partial[r]))
 			for st := range partial[r] {

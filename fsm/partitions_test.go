@@ -83,13 +83,14 @@ func TestPartitionsReleasedWhenJobStops(t *testing.T) {
 }
 
 // TestPartitionLostWithExecutor: the executor holding gen/0's partition is
-// lost while sum runs: one restart; gen/0 alone runs again (gen/1's
-// partition is still there), sum restarts and then reads the new attempt.
+// lost while sum is deployed but has not started (it fetches its inputs
+// first): one restart; gen/0 alone runs again (gen/1's partition is still
+// there), sum restarts and then reads the new attempt.
 func TestPartitionLostWithExecutor(t *testing.T) {
 	h := newHarness(t)
 	finishGen(t, h)
 	h.placeAll("e3")
-	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateRunning})
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateDeploying})
 
 	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
 	j := h.job("j")
@@ -125,6 +126,88 @@ func TestPartitionLostWithExecutor(t *testing.T) {
 	require.Contains(t, h.job("j").Message, "lost", "a finished job keeps what it last restarted for")
 	require.Empty(t, h.s.Partitions())
 	checkInvariants(t, h.s)
+}
+
+// TestAPartitionLostAfterItWasReadRestartsNothing: sum runs, so it has
+// fetched gen's output whole, when the executor holding gen/0's partition
+// is lost: nothing restarts, the partition is no longer tracked, and sum
+// finishes on what it read.
+func TestAPartitionLostAfterItWasReadRestartsNothing(t *testing.T) {
+	h := newHarness(t)
+	finishGen(t, h)
+	h.placeAll("e3")
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateRunning})
+
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
+	j := h.job("j")
+	require.Equal(t, JobRunning, j.Status)
+	require.Empty(t, j.Message)
+	require.Zero(t, h.s.jobs["j"].Backoff.Failures)
+	require.Equal(t, wire.StateRunning, h.exec("j/sum/0/0").State, "sum goes on")
+	require.Equal(t, []string{"j/gen/1/0@e2"}, partitionIDs(h.s), "gen/0's is no longer tracked")
+	checkInvariants(t, h.s)
+
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateFinished})
+	require.Equal(t, JobFinished, h.job("j").Status)
+	require.Zero(t, h.job("j").Restarts)
+	require.Empty(t, h.s.Partitions())
+	checkInvariants(t, h.s)
+}
+
+// TestAReadInputLostIsProducedAgainWhenItsConsumerRestarts: as above, and
+// then sum fails: its restart has gen/0 run again first (its output is
+// gone), in the same restart, one failure for the strategy, and sum reads
+// the new attempt.
+func TestAReadInputLostIsProducedAgainWhenItsConsumerRestarts(t *testing.T) {
+	h := newHarness(t)
+	finishGen(t, h)
+	h.placeAll("e3")
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateRunning})
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
+
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateFailed, Message: "exit status 1"})
+	require.Equal(t, JobRestarting, h.job("j").Status)
+	require.Equal(t, 1, h.s.jobs["j"].Backoff.Failures)
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	checkInvariants(t, h.s)
+	placed := h.placeAll("e2")
+	require.Equal(t, []string{"j/gen/0/1"}, execIDs(placed), "gen/0 runs again, gen/1 does not")
+	h.report("e2", ReportUpdate{ID: "j/gen/0/1", State: wire.StateFinished, Bytes: 11})
+	placed = h.placeAll("e3")
+	require.Equal(t, []string{"j/sum/0/1"}, execIDs(placed))
+	require.Equal(t, []wire.Source{{Subtask: 0, Execution: "j/gen/0/1", Executor: "e2"}, {Subtask: 1, Execution: "j/gen/1/0", Executor: "e2"}},
+		h.s.TaskSpecs(placed)[0].Inputs[0].Sources)
+	h.report("e3", ReportUpdate{ID: "j/sum/0/1", State: wire.StateFinished})
+	require.Equal(t, JobFinished, h.job("j").Status)
+	require.Equal(t, 1, h.s.jobs["j"].Backoff.Failures)
+	checkInvariants(t, h.s)
+}
+
+// The same through a drain: gen/0's partition moved off a draining
+// executor while sum, which read it, runs is dropped and produced again
+// only if sum restarts; sum restarting for the drain (it ran there too)
+// has it produced again, uncounted.
+func TestAMoveDropsAReadInputAndItsConsumersRestartProducesIt(t *testing.T) {
+	h := newHarness(t)
+	finishGen(t, h)
+	h.placeAll("e3")
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateRunning})
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	require.NoError(t, h.apply(&MoveExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	require.Equal(t, JobRunning, h.job("j").Status)
+	require.Equal(t, wire.StateRunning, h.exec("j/sum/0/0").State)
+	require.Equal(t, []string{"j/gen/1/0@e2"}, partitionIDs(h.s))
+	checkInvariants(t, h.s)
+
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e3"}).Err)
+	require.NoError(t, h.apply(&MoveExecutor{Fenced: h.fenced(), Executor: "e3"}).Err)
+	require.Equal(t, JobRestarting, h.job("j").Status)
+	require.Zero(t, h.s.jobs["j"].Backoff.Failures, "a move is not counted")
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateCanceled})
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	checkInvariants(t, h.s)
+	require.Equal(t, []string{"j/gen/0/1"}, execIDs(h.placeAll("e2")))
 }
 
 // TestPartitionUnavailableToConsumer: a consumer that cannot fetch a
@@ -316,8 +399,7 @@ func TestLostMiddleStageReRunsFromAReleasedInput(t *testing.T) {
 	h.placeAll("e2")
 	h.report("e2", ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1}, ReportUpdate{ID: "j/b/1/0", State: wire.StateFinished, Bytes: 1})
 	require.Equal(t, []string{"j/b/0/0@e2", "j/b/1/0@e2"}, partitionIDs(h.s), "a's partitions are released once b finished")
-	h.placeAll("e3")
-	h.report("e3", ReportUpdate{ID: "j/c/0/0", State: wire.StateRunning})
+	h.placeAll("e3") // c fetches b's output
 
 	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e2"})
 	require.Equal(t, wire.StateCanceling, h.exec("j/c/0/0").State)
@@ -335,6 +417,41 @@ func TestLostMiddleStageReRunsFromAReleasedInput(t *testing.T) {
 	}
 	require.Equal(t, []string{"j/a/0/1", "j/a/1/1"}, sources, "reading a's new attempts")
 	require.Equal(t, 1, h.s.jobs["j"].Backoff.Failures, "one failure for the restart strategy")
+	checkInvariants(t, h.s)
+}
+
+// The same with c running, so it has read b's output: nothing restarts
+// when b's partitions are lost; when c then fails, b runs again and so does
+// a, in that one restart.
+func TestAFailedConsumerReRunsLostAndReleasedInputs(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"a","parallelism":2,"command":["x"]},
+		{"id":"b","parallelism":2,"command":["x"],"inputs":[{"from":"a","mode":"blocking"}]},
+		{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]}],
+		"restart":{"strategy":"fixed-delay","attempts":5,"delay":"1s"}}`)
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "j/a/0/0", State: wire.StateFinished, Bytes: 1}, ReportUpdate{ID: "j/a/1/0", State: wire.StateFinished, Bytes: 1})
+	h.placeAll("e2")
+	h.report("e2", ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1}, ReportUpdate{ID: "j/b/1/0", State: wire.StateFinished, Bytes: 1})
+	h.placeAll("e3")
+	h.report("e3", ReportUpdate{ID: "j/c/0/0", State: wire.StateRunning})
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e2"})
+	require.Equal(t, wire.StateRunning, h.exec("j/c/0/0").State)
+	require.Empty(t, h.s.Partitions())
+	checkInvariants(t, h.s)
+
+	h.report("e3", ReportUpdate{ID: "j/c/0/0", State: wire.StateFailed, Message: "exit status 2"})
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	checkInvariants(t, h.s)
+	require.Equal(t, []string{"j/a/0/1", "j/a/1/1"}, execIDs(h.placeAll("e3")), "a first")
+	h.reportAll("e3", wire.StateFinished)
+	require.Equal(t, []string{"j/b/0/1", "j/b/1/1"}, execIDs(h.placeAll("e3")), "then b")
+	h.reportAll("e3", wire.StateFinished)
+	require.Equal(t, []string{"j/c/0/1"}, execIDs(h.placeAll("e3")), "then c")
+	h.reportAll("e3", wire.StateFinished)
+	require.Equal(t, JobFinished, h.job("j").Status)
+	require.Equal(t, 1, h.s.jobs["j"].Backoff.Failures)
 	checkInvariants(t, h.s)
 }
 
@@ -402,8 +519,8 @@ func TestUnavailableCountsOnlyWhatTheConsumerReads(t *testing.T) {
 
 // fanOut is R0 = {a, b} (a -> b pipelined), c reads a and d reads b
 // (blocking), e reads c (blocking): R0 ran on e1, c on e2 (so a's output,
-// read by c only, was released), e runs on e3. place says whether d runs
-// (on e4) or is left READY.
+// read by c only, was released), e is deployed on e3, fetching c's output.
+// place says whether d runs (on e4) or is left READY.
 func fanOut(t *testing.T, placeD bool) (h *harness, rA, rC, rD, rE int) {
 	h = newHarness(t)
 	h.submit("j", `{"vertices":[
@@ -421,7 +538,6 @@ func fanOut(t *testing.T, placeD bool) (h *harness, rA, rC, rD, rE int) {
 	h.placeRegion("j", rC, "e2")
 	h.report("e2", ReportUpdate{ID: "j/c/0/0", State: wire.StateFinished, Bytes: 1})
 	h.placeRegion("j", rE, "e3")
-	h.report("e3", ReportUpdate{ID: "j/e/0/0", State: wire.StateRunning})
 	if placeD {
 		h.placeRegion("j", rD, "e4")
 		h.report("e4", ReportUpdate{ID: "j/d/0/0", State: wire.StateRunning})
@@ -431,7 +547,7 @@ func fanOut(t *testing.T, placeD bool) (h *harness, rA, rC, rD, rE int) {
 	return h, rA, rC, rD, rE
 }
 
-// c's output is lost while e runs: c runs again, and so does R0, whole,
+// c's output is lost while e fetches it: c runs again, and so does R0, whole,
 // since c reads a's released output; d, which reads R0's b and was not
 // placed yet, waits for R0 again rather than being placed on b's old
 // output (which the restart drops) or its new attempt (not produced yet).

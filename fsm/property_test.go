@@ -25,6 +25,10 @@ var propertySpecs = []string{
 	`{"vertices":[{"id":"g","parallelism":2,"command":["x"]},{"id":"s","parallelism":2,"command":["x"],"inputs":[{"from":"g","mode":"blocking"}]},
 		{"id":"f","parallelism":2,"command":["x"],"inputs":[{"from":"s","mode":"blocking","distribution":"forward"}]}],
 		"restart":{"strategy":"fixed-delay","attempts":4,"delay":"500ms"}}`,
+	// One producer, one consumer: its input is often lost after it was
+	// read, and then it fails.
+	`{"vertices":[{"id":"p","parallelism":1,"command":["x"]},{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"p","mode":"blocking"}]}],
+		"restart":{"strategy":"fixed-delay","attempts":6,"delay":"0s"}}`,
 }
 
 var (
@@ -85,6 +89,11 @@ func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 		for _, e := range live {
 			if rapid.Bool().Draw(t, "include") {
 				u := ReportUpdate{ID: e.ID, State: rapid.SampledFrom(propertyStates).Draw(t, "state")}
+				if e.State == wire.StateDeploying && rapid.Bool().Draw(t, "starts") {
+					// Often a task starts, and runs for a while: its
+					// inputs may be lost after it read them.
+					u.State = wire.StateRunning
+				}
 				switch {
 				case u.State == wire.StateFinished:
 					u.Bytes = int64(rapid.IntRange(0, 100).Draw(t, "bytes"))

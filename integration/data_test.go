@@ -27,11 +27,40 @@ import (
 // edge; each sum subtask prints the sum of what it read. sumExtra runs
 // first in sum's command (heldSum holds sum back with it).
 func genSum(t *testing.T, name string, sumExtra string) string {
+	return jobSpec(t, name, genSumRestart, genSumVertices(sumExtra)...)
+}
+
+var genSumRestart = map[string]any{"strategy": "fixed-delay", "attempts": 3, "delay": "200ms"}
+
+func genSumVertices(sumExtra string) []vertex {
 	gen := `seq $((JOBMASTER_SUBTASK*100+1)) $((JOBMASTER_SUBTASK*100+100)) | awk -v out="$JOBMASTER_OUTPUT_DIR/sum" '{ print > (out "/" ($1 % 2)) }'`
 	sum := sumExtra + `cat "$JOBMASTER_INPUT_DIR"/gen/* | awk '{ s += $1 } END { print s+0 }'`
-	return jobSpec(t, name, map[string]any{"strategy": "fixed-delay", "attempts": 3, "delay": "200ms"},
-		vertex{ID: "gen", Parallelism: 3, Command: []string{"sh", "-c", gen}},
-		vertex{ID: "sum", Parallelism: 2, Command: []string{"sh", "-c", sum}, Inputs: []map[string]any{{"from": "gen", "mode": "blocking"}}})
+	return []vertex{
+		{ID: "gen", Parallelism: 3, Command: []string{"sh", "-c", gen}},
+		{ID: "sum", Parallelism: 2, Command: []string{"sh", "-c", sum}, Inputs: []map[string]any{{"from": "gen", "mode": "blocking"}}},
+	}
+}
+
+// awaitFile is a shell loop that waits (at most a minute) until the file
+// gate exists.
+func awaitFile(gate string) string {
+	return fmt.Sprintf(`n=0; while [ ! -e %q ]; do n=$((n+1)); [ $n -gt 600 ] && exit 1; sleep 0.1; done; `, gate)
+}
+
+// heldSum is genSum with sum's first attempt started, its inputs fetched,
+// and held back until the file gate exists before it adds them up.
+func heldSum(t *testing.T, name, gate string) string {
+	return genSum(t, name, `if [ "$JOBMASTER_ATTEMPT" = 0 ]; then `+awaitFile(gate)+`fi; `)
+}
+
+// waitingSum is genSum with sum not started until the file gate exists:
+// sum also reads hold, a vertex that waits for the gate (and writes
+// nothing), so gen's output is needed and not yet read until then.
+func waitingSum(t *testing.T, name, gate string, restart map[string]any) string {
+	vs := genSumVertices("")
+	hold := vertex{ID: "hold", Parallelism: 1, Command: []string{"sh", "-c", awaitFile(gate)}}
+	vs[1].Inputs = append(vs[1].Inputs, map[string]any{"from": "hold", "mode": "blocking"})
+	return jobSpec(t, name, restart, vs[0], hold, vs[1])
 }
 
 // stdout reads a subtask's output.
@@ -174,24 +203,30 @@ func TestDataExchange(t *testing.T) {
 	})
 }
 
-// heldSum is genSum with sum held back on its first attempt until the file
-// gate exists, so that the producers' partitions can be lost while a
-// consumer still needs them.
-func heldSum(t *testing.T, name, gate string) string {
-	return genSum(t, name, fmt.Sprintf(`if [ "$JOBMASTER_ATTEMPT" = 0 ]; then n=0; while [ ! -e %q ]; do n=$((n+1)); [ $n -gt 600 ] && exit 1; sleep 0.1; done; fi; `, gate))
-}
-
-// producerHost returns the executor that ran gen/0 and the gen subtasks it
-// ran.
-func producerHost(c *Cluster, j *api.Job) (*Node, []int) {
-	host := j.Vertices[0].Subtasks[0].Executor
-	var subs []int
-	for _, s := range j.Vertices[0].Subtasks {
-		if s.Executor == host {
-			subs = append(subs, s.Index)
+// producerHost returns an executor that ran a gen subtask and no live
+// task of the job (it holds only partitions), and the gen subtasks it ran.
+func producerHost(t *testing.T, c *Cluster, j *api.Job) (*Node, []int) {
+	busy := map[string]bool{}
+	for _, v := range j.Vertices {
+		for _, s := range v.Subtasks {
+			if !s.State.Terminal() {
+				busy[s.Executor] = true
+			}
 		}
 	}
-	return c.Node(host), subs
+	for _, s := range j.Vertices[0].Subtasks {
+		if host := s.Executor; !busy[host] {
+			var subs []int
+			for _, o := range j.Vertices[0].Subtasks {
+				if o.Executor == host {
+					subs = append(subs, o.Index)
+				}
+			}
+			return c.Node(host), subs
+		}
+	}
+	t.Fatalf("every executor that ran gen runs a task of %s too", j.ID)
+	return nil, nil
 }
 
 func genFinished(j *api.Job) bool {
@@ -203,19 +238,19 @@ func genFinished(j *api.Job) bool {
 	return true
 }
 
-// TestPartitionLostWithExecutor: the executor holding gen's output is killed
-// after gen finished while sum needs it: the lost gen subtasks run again
-// (one restart, the reason in the job's message), sum reads the new output
-// and the sum is exact.
+// TestPartitionLostWithExecutor: an executor holding gen's output is
+// killed after gen finished while sum, not started yet, needs it: the lost
+// gen subtasks run again (one restart, the reason in the job's message),
+// sum reads the new output and the sum is exact.
 func TestPartitionLostWithExecutor(t *testing.T) {
 	skipShort(t)
 	c := NewCluster(t, Options{Executors: 3, Slots: 2})
 	c.WaitExecutorsAlive()
 	gate := filepath.Join(t.TempDir(), "go")
-	c.Submit("lost", heldSum(t, "lost", gate))
+	c.Submit("lost", waitingSum(t, "lost", gate, genSumRestart))
 	var j *api.Job
 	WaitFor(t, "gen to finish", 60*time.Second, func() bool { j = c.Job("lost"); return genFinished(j) })
-	host, subs := producerHost(c, j)
+	host, subs := producerHost(t, c, j)
 	host.Kill()
 	WaitFor(t, "the loss to be recorded", 30*time.Second, func() bool {
 		return strings.Contains(c.Job("lost").Message, "lost with executor "+host.ID)
@@ -247,11 +282,25 @@ func TestPartitionLostOnDisk(t *testing.T) {
 	c := NewCluster(t, Options{Executors: 2, Slots: 3})
 	c.WaitExecutorsAlive()
 	gate := filepath.Join(t.TempDir(), "go")
-	c.Submit("wiped", heldSum(t, "wiped", gate))
+	c.Submit("wiped", waitingSum(t, "wiped", gate, genSumRestart))
 	var j *api.Job
 	WaitFor(t, "gen to finish", 60*time.Second, func() bool { j = c.Job("wiped"); return genFinished(j) })
-	host, _ := producerHost(c, j)
+	host := c.Node(j.Vertices[0].Subtasks[0].Executor)
 	id := j.Vertices[0].Subtasks[0].ExecutionID
+	removePartition(t, host, id)
+	WaitFor(t, "the loss to be recorded", 30*time.Second, func() bool {
+		return strings.Contains(c.Job("wiped").Message, "partition of gen/0")
+	})
+	require.NoError(t, os.WriteFile(gate, nil, 0o644))
+	j = c.WaitJob("wiped", 90*time.Second, "FINISHED")
+	require.Equal(t, wantSum, c.sumOf(t, "wiped"))
+	require.Positive(t, j.Vertices[0].Subtasks[0].Attempt, "gen/0 ran again")
+	c.waitNoBytes(t, "wiped")
+}
+
+// removePartition deletes partition id from host's disk behind its back.
+func removePartition(t *testing.T, host *Node, id string) {
+	t.Helper()
 	var removed []string
 	_ = filepath.WalkDir(filepath.Join(host.DataDir, "partitions"), func(path string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() && strings.HasSuffix(filepath.ToSlash(path), id) {
@@ -264,14 +313,37 @@ func TestPartitionLostOnDisk(t *testing.T) {
 	for _, p := range removed {
 		require.NoError(t, os.RemoveAll(p))
 	}
-	WaitFor(t, "the loss to be recorded", 30*time.Second, func() bool {
-		return strings.Contains(c.Job("wiped").Message, "partition of gen/0")
+}
+
+// TestAnInputLostAfterItWasReadRestartsNothing: sum runs, so it has
+// fetched gen's output whole, when gen/0's partition is deleted: the state
+// stops tracking it and nothing runs again; sum adds up what it read.
+func TestAnInputLostAfterItWasReadRestartsNothing(t *testing.T) {
+	skipShort(t)
+	c := NewCluster(t, Options{Executors: 2, Slots: 3})
+	c.WaitExecutorsAlive()
+	gate := filepath.Join(t.TempDir(), "go")
+	c.Submit("read", heldSum(t, "read", gate))
+	var j *api.Job
+	WaitFor(t, "sum to run", 60*time.Second, func() bool {
+		j = c.Job("read")
+		st := subtasks(j)
+		return st["sum/0"].State == wire.StateRunning && st["sum/1"].State == wire.StateRunning
 	})
+	host := j.Vertices[0].Subtasks[0].Executor
+	held := func() int { x, _ := c.findExecutor(host); return x.Partitions }
+	before := held()
+	require.Positive(t, before)
+	removePartition(t, c.Node(host), j.Vertices[0].Subtasks[0].ExecutionID)
+	WaitFor(t, "the loss to be recorded", 30*time.Second, func() bool { return held() == before-1 })
 	require.NoError(t, os.WriteFile(gate, nil, 0o644))
-	j = c.WaitJob("wiped", 90*time.Second, "FINISHED")
-	require.Equal(t, wantSum, c.sumOf(t, "wiped"))
-	require.Positive(t, j.Vertices[0].Subtasks[0].Attempt, "gen/0 ran again")
-	c.waitNoBytes(t, "wiped")
+	j = c.WaitJob("read", 60*time.Second, "FINISHED")
+	require.Equal(t, wantSum, c.sumOf(t, "read"))
+	require.Zero(t, j.Restarts, j.Message)
+	for k, s := range subtasks(j) {
+		require.Zero(t, s.Attempt, "%s ran again", k)
+	}
+	c.waitNoBytes(t, "read")
 }
 
 // TestLeaderKilledBetweenProducerAndConsumer: the partitions' locations are
@@ -282,7 +354,7 @@ func TestLeaderKilledBetweenProducerAndConsumer(t *testing.T) {
 	c := NewCluster(t, Options{Executors: 2, Slots: 3})
 	c.WaitExecutorsAlive()
 	gate := filepath.Join(t.TempDir(), "go")
-	c.Submit("handover", heldSum(t, "handover", gate))
+	c.Submit("handover", waitingSum(t, "handover", gate, genSumRestart))
 	WaitFor(t, "gen to finish", 60*time.Second, func() bool { return genFinished(c.Job("handover")) })
 	old := c.Leader()
 	old.Kill()

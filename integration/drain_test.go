@@ -2,6 +2,8 @@ package integration
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -122,27 +124,25 @@ func TestDrainMovesRunningTasksWithoutCountingThem(t *testing.T) {
 	c.WaitSameState()
 }
 
+// TestDrainReproducesHeldPartitionsElsewhere: gen's output is needed by
+// sum, which has not started (it waits for hold), when gen/0's executor is
+// drained at once: what gen ran there runs again elsewhere, uncounted (the
+// job allows no restart), and sum reads that.
 func TestDrainReproducesHeldPartitionsElsewhere(t *testing.T) {
 	c := NewCluster(t, Options{Executors: 2, Slots: 4})
-	// sum's first attempt waits, holding gen's partitions in use; it
-	// computes from its second attempt on.
-	gen := `seq $((JOBMASTER_SUBTASK*100+1)) $((JOBMASTER_SUBTASK*100+100)) | awk -v out="$JOBMASTER_OUTPUT_DIR/sum" '{ print > (out "/" ($1 % 2)) }'`
-	sum := `if [ "$JOBMASTER_ATTEMPT" = 0 ]; then exec sleep 600; fi; cat "$JOBMASTER_INPUT_DIR"/gen/* | awk '{ s += $1 } END { print s+0 }'`
-	spec := jobSpec(t, "held", noRestart,
-		vertex{ID: "gen", Parallelism: 3, Command: []string{"sh", "-c", gen}},
-		vertex{ID: "sum", Parallelism: 2, Command: []string{"sh", "-c", sum}, Inputs: []map[string]any{{"from": "gen", "mode": "blocking"}}})
-	c.Submit("held", spec)
+	gate := filepath.Join(t.TempDir(), "go")
+	c.Submit("held", waitingSum(t, "held", gate, noRestart))
 	var j *api.Job
-	WaitFor(t, "sum to run on gen's output", 30*time.Second, func() bool {
-		j = c.Job("held")
-		st := subtasks(j)
-		return st["sum/0"].State == wire.StateRunning && st["sum/1"].State == wire.StateRunning
-	})
+	WaitFor(t, "gen to finish", 30*time.Second, func() bool { j = c.Job("held"); return genFinished(j) })
 	drained := subtasks(j)["gen/0"].Executor
 	require.NotEmpty(t, c.partitionsOn(t, drained), "%s holds gen's output", drained)
 
 	_, err := c.Client.DrainExecutor(c.ctx(), drained, "0s")
 	require.NoError(t, err)
+	WaitFor(t, "gen/0 to run again", 30*time.Second, func() bool {
+		return subtasks(c.Job("held"))["gen/0"].Attempt > 0
+	})
+	require.NoError(t, os.WriteFile(gate, nil, 0o644))
 	j = c.WaitJob("held", 60*time.Second, "FINISHED", "FAILED")
 	require.Equal(t, "FINISHED", j.Status, j.Message)
 	require.Equal(t, wantSum, c.sumOf(t, "held"))

@@ -70,7 +70,8 @@ func (c *devCluster) killPartitionHolder(ctx context.Context, cl *client.Client,
 		victim.id, subtaskList(d.lost), victim.id, victim.pid())
 	victim.signal(syscall.SIGKILL, 5*time.Second)
 	fmt.Fprintf(c.out, ">>> The leader declares %s lost once it has been silent for the executor timeout; then the\n", victim.id)
-	fmt.Fprintln(c.out, ">>> lost subtasks of split run again elsewhere and count reads their new output.")
+	fmt.Fprintln(c.out, ">>> lost subtasks of split run again elsewhere for the counts that had not read them yet (or ran")
+	fmt.Fprintf(c.out, ">>> on %s), and those read their new output.\n", victim.id)
 	for {
 		view, err := cl.Cluster(ctx)
 		if err == nil && executorLost(view, victim.id) {
