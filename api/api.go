@@ -74,8 +74,11 @@ type Job struct {
 	// WaitingForDrain names a draining executor where a region ready to
 	// run would join a slot the job's tasks hold: it waits until they end
 	// there, at the drain's deadline at the latest.
-	WaitingForDrain string   `json:"waiting_for_drain,omitempty"`
-	Vertices        []Vertex `json:"vertices"`
+	WaitingForDrain string `json:"waiting_for_drain,omitempty"`
+	// WaitingForDrainDeadline is that drain's deadline (unix ms, the
+	// leader's clock).
+	WaitingForDrainDeadline int64    `json:"waiting_for_drain_deadline_ms,omitempty"`
+	Vertices                []Vertex `json:"vertices"`
 }
 
 // Vertex is one vertex of a job.

@@ -94,6 +94,9 @@ type JobView struct {
 	// waits until the job's tasks there end, at the drain's deadline at the
 	// latest ("": none).
 	WaitingForDrain string
+	// WaitingForDrainDeadline is that drain's deadline (unix ms): when
+	// the job's tasks there are moved at the latest.
+	WaitingForDrainDeadline int64
 }
 
 // VertexView is one vertex of a JobView.
@@ -165,7 +168,7 @@ func (s *State) Job(id string) (*JobView, bool) {
 			ref := regionRef{job: j.ID, region: ri}
 			v.WaitingSlots = max(v.WaitingSlots, s.newSlots(ref))
 			if d := s.drainHolds(ref); d != "" && (v.WaitingForDrain == "" || d < v.WaitingForDrain) {
-				v.WaitingForDrain = d
+				v.WaitingForDrain, v.WaitingForDrainDeadline = d, s.drains[d].Deadline
 			}
 		}
 	}

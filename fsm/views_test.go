@@ -91,8 +91,10 @@ func TestAJobViewNamesTheDrainItsReadyRegionWaitsFor(t *testing.T) {
 	require.Empty(t, h.job("j").WaitingForDrain, "no drain")
 	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1", DeadlineMs: 60_000}).Err)
 	require.Equal(t, "e1", h.job("j").WaitingForDrain, "c would join a's slots on e1")
+	require.Equal(t, h.now+60_000, h.job("j").WaitingForDrainDeadline, "until the drain's deadline at the latest")
 	require.Zero(t, h.job("j").WaitingSlots, "it needs no new slot")
 	h.report("e1", ReportUpdate{ID: "j/a/0/0", State: wire.StateFinished}, ReportUpdate{ID: "j/a/1/0", State: wire.StateFinished})
 	require.Empty(t, h.job("j").WaitingForDrain, "a ended: c needs new slots, elsewhere")
+	require.Zero(t, h.job("j").WaitingForDrainDeadline)
 	require.Equal(t, 2, h.job("j").WaitingSlots)
 }

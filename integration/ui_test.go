@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -160,6 +162,34 @@ func TestUI(t *testing.T) {
 			chromedp.Click(chromedp.CSS("#cancel")),
 			js(`document.querySelector('#job-status').textContent === 'CANCELED'`),
 			js(`!document.querySelector('#job-waiting')`))
+	})
+	t.Run("a job whose next region waits for a draining executor says so, and for how long at most", func(t *testing.T) {
+		// c/0 shares a/0's slot (one slot sharing group per job); a runs on
+		// when b has finished, so c waits for a's executor, drained
+		// before b ends.
+		gate := filepath.Join(t.TempDir(), "go")
+		c.Submit("ui-drain", fmt.Sprintf(`{"name": "ui-drain", "vertices": [
+			{"id": "a", "parallelism": 1, "command": ["sleep", "300"]},
+			{"id": "b", "parallelism": 1, "command": ["sh", "-c", %q]},
+			{"id": "c", "parallelism": 1, "command": ["true"], "inputs": [{"from": "b", "mode": "blocking", "distribution": "forward"}]}]}`, awaitFile(gate)))
+		var on string
+		WaitFor(t, "a and b to run", uiWait, func() bool {
+			st := subtasks(c.Job("ui-drain"))
+			on = st["a/0"].Executor
+			return st["a/0"].State == "RUNNING" && st["b/0"].State == "RUNNING"
+		})
+		_, err := c.Client.DrainExecutor(c.ctx(), on, "300s")
+		require.NoError(t, err)
+		defer func() { _, _ = c.Client.UndrainExecutor(c.ctx(), on) }()
+		require.NoError(t, os.WriteFile(gate, nil, 0o644))
+		var note string
+		browse(t, ctx, "ui-drain waiting for "+on, uiWait,
+			chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs/ui-drain")),
+			js(`document.querySelector('#job-waiting')?.textContent.includes('which is draining')`),
+			eval(`document.querySelector('#job-waiting').textContent`, &note))
+		require.Contains(t, note, "a region waits for its tasks on "+on+", which is draining, to end there or be moved at the drain's deadline (in 4m ")
+		require.NoError(t, c.Client.CancelJob(c.ctx(), "ui-drain"))
+		c.WaitJob("ui-drain", uiWait, "CANCELED")
 	})
 	t.Run("a job's page opened before the job is submitted shows it once it is", func(t *testing.T) {
 		browse(t, ctx, "the page of a job not yet submitted", uiWait,

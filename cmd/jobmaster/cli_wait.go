@@ -57,7 +57,7 @@ const (
 func waitNote(job *api.Job, cl *api.Cluster, w waitOpts) string {
 	if !awaitsPlacement(job) {
 		if waitsForARegion(job) && job.WaitingForDrain != "" {
-			return drainNote(cl, job.WaitingForDrain, time.Now())
+			return drainNote(job, time.Now())
 		}
 		if waitsForARegion(job) {
 			return regionNote(cl, job.WaitingSlots, w.resources || job.DeclaresResources)
@@ -78,18 +78,14 @@ func waitsForARegion(job *api.Job) bool {
 }
 
 // drainNote says that the job's next region waits for its tasks on the
-// draining executor ex (api.Job.WaitingForDrain), and until when at the
-// latest, as of now.
-func drainNote(cl *api.Cluster, ex string, now time.Time) string {
-	when := "at the drain's deadline at the latest"
-	for _, x := range cl.Executors {
-		if x.ID == ex && x.DrainDeadline > 0 {
-			left := time.UnixMilli(x.DrainDeadline).Sub(now).Round(time.Second)
-			if left > 0 {
-				when = fmt.Sprintf("at the drain's deadline at the latest (in %s)", left)
-			} else {
-				when = "now that the drain's deadline has passed"
-			}
+// draining executor its answer names, and until when at the latest.
+func drainNote(job *api.Job, now time.Time) string {
+	ex, when := job.WaitingForDrain, "at the drain's deadline at the latest"
+	if job.WaitingForDrainDeadline > 0 {
+		if left := time.UnixMilli(job.WaitingForDrainDeadline).Sub(now).Round(time.Second); left > 0 {
+			when = fmt.Sprintf("at the drain's deadline at the latest (in %s)", left)
+		} else {
+			when = "now that the drain's deadline has passed"
 		}
 	}
 	return fmt.Sprintf("Waiting: its next region shares slots with its tasks on %s, which is draining and takes no new work; it goes on when they end there, or are moved %s ('jobmaster executors drain %s --disable' ends the drain).", ex, when, ex)

@@ -267,13 +267,13 @@ func TestAwaitsPlacement(t *testing.T) {
 func TestWaitNoteNamesTheDrain(t *testing.T) {
 	now := time.Now()
 	cl := &api.Cluster{Executors: []api.Executor{
-		{ID: "e1", Status: "alive", HTTPAddr: "127.0.0.1:1", Slots: 4, FreeSlots: 2, Draining: true, DrainDeadline: now.Add(90 * time.Second).UnixMilli()},
+		{ID: "e1", Status: "alive", HTTPAddr: "127.0.0.1:1", Slots: 4, FreeSlots: 2, Draining: true},
 		{ID: "e2", Status: "alive", HTTPAddr: "127.0.0.1:2", Slots: 4, FreeSlots: 4},
 	}}
-	job := &api.Job{ID: "ss", Status: "RUNNING", WaitingForDrain: "e1",
+	job := &api.Job{ID: "ss", Status: "RUNNING", WaitingForDrain: "e1", WaitingForDrainDeadline: now.Add(90 * time.Second).UnixMilli(),
 		Vertices: []api.Vertex{{ID: "a", Subtasks: []api.Subtask{{State: "RUNNING"}}}, {ID: "c", Subtasks: []api.Subtask{{State: "SCHEDULED"}}}}}
 	note := waitNote(job, cl, waitOpts{})
 	assert.Contains(t, note, "Waiting: its next region shares slots with its tasks on e1, which is draining and takes no new work")
 	assert.Contains(t, note, "at the drain's deadline at the latest (in 1m")
-	assert.Contains(t, drainNote(cl, "e1", now.Add(2*time.Minute)), "now that the drain's deadline has passed")
+	assert.Contains(t, drainNote(job, now.Add(2*time.Minute)), "now that the drain's deadline has passed")
 }

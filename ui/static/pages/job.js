@@ -8,6 +8,13 @@ const HISTORY_MAX = 300;
 // SUBTASKS_MAX bounds the subtask table's rows (parallelism goes to 10000).
 const SUBTASKS_MAX = 1000;
 
+// drainLeft says when a drain's deadline comes (the leader's clock, read
+// against this browser's).
+function drainLeft(deadline, now) {
+  if (!deadline) return '';
+  return deadline > now ? ` (in ${fmtDuration(deadline - now)})` : ' (it has passed: they are being moved)';
+}
+
 export function mount(root, { arg: id, fail }) {
   const title = h('h1', {}, id);
   const status = h('span', { id: 'job-status' });
@@ -54,7 +61,7 @@ export function mount(root, { arg: id, fail }) {
       // A region whose inputs are ready waits to be placed: all at once,
       // and not on a draining executor.
       job.waiting_for_drain && !TERMINAL_JOB.has(job.status)
-        ? h('span', { id: 'job-waiting' }, ` \u00b7 a region waits for its tasks on ${job.waiting_for_drain}, which is draining, to end there or be moved at the drain's deadline`)
+        ? h('span', { id: 'job-waiting' }, ` \u00b7 a region waits for its tasks on ${job.waiting_for_drain}, which is draining, to end there or be moved at the drain's deadline${drainLeft(job.waiting_for_drain_deadline_ms, now)}`)
         : job.waiting_slots && !TERMINAL_JOB.has(job.status)
           ? h('span', { id: 'job-waiting' }, ` \u00b7 a region waits for ${job.waiting_slots} free slot${job.waiting_slots === 1 ? '' : 's'} at once`) : '');
     // A finished job's message is why it last restarted, not an error.
