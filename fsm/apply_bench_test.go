@@ -332,3 +332,63 @@ func BenchmarkEventsRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWideRestart is a restart of a job of two vertices of 10,000
+// subtasks joined all-to-all (gen -> sum, blocking; gen on e1, sum on e2,
+// every sum subtask running): a sum subtask failing (its region restarts
+// and looks for inputs no executor holds), and e1 lost with gen's 10,000
+// partitions, which every sum has read. Each is one command every master
+// applies; a cost in the square of the width would stall the log.
+//
+//	go test -run '^$' -bench BenchmarkWideRestart ./fsm/
+func BenchmarkWideRestart(b *testing.B) {
+	const width = 10000
+	spec := parseSpec(b, fmt.Sprintf(`{"vertices":[{"id":"gen","parallelism":%d,"command":["x"],"slot_sharing_group":"g"},
+		{"id":"sum","parallelism":%d,"command":["x"],"slot_sharing_group":"s","inputs":[{"from":"gen","mode":"blocking"}]}],
+		"restart":{"strategy":"fixed-delay","attempts":5,"delay":"1s"}}`, width, width))
+	setup := func() (*State, Fenced) {
+		s := NewState()
+		s.ApplyEntry(1, MustEncode(&EstablishLeadership{Node: "m1"}))
+		f := Fenced{Token: s.Epoch(), Time: 1}
+		s.ApplyEntry(2, MustEncode(&SubmitJob{Fenced: f, ID: "w", Spec: spec}))
+		for region, ex := range []string{"e1", "e2"} {
+			slots := make([]SlotAssign, width)
+			for k := range slots {
+				slots[k] = SlotAssign{Group: spec.Vertices[region].SlotSharingGroup, Index: k, Executor: ex, Slot: k}
+			}
+			s.ApplyEntry(s.Index()+1, MustEncode(&PlaceRegion{Fenced: f, Job: "w", Region: region, Slots: slots}))
+			ups := make([]ReportUpdate, width)
+			st := wire.StateFinished
+			if region == 1 {
+				st = wire.StateRunning
+			}
+			for k := range ups {
+				ups[k] = ReportUpdate{ID: ExecutionID("w", spec.Vertices[region].ID, k, 0), State: st}
+			}
+			s.ApplyEntry(s.Index()+1, MustEncode(&ReportExecutions{Fenced: f, Executor: ex, Updates: ups}))
+		}
+		if v, _ := s.Job("w"); v.Status != JobRunning || s.NumPartitions() != width {
+			b.Fatalf("job %s with %d partitions", v.Status, s.NumPartitions())
+		}
+		return s, f
+	}
+	for _, c := range []struct {
+		name string
+		cmd  func(f Fenced) Command
+	}{
+		{"a-consumer-fails", func(f Fenced) Command {
+			return &ReportExecutions{Fenced: f, Executor: "e2", Updates: []ReportUpdate{{ID: "w/sum/5/0", State: wire.StateFailed, Message: "exit status 1"}}}
+		}},
+		{"read-partitions-lost", func(f Fenced) Command { return &ExecutorLost{Fenced: f, Executor: "e1"} }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				s, f := setup()
+				entry := MustEncode(c.cmd(f))
+				b.StartTimer()
+				s.ApplyEntry(s.Index()+1, entry)
+			}
+		})
+	}
+}

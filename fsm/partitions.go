@@ -121,10 +121,15 @@ func (s *State) partitionNeeded(j *Job, p *Partition) bool {
 // has read them; one in p's own region reads p as a stream while it runs,
 // and counts as unread. A partition needed (partitionNeeded) but read by
 // all is kept for the consumers' restarts only: if it is lost, the region
-// restart that needs it produces it again (restartScope).
-func (s *State) unread(j *Job, p *Partition) bool {
+// restart that needs it produces it again (restartScope). started
+// remembers, per consumer vertex, whether all its subtasks started (what
+// an all-to-all edge asks), for the partitions of one job lost together.
+func (s *State) unread(j *Job, p *Partition, started map[int]bool) bool {
 	consumers, forward := consumersOf(j.Spec, p.VertexIndex)
 	cur := s.current[j.ID]
+	began := func(e *Execution) bool {
+		return e != nil && (e.State == wire.StateRunning || e.State == wire.StateFinished)
+	}
 	for k, ci := range consumers {
 		r := j.Vertices[ci].Region
 		switch {
@@ -132,15 +137,25 @@ func (s *State) unread(j *Job, p *Partition) bool {
 			continue
 		case r == j.Vertices[p.VertexIndex].Region || j.Regions[r].Status != RegionRunning:
 			return true
-		}
-		from, to := 0, len(cur[ci])
-		if forward[k] {
-			from, to = p.Subtask, min(p.Subtask+1, len(cur[ci]))
-		}
-		for i := from; i < to; i++ {
-			if e := cur[ci][i]; e == nil || (e.State != wire.StateRunning && e.State != wire.StateFinished) {
+		case forward[k]:
+			if p.Subtask >= len(cur[ci]) || !began(cur[ci][p.Subtask]) {
 				return true
 			}
+			continue
+		}
+		all, ok := started[ci]
+		if !ok {
+			all = true
+			for _, e := range cur[ci] {
+				if !began(e) {
+					all = false
+					break
+				}
+			}
+			started[ci] = all
+		}
+		if !all {
+			return true
 		}
 	}
 	return false
@@ -189,8 +204,9 @@ func (s *State) losePartitionsAs(ps []*Partition, now int64, why string, moved b
 	for _, id := range sortedKeys(byJob) {
 		j := s.jobs[id]
 		var needed []*Partition
+		started := make(map[int]bool) // unread's memo, for this job
 		for _, p := range byJob[id] {
-			if j != nil && s.partitionNeeded(j, p) && s.unread(j, p) {
+			if j != nil && s.partitionNeeded(j, p) && s.unread(j, p, started) {
 				needed = append(needed, p)
 			}
 			s.dropPartition(p)
@@ -395,32 +411,44 @@ func (s *State) restartScope(j *Job, scope map[int]bool, again []Subtask, now, d
 // output the subtasks of region r that run again read (all of them when
 // whole, else those of partial) and whose current attempt FINISHED with
 // its partition no longer tracked: released or lost. In order, once each.
+// An all-to-all input is looked at once, whatever number of its readers
+// run again: a failure in a 10,000 by 10,000 job costs 20,000 steps, not
+// a hundred million.
 func (s *State) readsReleased(j *Job, r int, whole bool, partial map[Subtask]bool) []Subtask {
 	var out []Subtask
 	seen := make(map[Subtask]bool)
 	cur := s.current[j.ID]
+	add := func(pv, ps int) {
+		st := Subtask{Vertex: pv, Index: ps}
+		e := cur[pv][ps]
+		if seen[st] || e == nil || e.State != wire.StateFinished || s.partitions[e.ID] != nil {
+			return
+		}
+		seen[st] = true
+		out = append(out, st)
+	}
 	for _, vi := range j.Regions[r].Vertices {
+		runs := whole // does a subtask of vi run again?
+		for st := range partial {
+			runs = runs || st.Vertex == vi
+		}
+		if !runs {
+			continue
+		}
 		for _, in := range j.Spec.Vertices[vi].Inputs {
 			pv := j.Spec.VertexIndex(in.From)
 			if pv < 0 || j.Vertices[pv].Region == r {
 				continue // read within the region: run again with it
 			}
+			if !in.Forward() {
+				for ps := range cur[pv] {
+					add(pv, ps)
+				}
+				continue
+			}
 			for i := range j.Vertices[vi].Attempts {
-				if !whole && !partial[Subtask{Vertex: vi, Index: i}] {
-					continue
-				}
-				from, to := 0, len(cur[pv])
-				if in.Forward() {
-					from, to = i, min(i+1, len(cur[pv]))
-				}
-				for ps := from; ps < to; ps++ {
-					st := Subtask{Vertex: pv, Index: ps}
-					e := cur[pv][ps]
-					if seen[st] || e == nil || e.State != wire.StateFinished || s.partitions[e.ID] != nil {
-						continue
-					}
-					seen[st] = true
-					out = append(out, st)
+				if i < len(cur[pv]) && (whole || partial[Subtask{Vertex: vi, Index: i}]) {
+					add(pv, i)
 				}
 			}
 		}
