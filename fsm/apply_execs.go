@@ -244,7 +244,7 @@ func (s *State) applyExecutorLost(c *ExecutorLost) Result {
 	// failures of its executions on the executor are then part of that
 	// restart.
 	s.emit(Event{Topic: TopicExecutor, Type: EventExecutorStatus, Time: c.Time, Executor: c.Executor, State: ExecutorLostStatus})
-	s.losePartitions(s.partitionsOn(c.Executor), c.Time, "lost with executor "+c.Executor)
+	s.losePartitions(s.partitionsOn(c.Executor), c.Time, "lost with executor "+c.Executor, c.Executor)
 	s.setFailCause(ReasonExecutorLost)
 	reason := fmt.Sprintf("executor %s lost", c.Executor)
 	for _, x := range s.byExecutor[c.Executor].sorted() {

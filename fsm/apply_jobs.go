@@ -68,13 +68,7 @@ func (s *State) newAttempts(j *Job, ri int, next bool, now int64) {
 		for _, st := range r.Rerun {
 			only[st] = true
 		}
-		for _, vi := range r.Vertices {
-			for i, a := range j.Vertices[vi].Attempts {
-				if e := s.execs[ExecutionID(j.ID, j.Spec.Vertices[vi].ID, i, a)]; e == nil || e.State != wire.StateFinished {
-					only[Subtask{vi, i}] = true
-				}
-			}
-		}
+		s.addUnfinished(j, ri, only)
 	}
 	r.Rerun = nil
 	// A FINISHED attempt that runs again says why: the restart's cause (the
@@ -132,6 +126,19 @@ func (s *State) newAttempts(j *Job, ri int, next bool, now int64) {
 	s.setRegionStatus(j, ri, RegionWaiting)
 	if s.upstreamFinished(j, ri) {
 		s.setRegionStatus(j, ri, RegionReady)
+	}
+}
+
+// addUnfinished adds to set every subtask of region ri whose current
+// attempt has not FINISHED: what a re-run of some of its subtasks runs
+// besides them.
+func (s *State) addUnfinished(j *Job, ri int, set map[Subtask]bool) {
+	for _, vi := range j.Regions[ri].Vertices {
+		for i, a := range j.Vertices[vi].Attempts {
+			if e := s.execs[ExecutionID(j.ID, j.Spec.Vertices[vi].ID, i, a)]; e == nil || e.State != wire.StateFinished {
+				set[Subtask{vi, i}] = true
+			}
+		}
 	}
 }
 

@@ -127,7 +127,7 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 	}
 	// Partitions first, as when an executor is lost: a job that needed one
 	// restarts its consumers once, which may cancel executions here too.
-	s.loseFreely(s.partitionsOn(c.Executor), c.Time, cause)
+	s.loseFreely(s.partitionsOn(c.Executor), c.Time, cause, c.Executor)
 	for _, x := range here {
 		e := s.execs[x.ID]
 		if e == nil || e.State.Terminal() || e.State == wire.StateCanceling {
@@ -166,10 +166,11 @@ func (s *State) restartUncounted(j *Job, ri int, kind, cause string, now int64) 
 	s.restartScope(j, s.failoverSet(j, ri), nil, now, 0, regionRestarts+cause)
 }
 
-// loseFreely drops partitions moved off a draining executor: those still
-// needed are produced again at once, without asking the restart strategy.
-func (s *State) loseFreely(ps []*Partition, now int64, why string) {
-	s.losePartitionsAs(ps, now, why, true)
+// loseFreely drops partitions moved off a draining executor (gone): those
+// still needed are produced again at once, without asking the restart
+// strategy.
+func (s *State) loseFreely(ps []*Partition, now int64, why, gone string) {
+	s.losePartitionsAs(ps, now, why, gone, true)
 }
 
 // Draining reports whether an executor drains.

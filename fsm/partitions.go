@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -119,16 +120,18 @@ func (s *State) partitionNeeded(j *Job, p *Partition) bool {
 // every subtask that reads p RUNNING or FINISHED. A task starts only once
 // its blocking inputs are on its executor's disk, whole, so a running one
 // has read them; one in p's own region reads p as a stream while it runs,
-// and counts as unread. A partition needed (partitionNeeded) but read by
-// all is kept for the consumers' restarts only: if it is lost, the region
-// restart that needs it produces it again (restartScope). started
-// remembers, per consumer vertex, whether all its subtasks started (what
-// an all-to-all edge asks), for the partitions of one job lost together.
-func (s *State) unread(j *Job, p *Partition, started map[int]bool) bool {
+// and counts as unread, and so does one running on executor gone, which
+// ends with what it read (it restarts in the same event). A partition
+// needed (partitionNeeded) but read by all is kept for the consumers'
+// restarts only: if it is lost, the region restart that needs it produces
+// it again (restartScope). started remembers, per consumer vertex, whether
+// all its subtasks started (what an all-to-all edge asks), for the
+// partitions of one job lost together.
+func (s *State) unread(j *Job, p *Partition, gone string, started map[int]bool) bool {
 	consumers, forward := consumersOf(j.Spec, p.VertexIndex)
 	cur := s.current[j.ID]
 	began := func(e *Execution) bool {
-		return e != nil && (e.State == wire.StateRunning || e.State == wire.StateFinished)
+		return e != nil && (e.State == wire.StateRunning && e.Executor != gone || e.State == wire.StateFinished)
 	}
 	for k, ci := range consumers {
 		r := j.Vertices[ci].Region
@@ -187,16 +190,18 @@ func (s *State) partitionsOn(executor string) []*Partition {
 }
 
 // losePartitions handles partitions gone from their executor: each is
-// dropped, and every job that still needed one of them has its producers
-// run again (rerun), once per job. why says how they went ("lost with
-// executor e1").
-func (s *State) losePartitions(ps []*Partition, now int64, why string) {
-	s.losePartitionsAs(ps, now, why, false)
+// dropped, and every job that still needed one of them, with a consumer
+// yet to read it, has its producers run again (rerun), once per job. why
+// says how they went ("lost with executor e1"). gone names an executor
+// whose executions are ending with it (lost, or moved off): a consumer
+// running there has read nothing it keeps.
+func (s *State) losePartitions(ps []*Partition, now int64, why, gone string) {
+	s.losePartitionsAs(ps, now, why, gone, false)
 }
 
 // losePartitionsAs is losePartitions; moved says the partitions were moved
 // off a draining executor, a re-run the restart strategy does not count.
-func (s *State) losePartitionsAs(ps []*Partition, now int64, why string, moved bool) {
+func (s *State) losePartitionsAs(ps []*Partition, now int64, why, gone string, moved bool) {
 	byJob := make(map[string][]*Partition)
 	for _, p := range ps {
 		byJob[p.Job] = append(byJob[p.Job], p)
@@ -206,7 +211,7 @@ func (s *State) losePartitionsAs(ps []*Partition, now int64, why string, moved b
 		var needed []*Partition
 		started := make(map[int]bool) // unread's memo, for this job
 		for _, p := range byJob[id] {
-			if j != nil && s.partitionNeeded(j, p) && s.unread(j, p, started) {
+			if j != nil && s.partitionNeeded(j, p) && s.unread(j, p, gone, started) {
 				needed = append(needed, p)
 			}
 			s.dropPartition(p)
@@ -344,7 +349,15 @@ func (s *State) restartScope(j *Job, scope map[int]bool, again []Subtask, now, d
 		more = false
 		for r := range j.Regions {
 			if scope[r] || partial[r] != nil {
-				for _, st := range s.readsReleased(j, r, scope[r], partial[r]) {
+				// A re-run of some subtasks also runs those that have
+				// not FINISHED when it starts (newAttempts): they read
+				// too (those that FINISH meanwhile need not have).
+				runs := partial[r]
+				if runs != nil {
+					runs = maps.Clone(runs)
+					s.addUnfinished(j, r, runs)
+				}
+				for _, st := range s.readsReleased(j, r, scope[r], runs) {
 					more = produceAgain(st) || more
 				}
 			}
@@ -469,7 +482,7 @@ func (s *State) applyLosePartitions(c *LosePartitions) Result {
 			ps = append(ps, p)
 		}
 	}
-	s.losePartitions(ps, c.Time, c.Reason)
+	s.losePartitions(ps, c.Time, c.Reason, "")
 	return Result{}
 }
 
@@ -491,7 +504,7 @@ func (s *State) unavailable(e *Execution, ids []string, now int64, msg string) b
 	if msg != "" {
 		why += ": " + msg
 	}
-	s.losePartitions(ps, now, why)
+	s.losePartitions(ps, now, why, "")
 	return true
 }
 

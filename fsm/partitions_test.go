@@ -455,6 +455,93 @@ func TestAFailedConsumerReRunsLostAndReleasedInputs(t *testing.T) {
 	checkInvariants(t, h.s)
 }
 
+// a (2) -forward-> b (2) -> c (1), all blocking; a ran on e1, b runs on
+// e2. e1 is lost: b has read a's output, nothing restarts. b/0 finishes,
+// then e2 is lost: b/0's output, which c has yet to read, runs again, and
+// so does b/1, which failed with e2 (a re-run runs what has not finished);
+// each reads its own a subtask, whose output is gone: both run again
+// first, in the same restart.
+func TestARerunCoversTheInputsOfSubtasksItRunsBesides(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"a","parallelism":2,"command":["x"]},
+		{"id":"b","parallelism":2,"command":["x"],"inputs":[{"from":"a","mode":"blocking","distribution":"forward"}]},
+		{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]}],
+		"restart":{"strategy":"fixed-delay","attempts":5,"delay":"1s"}}`)
+	h.placeAll("e1")
+	h.reportAll("e1", wire.StateFinished)
+	h.placeAll("e2")
+	h.reportAll("e2", wire.StateRunning)
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
+	require.Equal(t, JobRunning, h.job("j").Status, "b has read a's output")
+	h.report("e2", ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1})
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e2"})
+	checkInvariants(t, h.s)
+	h.now += 1000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	checkInvariants(t, h.s)
+	require.Equal(t, []string{"j/a/0/1", "j/a/1/1"}, execIDs(h.placeAll("e3")), "a/0 for b/0, a/1 for b/1")
+	h.reportAll("e3", wire.StateFinished)
+	placed := h.placeAll("e4")
+	require.Equal(t, []string{"j/b/0/1", "j/b/1/1"}, execIDs(placed))
+	for _, sp := range h.s.TaskSpecs(placed) {
+		require.Equal(t, "e3", sp.Inputs[0].Sources[sp.Execution.Subtask].Executor, "%s reads a's new output", sp.Execution.ID)
+	}
+	require.Equal(t, 1, h.s.jobs["j"].Backoff.Failures)
+	checkInvariants(t, h.s)
+}
+
+// One executor lost is one failure for the job: it held b's output, read
+// by c, which ran there too, and y's, which d has yet to read. c restarts
+// with the re-run of b and y, as part of that one restart (with
+// "attempts": 1, the job goes on).
+func TestOneExecutorLossIsOneFailure(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"b","parallelism":1,"command":["x"]},
+		{"id":"y","parallelism":1,"command":["x"],"slot_sharing_group":"g3"},
+		{"id":"x","parallelism":1,"command":["x"],"slot_sharing_group":"g2"},
+		{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]},
+		{"id":"d","parallelism":1,"command":["x"],"inputs":[{"from":"y","mode":"blocking"},{"from":"x","mode":"blocking"}]}],
+		"restart":{"strategy":"fixed-delay","attempts":1,"delay":"1s"}}`)
+	j := h.s.jobs["j"]
+	for _, rr := range h.s.ReadyRegions() {
+		h.place(rr, map[string]string{"b": "e1", "y": "e1", "x": "e2"}[j.Spec.Vertices[j.Regions[rr.Region].Vertices[0]].ID])
+	}
+	h.report("e1", ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1}, ReportUpdate{ID: "j/y/0/0", State: wire.StateFinished, Bytes: 1})
+	h.report("e2", ReportUpdate{ID: "j/x/0/0", State: wire.StateRunning})
+	h.placeAll("e1")
+	h.report("e1", ReportUpdate{ID: "j/c/0/0", State: wire.StateRunning})
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
+	require.Equal(t, JobRestarting, h.job("j").Status, h.job("j").Message)
+	require.Equal(t, 1, j.Backoff.Failures)
+	checkInvariants(t, h.s)
+}
+
+// b feeds c and d; d also reads x, which still runs, so d waits. c runs
+// (it has read b's output) when b's output is moved off a draining
+// executor: b runs again for d, and c, which read the attempt that is
+// being replaced, restarts with it, so that every consumer of b reads the
+// attempt the state names.
+func TestAReproducedPartitionRestartsItsRunningReaders(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"b","parallelism":1,"command":["x"]},
+		{"id":"x","parallelism":1,"command":["x"],"slot_sharing_group":"g2"},
+		{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]},
+		{"id":"d","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"},{"from":"x","mode":"blocking"}]}],
+		"restart":{"strategy":"fixed-delay","attempts":5,"delay":"1s"}}`)
+	for _, rr := range h.s.ReadyRegions() {
+		h.place(rr, map[int]string{0: "e1", 1: "e2"}[rr.Region])
+	}
+	h.report("e1", ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1})
+	h.report("e2", ReportUpdate{ID: "j/x/0/0", State: wire.StateRunning})
+	h.placeAll("e3")
+	h.report("e3", ReportUpdate{ID: "j/c/0/0", State: wire.StateRunning})
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	require.NoError(t, h.apply(&MoveExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	require.Equal(t, wire.StateCanceling, h.exec("j/c/0/0").State)
+	require.Equal(t, "its region restarts: partition of b/0 moved off draining executor e1", h.exec("j/c/0/0").Message)
+	checkInvariants(t, h.s)
+}
+
 // A consumer that cannot fetch a partition the state still tracks (gone
 // from its executor unnoticed) has its producer run again.
 func TestAnUnreadableTrackedInputIsProducedAgain(t *testing.T) {

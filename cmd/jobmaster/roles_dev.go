@@ -59,8 +59,9 @@ ports it leaves the CA, a client certificate and the management token in
 With --failover-demo it kills the leader (kill -9) while the job runs and
 shows another master taking over with a new fencing token, and that no task
 was restarted. With --partition-loss-demo it kills the executor holding
-split's partitions once split has finished, and shows the lost subtasks of
-split running again and the same counts coming out.
+split's partitions once split has finished, and shows what runs again (the
+lost subtasks of split, for the counts that had not read them yet or ran on
+that executor) and the same counts coming out.
 
 While it runs, 'jobmaster dev kill NODE' kills a node (kill -9) and
 'jobmaster dev restart NODE' starts it again (a node killed from outside
@@ -79,7 +80,7 @@ too), so you can play with failures.`,
 	f.BoolVar(&o.noDemo, "no-demo", false, "start the cluster without submitting the demo job")
 	f.BoolVar(&o.exitAfterDemo, "exit-after-demo", false, "stop the cluster when the demo job ends (exit 0 if it FINISHED)")
 	f.BoolVar(&o.failoverDemo, "failover-demo", false, "kill the leader while the demo job runs and show the takeover")
-	f.BoolVar(&o.lossDemo, "partition-loss-demo", false, "kill the executor holding split's partitions after split finished, and show them produced again")
+	f.BoolVar(&o.lossDemo, "partition-loss-demo", false, "kill the executor holding split's partitions after split finished, and show what runs again")
 	cmd.AddCommand(
 		newDevOrderCmd(env, "restart", "Restart a node of the running dev cluster (start it again if it was killed)"),
 		newDevOrderCmd(env, "kill", "Kill a node of the running dev cluster (kill -9)"),
