@@ -54,13 +54,14 @@ func newExecutorMetrics(e *Executor) *executorMetrics {
 		pushes:       counter("pushes_total", "Pushes of state changes to the leader."),
 		pushFailures: counter("push_failures_total", "Pushes that failed (the next push or heartbeat carries their changes)."),
 		gcDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "executor", Name: "gc_deleted_total",
-			Help: "Execution directories (working directory and logs) deleted, by reason: age (past --gc-retention) or disk (past --gc-disk-limit)."}, []string{"reason"}),
+			Help: "Execution directories (working directory and logs) deleted, by reason: age (past --gc-retention), disk (past --gc-disk-limit) or disk_full (less than --disk-reserve free)."}, []string{"reason"}),
 		gcBytes: counter("gc_deleted_bytes_total", "Disk space freed by deleting execution directories."),
 		writeFails: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "executor", Name: "storage_write_failures_total",
 			Help: "Failed writes of the executor's own files, by file: lease (the shims' deadline) or token (the fencing token)."}, []string{"file"}),
 	}
 	x.gcDeleted.WithLabelValues(gcByAge)
 	x.gcDeleted.WithLabelValues(gcByDisk)
+	x.gcDeleted.WithLabelValues(gcByFull)
 	x.writeFails.WithLabelValues(fileLease)
 	x.writeFails.WithLabelValues(fileToken)
 	x.refusals.WithLabelValues(refusedLeader)

@@ -41,6 +41,9 @@ func TestExecutorMetricsMoveWithWhatHappens(t *testing.T) {
 	require.Equal(t, 3.0, metric(t, e, `jobmaster_executor_slots`))
 	require.Equal(t, 2.0, metric(t, e, `jobmaster_executor_slots_used`))
 	require.Equal(t, 5.0, metric(t, e, `jobmaster_executor_fencing_token`))
+	for _, reason := range []string{"age", "disk", "disk_full"} {
+		require.Equal(t, 0.0, metric(t, e, `jobmaster_executor_gc_deleted_total{reason="`+reason+`"}`), "every reason a query may name is there from the start")
+	}
 	require.Equal(t, time.Hour.Seconds(), metric(t, e, `jobmaster_executor_lease_remaining_seconds`), "sim: the fence time is the lease")
 
 	// A stale leader is refused, and counted.

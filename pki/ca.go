@@ -110,7 +110,7 @@ func (ca *CA) Issue(rand io.Reader, r Request) (*Issued, error) {
 	if notAfter.After(ca.Cert.NotAfter) {
 		until := ca.Cert.NotAfter.UTC().Format(time.DateOnly)
 		if days := int(ca.Cert.NotAfter.Sub(r.Now) / (24 * time.Hour)); days >= 1 {
-			return nil, fmt.Errorf("the certificate would outlive its CA (valid until %s): issue it for at most %d days, or rotate the CA first", until, days)
+			return nil, fmt.Errorf("the certificate would outlive its CA (valid until %s): issue it for at most %d days (--days %d), or rotate the CA first", until, days, days)
 		}
 		return nil, fmt.Errorf("the certificate would outlive its CA (valid until %s, less than a day from now): rotate the CA first", until)
 	}

@@ -566,7 +566,7 @@ func TestSnapshotThroughStandardStreams(t *testing.T) {
 	r = cli{env: map[string]string{addressEnv: snap}, stdin: "saved earlier"}.run("operator", "snapshot", "restore", "-")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "saved earlier", string(restored))
-	assert.Equal(t, "Restored the state from -: 3 jobs, 7 executions\n", r.stdout)
+	assert.Equal(t, "Restored the state from standard input: 3 jobs, 7 executions\n", r.stdout)
 
 	// A backup an older save to standard output made ends with its line
 	// (or its --json answer) right after the snapshot's binary bytes: the

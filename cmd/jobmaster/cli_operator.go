@@ -133,7 +133,11 @@ expects but no executor runs are failed and restarted).`,
 			if o.json {
 				return printJSON(cmd.OutOrStdout(), map[string]any{"restored": true, "file": args[0], "jobs": res.Jobs, "executions": res.Executions})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Restored the state from %s: %d jobs, %d executions\n", args[0], res.Jobs, res.Executions)
+			from := args[0]
+			if from == "-" {
+				from = "standard input"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Restored the state from %s: %d jobs, %d executions\n", from, res.Jobs, res.Executions)
 			// The ACL tokens are the backup's now: say so to a caller
 			// whose own token was not among them, before its next
 			// command is a bare 401; or, when the backup had none (the

@@ -26,9 +26,9 @@ func newLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: l}
 	switch strings.ToLower(format) {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts)), nil
 	}
 	return nil, usageErrorf(cmd, "--log-format %q: use text or json", format)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -71,7 +72,9 @@ runs finish, and has what is left moved elsewhere, then stops.`,
 			if slots == 0 {
 				slots = executor.DefaultSlots
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster executor %s: %d slots, HTTP on %s\n", cfg.NodeID, slots, e.Addr())
+			if !strings.EqualFold(o.LogFormat, "json") { // in JSON, "executor started" says it
+				fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster executor %s: %d slots, HTTP on %s\n", cfg.NodeID, slots, e.Addr())
+			}
 			serveUntilDone(cmd.Context(), e.Reload)
 			if cfg.DrainGrace > 0 {
 				dctx, dcancel := context.WithTimeout(context.Background(), cfg.DrainGrace+cfg.CancelGrace+5*time.Second)

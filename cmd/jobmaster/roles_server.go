@@ -55,12 +55,15 @@ certificates and the --gossip-keyring file.`,
 			cfg := o.Config
 			cfg.Logger = logger
 			cfg.RaftLogJSON = strings.EqualFold(o.LogFormat, "json")
+			cfg.RaftLog = cmd.ErrOrStderr()
 			startProfile(os.Getenv, func(format string, args ...any) { logger.Warn(fmt.Sprintf(format, args...)) })
 			m, err := master.New(cfg)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster server %s: HTTP API on %s\n", cfg.NodeID, m.HTTPAddr())
+			if !cfg.RaftLogJSON { // in JSON, "master started" says it, and stderr stays JSON
+				fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster server %s: HTTP API on %s\n", cfg.NodeID, m.HTTPAddr())
+			}
 			serveUntilDone(cmd.Context(), m.Reload)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
