@@ -51,6 +51,7 @@ var Suites = []Suite{
 	{Pkg: "./fsm/", Bench: "BenchmarkSnapshotRestore1M", Benchtime: "2x"},
 	{Pkg: "./fsm/", Bench: "BenchmarkEndWideJob", Benchtime: "1x"},
 	{Pkg: "./fsm/", Bench: "BenchmarkPlaceWide", Benchtime: "20x"},
+	{Pkg: "./fsm/", Bench: "BenchmarkWideRestart", Benchtime: "3x"},
 	{Pkg: "./reconcile/", Bench: "BenchmarkReconcile"},
 	{Pkg: "./placement/", Bench: "BenchmarkPlace"},
 }
