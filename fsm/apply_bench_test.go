@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -390,5 +391,61 @@ func BenchmarkWideRestart(b *testing.B) {
 				s.ApplyEntry(s.Index()+1, entry)
 			}
 		})
+	}
+}
+
+// BenchmarkDeepRestart is a restart that runs again a chain of 1,000
+// regions: s0 -> s1 -> ... -> s999, blocking, each stage's output released
+// once the next finished. s998's output is lost after s999 read it (no
+// restart), then s999 fails: its restart runs the whole chain again, each
+// stage for the next. A cost in the square of the depth would stall every
+// master's log (11.8 s on 2026-12-07 before it was fixed).
+//
+//	go test -run '^$' -bench BenchmarkDeepRestart ./fsm/
+func BenchmarkDeepRestart(b *testing.B) {
+	const depth = 1000
+	var sb strings.Builder
+	sb.WriteString(`{"vertices":[`)
+	for i := 0; i < depth; i++ {
+		if i > 0 {
+			fmt.Fprintf(&sb, `,{"id":"s%d","parallelism":1,"command":["x"],"inputs":[{"from":"s%d","mode":"blocking"}]}`, i, i-1)
+		} else {
+			sb.WriteString(`{"id":"s0","parallelism":1,"command":["x"]}`)
+		}
+	}
+	sb.WriteString(`],"restart":{"strategy":"fixed-delay","attempts":5,"delay":"1s"}}`)
+	spec := parseSpec(b, sb.String())
+	setup := func() (*State, Fenced) {
+		s := NewState()
+		s.ApplyEntry(1, MustEncode(&EstablishLeadership{Node: "m1"}))
+		f := Fenced{Token: s.Epoch(), Time: 1}
+		s.ApplyEntry(2, MustEncode(&SubmitJob{Fenced: f, ID: "d", Spec: spec}))
+		for r := 0; r < depth; r++ {
+			ex, st := "e1", wire.StateFinished
+			if r == depth-2 {
+				ex = "e2"
+			}
+			if r == depth-1 {
+				st = wire.StateRunning
+			}
+			s.ApplyEntry(s.Index()+1, MustEncode(&PlaceRegion{Fenced: f, Job: "d", Region: r, Slots: []SlotAssign{{Group: "default", Index: 0, Executor: ex, Slot: r % 2}}}))
+			s.ApplyEntry(s.Index()+1, MustEncode(&ReportExecutions{Fenced: f, Executor: ex, Updates: []ReportUpdate{{ID: ExecutionID("d", fmt.Sprintf("s%d", r), 0, 0), State: st}}}))
+		}
+		s.ApplyEntry(s.Index()+1, MustEncode(&ExecutorLost{Fenced: f, Executor: "e2"}))
+		if v, _ := s.Job("d"); v.Status != JobRunning || s.NumPartitions() != 0 {
+			b.Fatalf("job %s with %d partitions", v.Status, s.NumPartitions())
+		}
+		return s, f
+	}
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s, f := setup()
+		entry := MustEncode(&ReportExecutions{Fenced: f, Executor: "e1", Updates: []ReportUpdate{{ID: ExecutionID("d", fmt.Sprintf("s%d", depth-1), 0, 0), State: wire.StateFailed}}})
+		b.StartTimer()
+		s.ApplyEntry(s.Index()+1, entry)
+		b.StopTimer()
+		if v, _ := s.Job("d"); v.Status != JobRestarting {
+			b.Fatalf("job %s", v.Status)
+		}
 	}
 }

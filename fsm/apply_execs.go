@@ -244,6 +244,10 @@ func (s *State) applyExecutorLost(c *ExecutorLost) Result {
 	// failures of its executions on the executor are then part of that
 	// restart.
 	s.emit(Event{Topic: TopicExecutor, Type: EventExecutorStatus, Time: c.Time, Executor: c.Executor, State: ExecutorLostStatus})
+	// One event: a job restarts for it once under its strategy, whatever
+	// of it was there.
+	s.event = make(map[string]eventDecision)
+	defer func() { s.event = nil }()
 	s.losePartitions(s.partitionsOn(c.Executor), c.Time, "lost with executor "+c.Executor, c.Executor)
 	s.setFailCause(ReasonExecutorLost)
 	reason := fmt.Sprintf("executor %s lost", c.Executor)

@@ -86,7 +86,7 @@ func (s *State) regionFinished(j *Job, ri int) bool {
 // in region ri: fail the job, or cancel what the failover scope covers and
 // restart it after the strategy's delay.
 func (s *State) handleFailure(j *Job, ri int, cause string, now int64) {
-	ok, delay, why := decideRestart(j.Spec.Restart, &j.Backoff, now, jitterSeed(j.ID, j.Backoff.Failures))
+	ok, delay, why := s.decide(j, now)
 	if !ok {
 		s.stopJob(j, JobFailing, cause+"; "+why, now)
 		return

@@ -26,11 +26,11 @@ import (
 //
 // Loss: a partition gone from its executor (the executor lost, its report
 // lacking it, or a consumer unable to fetch it) is dropped; if it was
-// needed and a consumer has yet to read it (unread: every consumer that
-// runs has fetched its blocking inputs whole before it started), its
+// needed and a consumer has yet to read it (readers.go: every consumer
+// that runs has fetched its blocking inputs whole before it started), its
 // producer runs again. That is one restart under the job's restart
 // strategy however many partitions went together: the consumer regions
-// that read a lost partition restart (with what the failover scope adds),
+// with a reader yet to start restart (with what the failover scope adds),
 // and the producer region re-runs only the lost subtasks when it is a
 // single vertex (whose other subtasks' partitions are still there), or
 // whole when it has several (a subtask inside reads its region's pipelined
@@ -96,6 +96,17 @@ func (s *State) dropPartition(p *Partition) {
 // partitionNeeded reports whether a consumer may still read partition p of
 // job j (see the package comment on release).
 func (s *State) partitionNeeded(j *Job, p *Partition) bool {
+	consumers, forward := consumersOf(j.Spec, p.VertexIndex)
+	edges := make([]consumerEdge, len(consumers))
+	for i, ci := range consumers {
+		edges[i] = consumerEdge{vertex: ci, forward: forward[i]}
+	}
+	return s.partitionNeededBy(j, p, edges)
+}
+
+// partitionNeededBy is partitionNeeded, given the edges to the vertices
+// that read p's vertex.
+func (s *State) partitionNeededBy(j *Job, p *Partition, consumers []consumerEdge) bool {
 	if j.Status.Terminal() || j.Status.ending() {
 		return false
 	}
@@ -106,58 +117,8 @@ func (s *State) partitionNeeded(j *Job, p *Partition) bool {
 	if e := cur[p.VertexIndex][p.Subtask]; e == nil || e.ID != p.ID {
 		return false
 	}
-	consumers, _ := consumersOf(j.Spec, p.VertexIndex)
-	for _, ci := range consumers {
-		if j.Regions[j.Vertices[ci].Region].Status != RegionFinished {
-			return true
-		}
-	}
-	return false
-}
-
-// unread reports whether a consumer of partition p of job j has yet to
-// read it: a consumer region that has not FINISHED and is not running with
-// every subtask that reads p RUNNING or FINISHED. A task starts only once
-// its blocking inputs are on its executor's disk, whole, so a running one
-// has read them; one in p's own region reads p as a stream while it runs,
-// and counts as unread, and so does one running on executor gone, which
-// ends with what it read (it restarts in the same event). A partition
-// needed (partitionNeeded) but read by all is kept for the consumers'
-// restarts only: if it is lost, the region restart that needs it produces
-// it again (restartScope). started remembers, per consumer vertex, whether
-// all its subtasks started (what an all-to-all edge asks), for the
-// partitions of one job lost together.
-func (s *State) unread(j *Job, p *Partition, gone string, started map[int]bool) bool {
-	consumers, forward := consumersOf(j.Spec, p.VertexIndex)
-	cur := s.current[j.ID]
-	began := func(e *Execution) bool {
-		return e != nil && (e.State == wire.StateRunning && e.Executor != gone || e.State == wire.StateFinished)
-	}
-	for k, ci := range consumers {
-		r := j.Vertices[ci].Region
-		switch {
-		case j.Regions[r].Status == RegionFinished:
-			continue
-		case r == j.Vertices[p.VertexIndex].Region || j.Regions[r].Status != RegionRunning:
-			return true
-		case forward[k]:
-			if p.Subtask >= len(cur[ci]) || !began(cur[ci][p.Subtask]) {
-				return true
-			}
-			continue
-		}
-		all, ok := started[ci]
-		if !ok {
-			all = true
-			for _, e := range cur[ci] {
-				if !began(e) {
-					all = false
-					break
-				}
-			}
-			started[ci] = all
-		}
-		if !all {
+	for _, c := range consumers {
+		if j.Regions[j.Vertices[c.vertex].Region].Status != RegionFinished {
 			return true
 		}
 	}
@@ -167,12 +128,13 @@ func (s *State) unread(j *Job, p *Partition, gone string, started map[int]bool) 
 // releaseUnneeded drops every partition of job j that no consumer needs any
 // more: when a region of j finished, or j is ending or ended.
 func (s *State) releaseUnneeded(j *Job) {
+	cons := consumerTable(j.Spec)
 	for vi := range j.Vertices {
 		for _, e := range s.current[j.ID][vi] {
 			if e == nil {
 				continue
 			}
-			if p := s.partitions[e.ID]; p != nil && !s.partitionNeeded(j, p) {
+			if p := s.partitions[e.ID]; p != nil && !s.partitionNeededBy(j, p, cons[vi]) {
 				s.dropPartition(p)
 			}
 		}
@@ -209,21 +171,29 @@ func (s *State) losePartitionsAs(ps []*Partition, now int64, why, gone string, m
 	for _, id := range sortedKeys(byJob) {
 		j := s.jobs[id]
 		var needed []*Partition
-		started := make(map[int]bool) // unread's memo, for this job
+		var rd *readers
+		if j != nil {
+			rd = s.newReaders(j, gone)
+		}
 		for _, p := range byJob[id] {
-			if j != nil && s.partitionNeeded(j, p) && s.unread(j, p, gone, started) {
+			if rd != nil && rd.needed(p) && rd.unread(p) {
 				needed = append(needed, p)
 			}
 			s.dropPartition(p)
 		}
 		if len(needed) > 0 {
-			s.rerun(j, needed, now, partitionCause(j, needed, why), moved)
+			s.rerun(rd, needed, now, partitionCause(j, needed, why), moved)
 		}
 	}
 }
 
+// causeNamesMax bounds the partitions a loss's cause names: it becomes the
+// message of the job and of every execution its restart cancels.
+const causeNamesMax = 8
+
 // partitionCause says which partitions went and how: "partition of gen/2
-// lost with executor e1", "partitions of gen/0, gen/2 ...".
+// lost with executor e1", "partitions of gen/0, gen/2 ...", "partitions
+// of gen/0, ... gen/7 and 992 more ...".
 func partitionCause(j *Job, ps []*Partition, why string) string {
 	names := make([]string, len(ps))
 	for i, p := range ps {
@@ -234,21 +204,26 @@ func partitionCause(j *Job, ps []*Partition, why string) string {
 	if len(names) > 1 {
 		word = "partitions"
 	}
-	return fmt.Sprintf("%s of %s %s", word, strings.Join(names, ", "), why)
+	list := strings.Join(names[:min(len(names), causeNamesMax)], ", ")
+	if len(names) > causeNamesMax {
+		list += fmt.Sprintf(" and %d more", len(names)-causeNamesMax)
+	}
+	return fmt.Sprintf("%s of %s %s", word, list, why)
 }
 
-// rerun is one restart of job j that produces the lost partitions again:
-// the restart strategy decides whether there is one; if so the consumer
-// regions that read them restart with their failover scope, and each
-// producer region re-runs the lost subtasks (or all of them, see the
-// package comment) after the strategy's delay. A re-run of partitions moved
-// off a draining executor (moved) is not the strategy's to decide: it
-// happens at once.
-func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved bool) {
+// rerun is one restart of job rd.j that produces the lost partitions
+// again: the restart strategy decides whether there is one; if so the
+// consumer regions that have yet to read them restart with their failover
+// scope (those that have read them go on), and each producer region
+// re-runs the lost subtasks (or all of them, see the package comment)
+// after the strategy's delay. A re-run of partitions moved off a draining
+// executor (moved) is not the strategy's to decide: it happens at once.
+func (s *State) rerun(rd *readers, lost []*Partition, now int64, cause string, moved bool) {
+	j := rd.j
 	var delay int64
 	kind := ReasonDrain
 	if !moved {
-		ok, d, why := decideRestart(j.Spec.Restart, &j.Backoff, now, jitterSeed(j.ID, j.Backoff.Failures))
+		ok, d, why := s.decide(j, now)
 		if !ok {
 			s.stopJob(j, JobFailing, cause+"; "+why, now)
 			return
@@ -265,19 +240,26 @@ func (s *State) rerun(j *Job, lost []*Partition, now int64, cause string, moved 
 			}
 		}
 	} else {
+		// Which consumer regions have yet to read them, asked before
+		// anything changes.
+		reading := make([]bool, len(j.Regions))
 		for _, p := range lost {
-			consumers, _ := consumersOf(j.Spec, p.VertexIndex)
-			for _, ci := range consumers {
-				r := j.Vertices[ci].Region
-				switch j.Regions[r].Status {
-				case RegionWaiting, RegionFinished:
-				case RegionReady:
-					// Not placed yet: it waits again for its input.
-					s.setRegionStatus(j, r, RegionWaiting)
-				default:
-					for _, d := range s.failoverScope(j, r) {
-						scope[d] = true
-					}
+			for _, c := range rd.cons[p.VertexIndex] {
+				if r := j.Vertices[c.vertex].Region; !reading[r] && rd.pending(p, c) {
+					reading[r] = true
+				}
+			}
+		}
+		for r, yes := range reading {
+			switch {
+			case !yes:
+			case j.Regions[r].Status == RegionWaiting || j.Regions[r].Status == RegionFinished:
+			case j.Regions[r].Status == RegionReady:
+				// Not placed yet: it waits again for its input.
+				s.setRegionStatus(j, r, RegionWaiting)
+			default:
+				for _, d := range s.failoverScope(j, r) {
+					scope[d] = true
 				}
 			}
 		}
@@ -302,6 +284,25 @@ func (s *State) restartScope(j *Job, scope map[int]bool, again []Subtask, now, d
 	// that did not finish (newAttempts). A region of several vertices,
 	// joined by pipelined edges, restarts whole.
 	partial := make(map[int]map[Subtask]bool)
+	// Work left, per region: its reads to look at (it entered the scope or
+	// its re-run grew), its consumers to look at (it entered the scope).
+	// Each region is looked at again only when something of it changed:
+	// a chain of a thousand regions costs a thousand steps, not a
+	// thousand times a thousand.
+	reads := make([]bool, len(j.Regions))
+	spread := make([]bool, len(j.Regions))
+	enter := func(r int) {
+		scope[r], reads[r], spread[r] = true, true, true
+	}
+	for r := range j.Regions {
+		if scope[r] {
+			enter(r)
+		}
+	}
+	index := make(map[string]int, len(j.Spec.Vertices))
+	for i := range j.Spec.Vertices {
+		index[j.Spec.Vertices[i].ID] = i
+	}
 	// produceAgain has subtask st's output produced again: by the lost
 	// subtasks' re-run of its region, or its region's whole restart. It
 	// reports whether that added anything.
@@ -323,12 +324,12 @@ func (s *State) restartScope(j *Job, scope map[int]bool, again []Subtask, now, d
 			if partial[r][st] {
 				return false
 			}
-			partial[r][st] = true
+			partial[r][st], reads[r] = true, true
 		case rs.Status == RegionRestarting:
 			// A whole restart is pending: it covers the lost subtask.
 			return false
 		default:
-			scope[r] = true
+			enter(r)
 		}
 		return true
 	}
@@ -348,24 +349,27 @@ func (s *State) restartScope(j *Job, scope map[int]bool, again []Subtask, now, d
 	for more := true; more; {
 		more = false
 		for r := range j.Regions {
-			if scope[r] || partial[r] != nil {
-				// A re-run of some subtasks also runs those that have
-				// not FINISHED when it starts (newAttempts): they read
-				// too (those that FINISH meanwhile need not have).
-				runs := partial[r]
-				if runs != nil {
-					runs = maps.Clone(runs)
-					s.addUnfinished(j, r, runs)
-				}
-				for _, st := range s.readsReleased(j, r, scope[r], runs) {
-					more = produceAgain(st) || more
-				}
+			if !reads[r] {
+				continue
+			}
+			reads[r] = false
+			// A re-run of some subtasks also runs those that have not
+			// FINISHED when it starts (newAttempts): they read too
+			// (those that FINISH meanwhile need not have).
+			runs := partial[r]
+			if !scope[r] {
+				runs = maps.Clone(runs)
+				s.addUnfinished(j, r, runs)
+			}
+			for _, st := range s.readsReleased(j, index, r, scope[r], runs) {
+				more = produceAgain(st) || more
 			}
 		}
 		for r := range j.Regions {
-			if !scope[r] {
+			if !spread[r] {
 				continue
 			}
+			spread[r] = false
 			for _, d := range j.Regions[r].Downstream {
 				switch {
 				case scope[d]:
@@ -375,7 +379,8 @@ func (s *State) restartScope(j *Job, scope map[int]bool, again []Subtask, now, d
 				default:
 					for _, x := range s.failoverScope(j, d) {
 						if !scope[x] {
-							scope[x], more = true, true
+							enter(x)
+							more = true
 						}
 					}
 				}
@@ -424,10 +429,11 @@ func (s *State) restartScope(j *Job, scope map[int]bool, again []Subtask, now, d
 // output the subtasks of region r that run again read (all of them when
 // whole, else those of partial) and whose current attempt FINISHED with
 // its partition no longer tracked: released or lost. In order, once each.
+// index maps the job's vertex ids to their indexes.
 // An all-to-all input is looked at once, whatever number of its readers
 // run again: a failure in a 10,000 by 10,000 job costs 20,000 steps, not
 // a hundred million.
-func (s *State) readsReleased(j *Job, r int, whole bool, partial map[Subtask]bool) []Subtask {
+func (s *State) readsReleased(j *Job, index map[string]int, r int, whole bool, partial map[Subtask]bool) []Subtask {
 	var out []Subtask
 	seen := make(map[Subtask]bool)
 	cur := s.current[j.ID]
@@ -449,8 +455,8 @@ func (s *State) readsReleased(j *Job, r int, whole bool, partial map[Subtask]boo
 			continue
 		}
 		for _, in := range j.Spec.Vertices[vi].Inputs {
-			pv := j.Spec.VertexIndex(in.From)
-			if pv < 0 || j.Vertices[pv].Region == r {
+			pv, ok := index[in.From]
+			if !ok || j.Vertices[pv].Region == r {
 				continue // read within the region: run again with it
 			}
 			if !in.Forward() {

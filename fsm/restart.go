@@ -88,3 +88,25 @@ func plural(n int, word string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, word)
 }
+
+// decide is decideRestart for job j, asked once per job in an event: while
+// a command that is one failure event for every job it touches applies
+// (an executor lost: its partitions and its tasks go together), a job's
+// later failures in it reuse its first answer, uncounted.
+func (s *State) decide(j *Job, now int64) (ok bool, delayMs int64, why string) {
+	if d, seen := s.event[j.ID]; seen {
+		return d.ok, d.delay, d.why
+	}
+	ok, delayMs, why = decideRestart(j.Spec.Restart, &j.Backoff, now, jitterSeed(j.ID, j.Backoff.Failures))
+	if s.event != nil {
+		s.event[j.ID] = eventDecision{ok: ok, delay: delayMs, why: why}
+	}
+	return ok, delayMs, why
+}
+
+// eventDecision is a job's restart decision within one event.
+type eventDecision struct {
+	ok    bool
+	delay int64
+	why   string
+}

@@ -147,6 +147,11 @@ type State struct {
 	// partsOn indexes partitions by the executor that holds them.
 	partsOn map[string]map[string]*Partition
 
+	// event, while a command that is one failure event for every job it
+	// touches applies (executor-lost), holds each job's restart decision
+	// (decide); nil otherwise. It is not part of the state.
+	event map[string]eventDecision
+
 	// rec records the events of the entries applied (events.go); nil:
 	// none. It is not part of the state.
 	rec *recorder
