@@ -8,32 +8,6 @@ import (
 	"jobmaster/wire"
 )
 
-// TestOneExecutorLossIsOneFailure with c's input held elsewhere: e1 holds
-// y's output (d has yet to read it) and runs c, which read b's output on
-// e3. Losing e1 is one event: y's re-run and c's region's failure are one
-// failure for the strategy (with "attempts": 1, the job goes on).
-func TestOneExecutorLossIsOneFailureWhateverItHeld(t *testing.T) {
-	h := newHarness(t)
-	h.submit("j", `{"vertices":[{"id":"b","parallelism":1,"command":["x"]},
-		{"id":"y","parallelism":1,"command":["x"],"slot_sharing_group":"g3"},
-		{"id":"x","parallelism":1,"command":["x"],"slot_sharing_group":"g2"},
-		{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]},
-		{"id":"d","parallelism":1,"command":["x"],"inputs":[{"from":"y","mode":"blocking"},{"from":"x","mode":"blocking"}]}],
-		"restart":{"strategy":"fixed-delay","attempts":1,"delay":"1s"}}`)
-	j := h.s.jobs["j"]
-	for _, rr := range h.s.ReadyRegions() {
-		h.place(rr, map[string]string{"b": "e3", "y": "e1", "x": "e2"}[j.Spec.Vertices[j.Regions[rr.Region].Vertices[0]].ID])
-	}
-	h.report("e3", ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1})
-	h.report("e1", ReportUpdate{ID: "j/y/0/0", State: wire.StateFinished, Bytes: 1})
-	h.report("e2", ReportUpdate{ID: "j/x/0/0", State: wire.StateRunning})
-	h.placeAll("e1") // c, on e1
-	h.report("e1", ReportUpdate{ID: "j/c/0/0", State: wire.StateRunning})
-	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
-	require.Equal(t, 1, j.Backoff.Failures, "one executor loss, one failure")
-	require.Equal(t, JobRestarting, h.job("j").Status, h.job("j").Message)
-}
-
 // gen (2) feeds sum (2) and s2 (1), each its own region. gen/0's output is
 // on e1, where sum/1 runs too; s2 runs on e4 and has read all of gen.
 // Moving e1 off restarts sum (it ran there) and re-runs gen/0 for it; s2,

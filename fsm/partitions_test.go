@@ -490,30 +490,35 @@ func TestARerunCoversTheInputsOfSubtasksItRunsBesides(t *testing.T) {
 	checkInvariants(t, h.s)
 }
 
-// One executor lost is one failure for the job: it held b's output, read
-// by c, which ran there too, and y's, which d has yet to read. c restarts
-// with the re-run of b and y, as part of that one restart (with
-// "attempts": 1, the job goes on).
+// One executor lost is one failure for the job: e1 holds y's output,
+// which d has yet to read, and runs c, which read b's output, held on e1
+// too or on e3. c restarts with the re-run of y (and of b, if it went),
+// as part of that one restart (with "attempts": 1, the job goes on).
 func TestOneExecutorLossIsOneFailure(t *testing.T) {
-	h := newHarness(t)
-	h.submit("j", `{"vertices":[{"id":"b","parallelism":1,"command":["x"]},
-		{"id":"y","parallelism":1,"command":["x"],"slot_sharing_group":"g3"},
-		{"id":"x","parallelism":1,"command":["x"],"slot_sharing_group":"g2"},
-		{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]},
-		{"id":"d","parallelism":1,"command":["x"],"inputs":[{"from":"y","mode":"blocking"},{"from":"x","mode":"blocking"}]}],
-		"restart":{"strategy":"fixed-delay","attempts":1,"delay":"1s"}}`)
-	j := h.s.jobs["j"]
-	for _, rr := range h.s.ReadyRegions() {
-		h.place(rr, map[string]string{"b": "e1", "y": "e1", "x": "e2"}[j.Spec.Vertices[j.Regions[rr.Region].Vertices[0]].ID])
+	for _, bOn := range []string{"e1", "e3"} {
+		t.Run("b's output on "+bOn, func(t *testing.T) {
+			h := newHarness(t)
+			h.submit("j", `{"vertices":[{"id":"b","parallelism":1,"command":["x"]},
+				{"id":"y","parallelism":1,"command":["x"],"slot_sharing_group":"g3"},
+				{"id":"x","parallelism":1,"command":["x"],"slot_sharing_group":"g2"},
+				{"id":"c","parallelism":1,"command":["x"],"inputs":[{"from":"b","mode":"blocking"}]},
+				{"id":"d","parallelism":1,"command":["x"],"inputs":[{"from":"y","mode":"blocking"},{"from":"x","mode":"blocking"}]}],
+				"restart":{"strategy":"fixed-delay","attempts":1,"delay":"1s"}}`)
+			j := h.s.jobs["j"]
+			for _, rr := range h.s.ReadyRegions() {
+				h.place(rr, map[string]string{"b": bOn, "y": "e1", "x": "e2"}[j.Spec.Vertices[j.Regions[rr.Region].Vertices[0]].ID])
+			}
+			h.report(bOn, ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1})
+			h.report("e1", ReportUpdate{ID: "j/y/0/0", State: wire.StateFinished, Bytes: 1})
+			h.report("e2", ReportUpdate{ID: "j/x/0/0", State: wire.StateRunning})
+			h.placeAll("e1")
+			h.report("e1", ReportUpdate{ID: "j/c/0/0", State: wire.StateRunning})
+			h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
+			require.Equal(t, JobRestarting, h.job("j").Status, h.job("j").Message)
+			require.Equal(t, 1, j.Backoff.Failures)
+			checkInvariants(t, h.s)
+		})
 	}
-	h.report("e1", ReportUpdate{ID: "j/b/0/0", State: wire.StateFinished, Bytes: 1}, ReportUpdate{ID: "j/y/0/0", State: wire.StateFinished, Bytes: 1})
-	h.report("e2", ReportUpdate{ID: "j/x/0/0", State: wire.StateRunning})
-	h.placeAll("e1")
-	h.report("e1", ReportUpdate{ID: "j/c/0/0", State: wire.StateRunning})
-	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e1"})
-	require.Equal(t, JobRestarting, h.job("j").Status, h.job("j").Message)
-	require.Equal(t, 1, j.Backoff.Failures)
-	checkInvariants(t, h.s)
 }
 
 // b feeds c and d; d also reads x, which still runs, so d waits. c runs

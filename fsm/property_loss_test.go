@@ -83,25 +83,7 @@ func drive(t *rapid.T, s *State, token uint64, now *int64) {
 			}
 		}
 		for k := 0; k < 50 && len(s.ReadyRegions()) > 0; k++ {
-			rr := s.ReadyRegions()[0]
-			used := map[int]bool{}
-			for _, n := range s.UsedSlots()["e9"] {
-				used[n] = true
-			}
-			next := 0
-			c := &PlaceRegion{Fenced: f(), Job: rr.Job, Region: rr.Region}
-			for _, k := range rr.Keys {
-				if k.Held {
-					c.Slots = append(c.Slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: k.Executor, Slot: k.Slot})
-					continue
-				}
-				for used[next] {
-					next++
-				}
-				used[next] = true
-				c.Slots = append(c.Slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: "e9", Slot: next})
-			}
-			apply(c)
+			apply(placeOn(s, s.ReadyRegions()[0], "e9", f(), nil))
 		}
 		*now += 100_000
 		for _, id := range sortedKeys(s.jobs) {

@@ -61,27 +61,8 @@ func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 		}
 		rr := rapid.SampledFrom(ready).Draw(t, "region")
 		ex := rapid.SampledFrom(propertyExecutors).Draw(t, "executor")
-		used := map[int]bool{}
-		for _, n := range s.UsedSlots()[ex] {
-			used[n] = true
-		}
-		next := 0
-		c := &PlaceRegion{Fenced: f(), Job: rr.Job, Region: rr.Region}
-		for _, k := range rr.Keys {
-			if k.Held {
-				c.Slots = append(c.Slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: k.Executor, Slot: k.Slot})
-				continue
-			}
-			for used[next] {
-				next++
-			}
-			if rapid.IntRange(0, 9).Draw(t, "collide") == 0 {
-				next = 0 // may hit a taken slot: the placement must be rejected whole
-			}
-			used[next] = true
-			c.Slots = append(c.Slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: ex, Slot: next})
-		}
-		return c
+		// Sometimes a taken slot: the placement must be rejected whole.
+		return placeOn(s, rr, ex, f(), func() bool { return rapid.IntRange(0, 9).Draw(t, "collide") == 0 })
 	case 5, 6, 7:
 		ex := rapid.SampledFrom(propertyExecutors).Draw(t, "executor")
 		live := s.Expected(ex)
@@ -243,4 +224,31 @@ func TestPropertyAtMostOneLiveAttempt(t *testing.T) {
 			}
 		}
 	})
+}
+
+// placeOn places ready region rr on executor ex, new slots in order (with
+// collide, the next one may be slot 0, taken or not), held ones where they
+// are.
+func placeOn(s *State, rr ReadyRegion, ex string, f Fenced, collide func() bool) *PlaceRegion {
+	used := map[int]bool{}
+	for _, n := range s.UsedSlots()[ex] {
+		used[n] = true
+	}
+	next := 0
+	c := &PlaceRegion{Fenced: f, Job: rr.Job, Region: rr.Region}
+	for _, k := range rr.Keys {
+		if k.Held {
+			c.Slots = append(c.Slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: k.Executor, Slot: k.Slot})
+			continue
+		}
+		for used[next] {
+			next++
+		}
+		if collide != nil && collide() {
+			next = 0
+		}
+		used[next] = true
+		c.Slots = append(c.Slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: ex, Slot: next})
+	}
+	return c
 }
