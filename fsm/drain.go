@@ -170,7 +170,7 @@ func (s *State) restartUncounted(j *Job, ri int, kind, cause string, now int64) 
 // still needed are produced again at once, without asking the restart
 // strategy.
 func (s *State) loseFreely(ps []*Partition, now int64, why, gone string) {
-	s.losePartitionsAs(ps, now, why, gone, true)
+	s.losePartitionsAs(ps, now, why, ending{executor: gone}, true)
 }
 
 // Draining reports whether an executor drains.

@@ -158,12 +158,13 @@ func (s *State) partitionsOn(executor string) []*Partition {
 // whose executions are ending with it (lost, or moved off): a consumer
 // running there has read nothing it keeps.
 func (s *State) losePartitions(ps []*Partition, now int64, why, gone string) {
-	s.losePartitionsAs(ps, now, why, gone, false)
+	s.losePartitionsAs(ps, now, why, ending{executor: gone}, false)
 }
 
 // losePartitionsAs is losePartitions; moved says the partitions were moved
 // off a draining executor, a re-run the restart strategy does not count.
-func (s *State) losePartitionsAs(ps []*Partition, now int64, why, gone string, moved bool) {
+// end says what ends with the loss.
+func (s *State) losePartitionsAs(ps []*Partition, now int64, why string, end ending, moved bool) {
 	byJob := make(map[string][]*Partition)
 	for _, p := range ps {
 		byJob[p.Job] = append(byJob[p.Job], p)
@@ -173,7 +174,7 @@ func (s *State) losePartitionsAs(ps []*Partition, now int64, why, gone string, m
 		var needed []*Partition
 		var rd *readers
 		if j != nil {
-			rd = s.newReaders(j, gone)
+			rd = s.newReaders(j, end)
 		}
 		for _, p := range byJob[id] {
 			if rd != nil && rd.needed(p) && rd.unread(p) {
@@ -510,7 +511,9 @@ func (s *State) unavailable(e *Execution, ids []string, now int64, msg string) b
 	if msg != "" {
 		why += ": " + msg
 	}
-	s.losePartitions(ps, now, why, "")
+	// e ends with the loss (it FAILED): it has yet to read them, and its
+	// region restarts with their re-run, its failure part of it.
+	s.losePartitionsAs(ps, now, why, ending{execution: e.ID}, false)
 	return true
 }
 

@@ -97,3 +97,25 @@ func TestALossCauseIsBounded(t *testing.T) {
 	require.Less(t, len(h.job("j").Message), 1024)
 	require.Less(t, len(h.exec("j/sum/0/0").Message), 1024)
 }
+
+// g feeds s1, which runs, and s2, ready and not placed. s1 fails to fetch
+// g's output (it was still DEPLOYING on its executor, though the state had
+// it RUNNING): g runs again for s2, and s1's failure is part of that
+// restart, one failure (with "attempts": 1, the job goes on).
+func TestAFetchFailureWithAnotherReaderIsOneFailure(t *testing.T) {
+	h := newHarness(t)
+	h.submit("j", `{"vertices":[{"id":"g","parallelism":1,"command":["x"]},
+		{"id":"s1","parallelism":1,"command":["x"],"inputs":[{"from":"g","mode":"blocking"}],"slot_sharing_group":"a"},
+		{"id":"s2","parallelism":1,"command":["x"],"inputs":[{"from":"g","mode":"blocking"}],"slot_sharing_group":"b"}],
+		"restart":{"strategy":"fixed-delay","attempts":1,"delay":"1s"}}`)
+	j := h.s.jobs["j"]
+	h.placeRegion("j", j.Vertices[0].Region, "e1")
+	h.reportAll("e1", wire.StateFinished)
+	h.placeRegion("j", j.Vertices[1].Region, "e2")
+	h.reportAll("e2", wire.StateRunning)
+	require.Equal(t, RegionReady, j.Regions[j.Vertices[2].Region].Status)
+	h.report("e2", ReportUpdate{ID: "j/s1/0/0", State: wire.StateFailed, Unavailable: []string{"j/g/0/0"}})
+	checkInvariants(t, h.s)
+	require.Equal(t, 1, j.Backoff.Failures, "one failing update, one failure")
+	require.Equal(t, JobRestarting, h.job("j").Status, h.job("j").Message)
+}

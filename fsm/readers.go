@@ -31,23 +31,30 @@ func consumerTable(spec *jobspec.Spec) [][]consumerEdge {
 	return out
 }
 
+// ending is what ends with a loss of partitions, having read nothing it
+// keeps: the executions on an executor lost or moved off, or a consumer
+// that FAILED because it could not fetch them.
+type ending struct {
+	executor  string
+	execution string
+}
+
 // readers answers, for partitions of job j lost together, which consumers
-// have yet to read them (see the package comment on loss). gone is the
-// executor whose executions end with the event ("" for none). It reads a
-// state that does not change while it is used, and remembers what an
-// all-to-all edge asks (any subtask of a vertex yet to read) and a
-// region's re-run set.
+// have yet to read them (see the package comment on loss). end is what
+// ends with the loss. It reads a state that does not change while it is
+// used, and remembers what an all-to-all edge asks (any subtask of a
+// vertex yet to read) and a region's re-run set.
 type readers struct {
 	s     *State
 	j     *Job
-	gone  string
+	end   ending
 	cons  [][]consumerEdge
 	any   map[int]bool // per consumer vertex: a subtask yet to read
 	rerun map[int]map[Subtask]bool
 }
 
-func (s *State) newReaders(j *Job, gone string) *readers {
-	return &readers{s: s, j: j, gone: gone, cons: consumerTable(j.Spec), any: map[int]bool{}, rerun: map[int]map[Subtask]bool{}}
+func (s *State) newReaders(j *Job, end ending) *readers {
+	return &readers{s: s, j: j, end: end, cons: consumerTable(j.Spec), any: map[int]bool{}, rerun: map[int]map[Subtask]bool{}}
 }
 
 // needed is partitionNeeded, with the table at hand.
@@ -97,8 +104,8 @@ func (rd *readers) pending(p *Partition, c consumerEdge) bool {
 // willRead reports whether subtask i of vertex vi in region r, whose
 // current attempt is e, has yet to read its blocking inputs. A task starts
 // only once they are on its executor's disk, whole: in a running region,
-// one that has not started has yet to, and so does one running on the
-// executor gone, which ends with what it read. A restarting region runs
+// one that has not started has yet to, and so does one that ends with the
+// loss (on the executor that goes, or the consumer that failed to fetch). A restarting region runs
 // all of its subtasks again, or, re-running some, those and the ones that
 // had not FINISHED (newAttempts); a waiting or ready one runs those that
 // have not FINISHED (after a partial restart the others keep their
@@ -107,7 +114,10 @@ func (rd *readers) willRead(r, vi, i int, e *Execution) bool {
 	rs := &rd.j.Regions[r]
 	switch rs.Status {
 	case RegionRunning:
-		return e == nil || !(e.State == wire.StateFinished || e.State == wire.StateRunning && e.Executor != rd.gone)
+		if e == nil || e.ID == rd.end.execution {
+			return true
+		}
+		return !(e.State == wire.StateFinished || e.State == wire.StateRunning && e.Executor != rd.end.executor)
 	case RegionRestarting:
 		if len(rs.Rerun) == 0 {
 			return true
