@@ -142,7 +142,7 @@ func (d *lossDemo) summary(c *devCluster, job *api.Job, report []string, spec *j
 		fmt.Fprintf(c.out, "Why: %s\n", d.why)
 	}
 	if job.Restarts > 0 {
-		fmt.Fprintf(c.out, "The job's restarts (%d) count regions run again: the lost producers' region and those of the consumers that read them.\n", job.Restarts)
+		fmt.Fprintf(c.out, "The job's restarts (%d) count regions run again: the lost producers' region and those of the consumers that had yet to read them, or ran on the lost executor.\n", job.Restarts)
 	}
 	want := topWords(spec, 10)
 	switch got := slices.DeleteFunc(slices.Clone(report), func(l string) bool { return !strings.ContainsRune(l, ' ') || strings.HasSuffix(l, ":") }); {
