@@ -3,7 +3,6 @@ package executor
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 
 	"jobmaster/wire"
@@ -248,7 +247,10 @@ func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wi
 	for i, t := range tasks {
 		ids[i] = t.ExecutionID
 	}
-	kept := e.store.Lookup(ids)
+	kept := make(map[string]wire.Partition)
+	for _, p := range e.store.Lookup(ids) {
+		kept[p.ID] = p
+	}
 	e.mu.Lock()
 	// Only heartbeats renew the lease (a deploy or cancel may be a late
 	// message the leader no longer counts on).
@@ -267,8 +269,8 @@ func (e *Executor) deploy(now time.Time, l wire.Leader, tasks []wire.Task) ([]wi
 			e.answering[t.ExecutionID]++
 		}
 		for _, t := range tasks {
-			if i := slices.IndexFunc(kept, func(p wire.Partition) bool { return p.ID == t.ExecutionID }); i >= 0 {
-				e.held.kept(t, kept[i], now)
+			if p, ok := kept[t.ExecutionID]; ok {
+				e.held.kept(t, p, now)
 			}
 			if e.held.deploy(t) {
 				fresh = append(fresh, t)

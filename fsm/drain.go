@@ -143,7 +143,7 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 			s.cancelExecution(e, c.Time, cause)
 			continue
 		}
-		s.restartUncounted(j, ri, ReasonDrain, fmt.Sprintf("%s %s", e.ID, cause), c.Time)
+		s.restartRegion(j, ri, ReasonDrain, fmt.Sprintf("%s %s", e.ID, cause), c.Time, 0)
 	}
 	// Whatever restart stopped them (a region's, a partition's), the
 	// executions here that this move stopped say it moved them.
@@ -155,15 +155,20 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 	return Result{}
 }
 
-// restartUncounted restarts region ri of job j (with its failover scope)
-// at once, for a cause of the given kind that is no failure of the job's
-// (a drain's move, a lease's expiry), without asking the restart
-// strategy: its executions are cancelled, and the region is placed again
-// once they have ended.
-func (s *State) restartUncounted(j *Job, ri int, kind, cause string, now int64) {
+// restartRegion restarts region ri of job j, with its failover scope,
+// after delay, for cause, a restart of the given kind: its executions are
+// cancelled, and the region is placed again once they have ended. Called
+// for a failure once the restart strategy allowed it (handleFailure), or
+// at once, uncounted, for a cause that is no failure of the job's (a
+// drain's move, a lease's expiry).
+func (s *State) restartRegion(j *Job, ri int, kind, cause string, now, delay int64) {
 	s.setJobMessage(j, cause)
 	s.emitRestart(j, kind, cause, now)
-	s.restartScope(j, s.failoverSet(j, ri), nil, now, 0, regionRestarts+cause)
+	set := make(map[int]bool)
+	for _, r := range s.failoverScope(j, ri) {
+		set[r] = true
+	}
+	s.restartScope(j, set, nil, now, delay, regionRestarts+cause)
 }
 
 // loseFreely drops partitions moved off a draining executor (gone): those

@@ -220,7 +220,7 @@ func checkInvariants(t tb, s *State) {
 		j := s.jobs[p.Job]
 		require.NotNil(t, j, "partition %s of no job", id)
 		require.Same(t, e, s.current[j.ID][p.VertexIndex][p.Subtask], "partition %s is of the current attempt", id)
-		require.True(t, s.partitionNeeded(j, p), "partition %s tracked but not needed (job %s)", id, j.Status)
+		require.True(t, s.partitionNeeded(j, p, consumersOf(j.Spec, p.VertexIndex)), "partition %s tracked but not needed (job %s)", id, j.Status)
 	}
 	require.Equal(t, len(r.byExecutor), len(s.byExecutor), "byExecutor")
 	for ex, m := range r.byExecutor {

@@ -52,7 +52,7 @@ func (s *State) endExecution(e *Execution, st wire.State, now int64, msg string,
 			}
 			cause := fmt.Sprintf("%s %s: %s", e.ID, st, why)
 			if fenced {
-				s.restartUncounted(j, ri, ReasonLeaseExpired, cause, now)
+				s.restartRegion(j, ri, ReasonLeaseExpired, cause, now, 0)
 				return
 			}
 			s.handleFailure(j, ri, cause, now)
@@ -91,9 +91,7 @@ func (s *State) handleFailure(j *Job, ri int, cause string, now int64) {
 		s.stopJob(j, JobFailing, cause+"; "+why, now)
 		return
 	}
-	s.setJobMessage(j, cause)
-	s.emitRestart(j, s.failCause(), cause, now)
-	s.restartScope(j, s.failoverSet(j, ri), nil, now, delay, regionRestarts+cause)
+	s.restartRegion(j, ri, s.failCause(), cause, now, delay)
 }
 
 // failoverScope returns the regions a failure in region ri restarts: under
@@ -121,15 +119,6 @@ func (s *State) failoverScope(j *Job, ri int) []int {
 		}
 	}
 	return out
-}
-
-// failoverSet is failoverScope as a set.
-func (s *State) failoverSet(j *Job, ri int) map[int]bool {
-	set := make(map[int]bool)
-	for _, r := range s.failoverScope(j, ri) {
-		set[r] = true
-	}
-	return set
 }
 
 // refreshActive derives the status of a job that is neither ending nor

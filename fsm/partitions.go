@@ -40,25 +40,24 @@ import (
 // output was released (its consumers had all finished) or lost runs again
 // in the same restart (restartScope, readsReleased).
 
-// consumersOf lists the vertices that read vertex vi, in index order, with
-// whether each edge is forward.
-func consumersOf(spec *jobspec.Spec, vi int) (consumers []int, forward []bool) {
+// consumersOf lists the edges to the vertices that read vertex vi, in
+// index order (consumerTable has them for every vertex at once).
+func consumersOf(spec *jobspec.Spec, vi int) []consumerEdge {
+	var out []consumerEdge
 	id := spec.Vertices[vi].ID
 	for ci := range spec.Vertices {
 		for _, in := range spec.Vertices[ci].Inputs {
 			if in.From == id {
-				consumers = append(consumers, ci)
-				forward = append(forward, in.Forward())
+				out = append(out, consumerEdge{vertex: ci, forward: in.Forward()})
 			}
 		}
 	}
-	return consumers, forward
+	return out
 }
 
 // hasConsumers reports whether vertex vi of job j is read by another.
 func hasConsumers(j *Job, vi int) bool {
-	c, _ := consumersOf(j.Spec, vi)
-	return len(c) > 0
+	return len(consumersOf(j.Spec, vi)) > 0
 }
 
 // trackPartition records the partition of producer execution e, which
@@ -94,19 +93,9 @@ func (s *State) dropPartition(p *Partition) {
 }
 
 // partitionNeeded reports whether a consumer may still read partition p of
-// job j (see the package comment on release).
-func (s *State) partitionNeeded(j *Job, p *Partition) bool {
-	consumers, forward := consumersOf(j.Spec, p.VertexIndex)
-	edges := make([]consumerEdge, len(consumers))
-	for i, ci := range consumers {
-		edges[i] = consumerEdge{vertex: ci, forward: forward[i]}
-	}
-	return s.partitionNeededBy(j, p, edges)
-}
-
-// partitionNeededBy is partitionNeeded, given the edges to the vertices
-// that read p's vertex.
-func (s *State) partitionNeededBy(j *Job, p *Partition, consumers []consumerEdge) bool {
+// job j (see the package comment on release); consumers are the edges to
+// the vertices that read p's vertex.
+func (s *State) partitionNeeded(j *Job, p *Partition, consumers []consumerEdge) bool {
 	if j.Status.Terminal() || j.Status.ending() {
 		return false
 	}
@@ -134,7 +123,7 @@ func (s *State) releaseUnneeded(j *Job) {
 			if e == nil {
 				continue
 			}
-			if p := s.partitions[e.ID]; p != nil && !s.partitionNeededBy(j, p, cons[vi]) {
+			if p := s.partitions[e.ID]; p != nil && !s.partitionNeeded(j, p, cons[vi]) {
 				s.dropPartition(p)
 			}
 		}
@@ -300,10 +289,7 @@ func (s *State) restartScope(j *Job, scope map[int]bool, again []Subtask, now, d
 			enter(r)
 		}
 	}
-	index := make(map[string]int, len(j.Spec.Vertices))
-	for i := range j.Spec.Vertices {
-		index[j.Spec.Vertices[i].ID] = i
-	}
+	index := vertexIndexes(j.Spec)
 	// produceAgain has subtask st's output produced again: by the lost
 	// subtasks' re-run of its region, or its region's whole restart. It
 	// reports whether that added anything.
@@ -630,18 +616,14 @@ func (s *State) dataEdges(j *Job, vi int) (outputs []wire.Output, inputs []wire.
 		}
 		return wire.ModePipelined
 	}
-	consumers, forward := consumersOf(j.Spec, vi)
-	for k, ci := range consumers {
-		cv := &j.Spec.Vertices[ci]
-		outputs = append(outputs, wire.Output{Vertex: cv.ID, Parallelism: cv.Parallelism, Mode: mode(ci), Forward: forward[k]})
+	for _, c := range consumersOf(j.Spec, vi) {
+		cv := &j.Spec.Vertices[c.vertex]
+		outputs = append(outputs, wire.Output{Vertex: cv.ID, Parallelism: cv.Parallelism, Mode: mode(c.vertex), Forward: c.forward})
 	}
 	if len(j.Spec.Vertices[vi].Inputs) == 0 {
 		return outputs, nil
 	}
-	index := make(map[string]int, len(j.Spec.Vertices))
-	for i := range j.Spec.Vertices {
-		index[j.Spec.Vertices[i].ID] = i
-	}
+	index := vertexIndexes(j.Spec)
 	for _, in := range j.Spec.Vertices[vi].Inputs {
 		pi := index[in.From]
 		w := wire.Input{Vertex: in.From, Mode: mode(pi), Forward: in.Forward()}

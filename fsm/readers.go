@@ -16,10 +16,7 @@ type consumerEdge struct {
 // that read it, in index order: consumersOf for all of them at once, in
 // one pass over the edges, for a caller that asks about many partitions.
 func consumerTable(spec *jobspec.Spec) [][]consumerEdge {
-	index := make(map[string]int, len(spec.Vertices))
-	for i := range spec.Vertices {
-		index[spec.Vertices[i].ID] = i
-	}
+	index := vertexIndexes(spec)
 	out := make([][]consumerEdge, len(spec.Vertices))
 	for ci := range spec.Vertices {
 		for _, in := range spec.Vertices[ci].Inputs {
@@ -37,6 +34,15 @@ func consumerTable(spec *jobspec.Spec) [][]consumerEdge {
 type ending struct {
 	executor  string
 	execution string
+}
+
+// vertexIndexes maps the ids of spec's vertices to their indexes.
+func vertexIndexes(spec *jobspec.Spec) map[string]int {
+	index := make(map[string]int, len(spec.Vertices))
+	for i := range spec.Vertices {
+		index[spec.Vertices[i].ID] = i
+	}
+	return index
 }
 
 // readers answers, for partitions of job j lost together, which consumers
@@ -59,7 +65,7 @@ func (s *State) newReaders(j *Job, end ending) *readers {
 
 // needed is partitionNeeded, with the table at hand.
 func (rd *readers) needed(p *Partition) bool {
-	return rd.s.partitionNeededBy(rd.j, p, rd.cons[p.VertexIndex])
+	return rd.s.partitionNeeded(rd.j, p, rd.cons[p.VertexIndex])
 }
 
 // unread reports whether some consumer has yet to read partition p.

@@ -32,7 +32,7 @@ func deadMasters(servers []raft.Server, self raft.ServerID, lastContact map[raft
 		last time.Time
 	}
 	var gone []dead
-	var out []raft.ServerID
+	var out []raft.ServerID // dead non-voters: all of them
 	for _, s := range servers {
 		last, ok := lastContact[s.ID]
 		isDead := s.ID != self && ok && now.Sub(last) >= threshold
@@ -48,7 +48,6 @@ func deadMasters(servers []raft.Server, self raft.ServerID, lastContact map[raft
 			voters++
 		}
 	}
-	removed := len(out)
 	sort.Slice(gone, func(i, j int) bool {
 		if !gone[i].last.Equal(gone[j].last) {
 			return gone[i].last.Before(gone[j].last)
@@ -56,9 +55,10 @@ func deadMasters(servers []raft.Server, self raft.ServerID, lastContact map[raft
 		return gone[i].id < gone[j].id
 	})
 	for _, d := range gone {
-		if voters-(len(out)-removed)-1 < floor {
+		if voters-1 < floor {
 			break
 		}
+		voters--
 		out = append(out, d.id)
 	}
 	return out

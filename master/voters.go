@@ -50,12 +50,7 @@ func (s *session) reconcileVotersOnce(st *stager) {
 				continue
 			}
 			if in && cur.Suffrage == raft.Voter {
-				// A voter on a new address stays one.
-				if err := m.raft.AddVoter(id, addr, 0, 5*time.Second).Error(); err != nil {
-					m.log.Warn("add voter", "peer", id, "err", err)
-				} else {
-					m.log.Info("voter's address changed", "peer", id, "raft", addr)
-				}
+				s.addVoter(id, addr, "voter's address changed") // it stays one
 				continue
 			}
 			if err := m.raft.AddNonvoter(id, addr, 0, 5*time.Second).Error(); err != nil {
@@ -66,11 +61,7 @@ func (s *session) reconcileVotersOnce(st *stager) {
 		case mem.Status == membership.StatusAlive && cur.Suffrage == raft.Nonvoter:
 			staged[id] = true
 			if st.promote(id, s.caughtUp(id, mem.Meta.HTTPAddr), m.cfg.Now()) {
-				if err := m.raft.AddVoter(id, addr, 0, 5*time.Second).Error(); err != nil {
-					m.log.Warn("add voter", "peer", id, "err", err)
-				} else {
-					m.log.Info("voter added", "peer", id, "raft", addr)
-				}
+				s.addVoter(id, addr, "voter added")
 			}
 		case mem.Status == membership.StatusLeft && in && id != raft.ServerID(m.cfg.NodeID):
 			if err := m.raft.RemoveServer(id, 0, 5*time.Second).Error(); err != nil {
@@ -81,6 +72,15 @@ func (s *session) reconcileVotersOnce(st *stager) {
 		}
 	}
 	st.forget(staged)
+}
+
+// addVoter makes master id at addr a voter, and logs it as done.
+func (s *session) addVoter(id raft.ServerID, addr raft.ServerAddress, done string) {
+	if err := s.m.raft.AddVoter(id, addr, 0, 5*time.Second).Error(); err != nil {
+		s.m.log.Warn("add voter", "peer", id, "err", err)
+		return
+	}
+	s.m.log.Info(done, "peer", id, "raft", addr)
 }
 
 // caughtUp asks the staged master id, at httpAddr, for its log position
