@@ -158,9 +158,12 @@ func (s *Spool) Feed(ctx context.Context, fifo string, nudge *Nudge) FeedResult 
 		nudge.Wake()
 	}
 	// Closing the pipe unblocks a write stuck on a task that reads no
-	// more; ctx ends only once the task is gone.
+	// more; ctx ends only once the task is gone. Whatever way the feed
+	// ends short of a whole stream, the pipe closes then, and not before
+	// (an early close would be an end of file). It is not called off on
+	// return: a feed that returns as ctx ends would call it off before it
+	// ran, and leave the task's pipe open for good.
 	stop := context.AfterFunc(ctx, func() { w.Close() })
-	defer stop()
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -174,6 +177,7 @@ func (s *Spool) Feed(ctx context.Context, fifo string, nudge *Nudge) FeedResult 
 			if n > 0 {
 				if _, werr := w.Write(buf[:n]); werr != nil {
 					if errors.Is(werr, syscall.EPIPE) {
+						stop()
 						w.Close()
 						return ReaderGone
 					}
@@ -192,12 +196,12 @@ func (s *Spool) Feed(ctx context.Context, fifo string, nudge *Nudge) FeedResult 
 				s.mu.Lock()
 				s.readErr = err
 				s.mu.Unlock()
-				context.AfterFunc(ctx, func() { w.Close() })
 				return Unreadable
 			}
 			continue
 		}
 		if ended && ferr == nil {
+			stop()
 			w.Close()
 			if nudge != nil {
 				nudge.Wake()
