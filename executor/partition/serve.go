@@ -249,6 +249,11 @@ func (s *Store) serveLive(w http.ResponseWriter, r *http.Request, lv *live, q Re
 			f.Close()
 		}
 	}()
+	// A file found changed is broken for every later answer too.
+	broke := func(why string) {
+		s.markBroken(lv, key, why)
+		s.broken(w, q, why)
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	wait := minPoll
@@ -263,7 +268,7 @@ wait:
 		if f == nil && lv.out != "" {
 			if f = openLive(lv.out, q.Consumer, name); f != nil {
 				if why := s.checkStreamed(lv, key, f); why != "" {
-					s.broken(w, q, why)
+					broke(why)
 					return
 				}
 			}
@@ -274,13 +279,21 @@ wait:
 				return
 			}
 			if fi.Size() < off {
-				s.broken(w, q, wire.EndShrank)
+				broke(wire.EndShrank)
 				return
 			}
 			if fi.Size() > off {
 				if why := s.beginStreamed(lv, key, fi); why != "" {
-					s.broken(w, q, why)
+					broke(why)
 					return
+				}
+				// What is sent next follows what streams sent: the file
+				// was not cut and written again, longer, since.
+				if off > 0 {
+					if why := s.checkStreamed(lv, key, f); why != "" {
+						broke(why)
+						return
+					}
 				}
 				n, err := s.pump(w, f, off, fi.Size(), lv.gone.ch, lv.failed)
 				off += n

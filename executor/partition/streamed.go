@@ -30,6 +30,26 @@ type streamed struct {
 	begun  bool
 	served int64  // the furthest byte sent, noted
 	tail   []byte // the bytes before served (at most tailLen)
+	// broken: why a stream found the file changed (wire.EndReplaced,
+	// wire.EndShrank); every later answer, and the partition, say so.
+	broken string
+}
+
+// markBroken records that file key of lv was found changed (why).
+func (s *Store) markBroken(lv *live, key, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lv.files == nil {
+		lv.files = map[string]*streamed{}
+	}
+	rec := lv.files[key]
+	if rec == nil {
+		rec = &streamed{}
+		lv.files[key] = rec
+	}
+	if rec.broken == "" {
+		rec.broken = why
+	}
 }
 
 // checkStreamed is the check of file key (consumer/index) of lv opened for
@@ -52,6 +72,10 @@ func (s *Store) checkStreamed(lv *live, key string, f *os.File) string {
 		lv.files[key] = &streamed{file: first}
 		s.mu.Unlock()
 		return ""
+	}
+	if rec.broken != "" {
+		s.mu.Unlock()
+		return rec.broken
 	}
 	if !rec.begun {
 		rec.file = first
@@ -79,6 +103,8 @@ func (s *Store) beginStreamed(lv *live, key string, fi os.FileInfo) string {
 	defer s.mu.Unlock()
 	rec := lv.files[key]
 	switch {
+	case rec != nil && rec.broken != "":
+		return rec.broken
 	case rec == nil:
 		if lv.files == nil {
 			lv.files = map[string]*streamed{}
@@ -115,7 +141,7 @@ func compareStreamed(file os.FileInfo, served int64, tail []byte, f *os.File, fi
 func (s *Store) noteServed(lv *live, key string, f *os.File, fi os.FileInfo, off int64) {
 	s.mu.Lock()
 	rec := lv.files[key]
-	if rec == nil || off <= rec.served || !os.SameFile(rec.file, fi) {
+	if rec == nil || rec.broken != "" || off <= rec.served || !os.SameFile(rec.file, fi) {
 		s.mu.Unlock()
 		return
 	}
@@ -144,6 +170,13 @@ func (s *Store) brokenFiles(lv *live, data string) map[string]string {
 	s.mu.Unlock()
 	var out map[string]string
 	for key, r := range recs {
+		if r.broken != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[key] = r.broken
+			continue
+		}
 		if !r.begun {
 			continue // nothing of it was sent: nothing to splice
 		}
