@@ -12,10 +12,14 @@ import (
 // A draining executor takes no new work. What runs there may go on until
 // the drain's deadline; then the leader proposes move-executor, and every
 // live execution there is cancelled and its region restarts elsewhere at
-// once, and every partition held there that a consumer still needs is
+// once, and every partition held there that a consumer has yet to read is
 // produced again elsewhere. Neither counts against the job's restart
-// strategy: no failure happened. An executor is drained once it drains and
-// holds nothing a job still needs: no live execution, no tracked partition.
+// strategy: no failure happened. Before the deadline the move comes as
+// soon as it costs nothing: once nothing runs there and every partition
+// there has been read by all its consumers (kept only for their restarts,
+// it is dropped, and produced again only if one restarts). An executor is
+// drained once it drains and holds nothing a job still needs: no live
+// execution, no tracked partition.
 //
 // Undraining makes it eligible for work again. A drain the executor asked
 // for itself (Self, on SIGTERM) names the executor's instance: the leader
@@ -60,8 +64,10 @@ type UndrainExecutor struct {
 
 // MoveExecutor moves the work off a draining executor whose deadline has
 // passed: its live executions are cancelled, their regions restarted
-// elsewhere, and the partitions it holds that consumers need produced
-// again elsewhere, none of it counted by the restart strategies.
+// elsewhere, and the partitions it holds that consumers have yet to read
+// produced again elsewhere, none of it counted by the restart strategies.
+// Before the deadline it applies only if the move costs nothing (ErrNotDue
+// otherwise): see FreeToMove.
 type MoveExecutor struct {
 	Fenced
 	Executor string `codec:"e"`
@@ -73,6 +79,11 @@ func (*MoveExecutor) Type() CommandType    { return TypeMoveExecutor }
 
 // ErrNotDraining: the executor is not draining (move-executor, undrain).
 var ErrNotDraining = fmt.Errorf("executor is not draining")
+
+// ErrNotDue: a move-executor before the drain's deadline would cost
+// something (work runs there, or a consumer has yet to read a partition
+// there); it waits for the deadline.
+var ErrNotDue = fmt.Errorf("drain deadline not reached and work is left to move")
 
 // Executor statuses an EventExecutorStatus carries for drains.
 const (
@@ -114,6 +125,10 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 	d := s.drains[c.Executor]
 	if d == nil {
 		return Result{Err: fmt.Errorf("%w: %q", ErrNotDraining, c.Executor)}
+	}
+	if c.Time < d.Deadline && !s.FreeToMove(c.Executor) {
+		// Proposed as free, but something changed before it applied.
+		return Result{Err: fmt.Errorf("%w: %q", ErrNotDue, c.Executor)}
 	}
 	d.Moved = true
 	cause := "moved off draining executor " + c.Executor
@@ -236,26 +251,63 @@ func (s *State) Drained(executor string) bool {
 	return len(s.byExecutor[executor]) == 0 && len(s.partsOn[executor]) == 0
 }
 
-// ToMove lists the draining executors whose deadline has passed at now
-// (unix ms) and that still have work to move: a live execution not being
-// cancelled, or a tracked partition. In executor order.
+// ToMove lists the draining executors whose work is to be moved at now
+// (unix ms): those whose deadline has passed and that still have work to
+// move (a live execution not being cancelled, or a tracked partition),
+// and, before the deadline, those that hold partitions and are free to
+// move (FreeToMove). In executor order.
 func (s *State) ToMove(now int64) []string {
 	var out []string
 	for ex, d := range s.drains {
 		if d.Deadline > now {
-			continue
-		}
-		if len(s.partsOn[ex]) > 0 {
-			out = append(out, ex)
-			continue
-		}
-		for e := range s.byExecutor[ex] {
-			if e.State != wire.StateCanceling {
+			if len(s.partsOn[ex]) > 0 && s.FreeToMove(ex) {
 				out = append(out, ex)
-				break
 			}
+			continue
+		}
+		if len(s.partsOn[ex]) > 0 || s.runsOn(ex) {
+			out = append(out, ex)
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// runsOn reports whether an execution on executor ex lives and is not
+// being cancelled.
+func (s *State) runsOn(ex string) bool {
+	for e := range s.byExecutor[ex] {
+		if e.State != wire.StateCanceling {
+			return true
+		}
+	}
+	return false
+}
+
+// FreeToMove reports whether moving the work off executor ex would cost
+// nothing: no execution there lives (but for those being cancelled), and
+// no partition there has a consumer yet to read it, so the move restarts
+// nothing and drops partitions kept only for consumers' restarts. A
+// consumer that runs has read its blocking inputs whole (see readers).
+func (s *State) FreeToMove(ex string) bool {
+	if s.runsOn(ex) {
+		return false
+	}
+	byJob := make(map[string][]*Partition)
+	for _, p := range s.partsOn[ex] {
+		byJob[p.Job] = append(byJob[p.Job], p)
+	}
+	for id, ps := range byJob {
+		j := s.jobs[id]
+		if j == nil {
+			continue
+		}
+		rd := s.newReaders(j, ending{executor: ex})
+		for _, p := range ps {
+			if rd.needed(p) && rd.unread(p) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -119,3 +119,50 @@ func TestDrainEventsAndSelfDrainOfAnotherInstance(t *testing.T) {
 	require.Error(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1", DeadlineMs: -1}).Err)
 	require.Error(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "", DeadlineMs: 1}).Err)
 }
+
+// Before its deadline a drain moves off at once what costs nothing to
+// move: once nothing runs on the executor and every partition there has
+// been read by all of its consumers. While a consumer has yet to read one,
+// or a task runs there, the work waits for the deadline, and a move
+// proposed meanwhile is refused.
+func TestADrainMovesAtOnceWhatCostsNothing(t *testing.T) {
+	h := newHarness(t)
+	finishGen(t, h) // gen/0 on e1, gen/1 on e2; sum reads both
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1", DeadlineMs: 60_000}).Err)
+	require.Empty(t, h.s.ToMove(h.now), "sum has yet to read gen/0")
+	require.False(t, h.s.FreeToMove("e1"))
+	require.ErrorIs(t, h.apply(&MoveExecutor{Fenced: h.fenced(), Executor: "e1"}).Err, ErrNotDue)
+	require.Equal(t, []string{"j/gen/0/0@e1", "j/gen/1/0@e2"}, partitionIDs(h.s), "a refused move drops nothing")
+
+	h.placeAll("e3")
+	require.Empty(t, h.s.ToMove(h.now), "sum is placed but has not started")
+	h.report("e3", ReportUpdate{ID: "j/sum/0/0", State: wire.StateRunning})
+	require.Equal(t, []string{"e1"}, h.s.ToMove(h.now), "sum runs: it has read gen/0")
+	require.NoError(t, h.apply(&MoveExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	require.True(t, h.s.Drained("e1"))
+	require.Equal(t, []string{"j/gen/1/0@e2"}, partitionIDs(h.s))
+	require.Equal(t, JobRunning, h.job("j").Status, "nothing restarts")
+	require.Equal(t, wire.StateRunning, h.exec("j/sum/0/0").State)
+	require.Empty(t, h.s.ToMove(h.now+60_000), "nothing is left to move at the deadline")
+	checkInvariants(t, h.s)
+}
+
+// A task running on the draining executor keeps it from moving early,
+// even when every partition there has been read: the task may run until
+// the deadline.
+func TestADrainWithATaskRunningWaitsForTheDeadline(t *testing.T) {
+	h := newHarness(t)
+	finishGen(t, h)
+	h.placeAll("e1") // sum on e1 itself (placed before the drain)
+	h.report("e1", ReportUpdate{ID: "j/sum/0/0", State: wire.StateRunning})
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1", DeadlineMs: 60_000}).Err)
+	require.Empty(t, h.s.ToMove(h.now))
+	require.ErrorIs(t, h.apply(&MoveExecutor{Fenced: h.fenced(), Executor: "e1"}).Err, ErrNotDue)
+	require.Equal(t, wire.StateRunning, h.exec("j/sum/0/0").State)
+
+	h.report("e1", ReportUpdate{ID: "j/sum/0/0", State: wire.StateFinished})
+	require.Equal(t, JobFinished, h.job("j").Status)
+	require.True(t, h.s.Drained("e1"), "the job ended: its partitions are released")
+	require.Empty(t, h.s.ToMove(h.now))
+	checkInvariants(t, h.s)
+}

@@ -126,6 +126,10 @@ func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 		case 0:
 			return &DrainExecutor{Fenced: f(), Executor: ex, DeadlineMs: int64(rapid.IntRange(0, 5000).Draw(t, "deadline"))}
 		case 1:
+			// At its deadline, or before it (applied only when free).
+			if d, ok := s.DrainOf(ex); ok && rapid.Bool().Draw(t, "due") && d.Deadline > *now {
+				*now = d.Deadline
+			}
 			return &MoveExecutor{Fenced: f(), Executor: ex}
 		}
 		return &UndrainExecutor{Fenced: f(), Executor: ex}

@@ -153,6 +153,47 @@ func TestDrainReproducesHeldPartitionsElsewhere(t *testing.T) {
 	WaitFor(t, drained+" to hold no partition", 20*time.Second, func() bool { return len(c.partitionsOn(t, drained)) == 0 })
 }
 
+// TestADrainDoesNotWaitForPartitionsAlreadyRead: an executor that runs
+// nothing and holds only a partition its consumers have read (they run:
+// they fetched it whole) is drained at once, long before its deadline; the
+// partition is dropped, nothing runs again, and the sum is exact.
+func TestADrainDoesNotWaitForPartitionsAlreadyRead(t *testing.T) {
+	c := NewCluster(t, Options{Executors: 3, Slots: 1})
+	c.WaitExecutorsAlive()
+	gate := filepath.Join(t.TempDir(), "go")
+	c.Submit("read", heldSum(t, "read", gate))
+	var j *api.Job
+	WaitFor(t, "sum to run", 60*time.Second, func() bool {
+		j = c.Job("read")
+		st := subtasks(j)
+		return st["sum/0"].State == wire.StateRunning && st["sum/1"].State == wire.StateRunning
+	})
+	// gen ran one subtask on each executor (one slot each); sum runs on two.
+	idle := map[string]bool{"e1": true, "e2": true, "e3": true}
+	for _, s := range j.Vertices[1].Subtasks {
+		delete(idle, s.Executor)
+	}
+	require.Len(t, idle, 1)
+	var drained string
+	for ex := range idle {
+		drained = ex
+	}
+	require.NotEmpty(t, c.partitionsOn(t, drained), "%s holds gen's output", drained)
+
+	_, err := c.Client.DrainExecutor(c.ctx(), drained, "1h")
+	require.NoError(t, err)
+	c.waitDrained(t, drained)
+	WaitFor(t, drained+" to hold no partition", 20*time.Second, func() bool { return len(c.partitionsOn(t, drained)) == 0 })
+	require.NoError(t, os.WriteFile(gate, nil, 0o644))
+	j = c.WaitJob("read", 60*time.Second, "FINISHED", "FAILED")
+	require.Equal(t, "FINISHED", j.Status, j.Message)
+	require.Equal(t, wantSum, c.sumOf(t, "read"))
+	require.Zero(t, j.Restarts, j.Message)
+	for k, s := range subtasks(j) {
+		require.Zero(t, s.Attempt, "%s ran again", k)
+	}
+}
+
 func TestSIGTERMDrainsTheExecutorFirst(t *testing.T) {
 	c := NewCluster(t, Options{Executors: 2, Slots: 4, DrainGrace: 2 * time.Second})
 	c.Submit("term", jobSpec(t, "term", noRestart, vertex{ID: "v", Parallelism: 2, Command: []string{"sh", "-c", firstAttemptHangs}}))

@@ -16,19 +16,25 @@ import (
 func (c *Core) Drains(read Reader, now time.Time) Ready {
 	var move []string
 	var self []fsm.Drain
+	early := make(map[string]bool)
 	read(func(st *fsm.State) {
 		move = st.ToMove(now.UnixMilli())
 		for _, d := range st.Drains() {
 			if d.Self {
 				self = append(self, d)
 			}
+			early[d.Executor] = d.Deadline > now.UnixMilli()
 		}
 	})
 	var r Ready
 	f := c.fenced(now)
 	for _, ex := range move {
 		r.Propose = append(r.Propose, &fsm.MoveExecutor{Fenced: f, Executor: ex})
-		r.event(slog.LevelInfo, "drain deadline passed: moving the executor's work", "executor", ex)
+		if early[ex] {
+			r.event(slog.LevelInfo, "drain: nothing runs on the executor and its partitions have been read: dropping them", "executor", ex)
+		} else {
+			r.event(slog.LevelInfo, "drain deadline passed: moving the executor's work", "executor", ex)
+		}
 	}
 	var ended []string
 	c.mu.Lock()
