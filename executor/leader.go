@@ -339,17 +339,15 @@ func (e *Executor) startTask(t wire.Task) {
 		err = fmt.Errorf("slot %d out of range: executor %s has slots 0..%d", t.Slot, e.cfg.NodeID, e.cfg.Slots-1)
 	case dt != nil:
 		if err = e.prepare(dt); err == nil {
-			e.mu.Lock()
-			if e.held.stopping(id) { // cancelled, or an input broke, meanwhile
-				err = errStoppedBeforeStart
-			}
-			e.mu.Unlock()
+			err = e.mayStart(id)
 		}
 		if err == nil {
 			err = e.rt.start(t)
 		}
 	default:
-		err = e.rt.start(t)
+		if err = e.mayStart(id); err == nil {
+			err = e.rt.start(t)
+		}
 	}
 	if err != nil && !skip {
 		e.log.Warn("task did not start", "execution", id, "err", err)
@@ -362,6 +360,24 @@ func (e *Executor) startTask(t wire.Task) {
 	if stop {
 		e.rt.stop(id)
 	}
+}
+
+// mayStart checks, just before task id starts, that it still may: not
+// cancelled, no input broken, and the lease not run out while it waited
+// for its inputs (or while the deploy was held up): an executor whose lease
+// has run out starts nothing, as the leader may have placed the attempt
+// elsewhere. A lease found run out here fences the executor as the lease
+// loop would, and the task with it.
+func (e *Executor) mayStart(id string) error {
+	e.mu.Lock()
+	stop := e.expireLocked(e.cfg.Now())
+	stopping := e.held.stopping(id)
+	e.mu.Unlock()
+	e.stopTasks(stop)
+	if stopping {
+		return errStoppedBeforeStart
+	}
+	return nil
 }
 
 // maxLoggedIDs bounds the execution ids a log line lists (its count says

@@ -1,10 +1,15 @@
 package executor
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"jobmaster/wire"
 )
 
 func TestLeaseExpired(t *testing.T) {
@@ -66,4 +71,47 @@ func TestConfigKeepsTasksWithinTheLease(t *testing.T) {
 	c, err = Config{NodeID: "e", DataDir: "d", HTTPAddr: "a:1", Runtime: RuntimeSim, Lease: time.Second, CancelGrace: 5 * time.Second}.withDefaults()
 	require.NoError(t, err, "simulated tasks stop at once: any lease will do")
 	require.Equal(t, time.Second, c.fenceAfter())
+}
+
+// A task whose start waits for its inputs, deployed while the lease was
+// good, does not start once the lease has run out while it waited: the
+// leader may have placed the attempt elsewhere. It ends CANCELED with the
+// lease's message.
+func TestATaskWaitingForInputsDoesNotStartOnceTheLeaseRanOut(t *testing.T) {
+	release := make(chan struct{})
+	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Trailer", wire.HeaderEnd)
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("x"))
+		w.Header().Set(wire.HeaderEnd, wire.EndComplete)
+	}))
+	defer src.Close()
+	defer close(release)
+
+	clock := newFakeClock()
+	e := startExecutor(t, Config{Lease: time.Hour, Now: clock.Now})
+	l := newLeader(t, e, 1)
+	l.heartbeat()
+
+	c := simTask("j", 0, 10*time.Hour, 0)
+	c.Env[SimFetchEnv] = "true"
+	c.Inputs = []wire.Input{{Vertex: "p", Mode: wire.ModeBlocking, Sources: []wire.Source{
+		{Subtask: 0, Execution: "j/p/0/0", Executor: "e9", Addr: strings.TrimPrefix(src.URL, "http://")}}}}
+	require.Equal(t, wire.StateDeploying, l.deploy(c).Executions[0].State)
+
+	clock.Advance(61 * time.Minute) // the lease runs out: nothing may start now
+	release <- struct{}{}           // the input arrives
+
+	var st wire.ExecutionStatus
+	waitFor(t, "the task to leave DEPLOYING", func() bool {
+		st, _ = status(l.executions().Executions, c.ExecutionID)
+		return st.State != wire.StateDeploying
+	})
+	require.Equal(t, wire.StateCanceled, st.State, "started after the lease ran out: %+v", st)
+	require.Contains(t, st.Message, wire.LeaseExpiredPrefix)
 }
