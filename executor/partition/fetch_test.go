@@ -605,6 +605,33 @@ func TestAResumedStreamIsHeldToTheFileStreamed(t *testing.T) {
 	require.Equal(t, "rows\n"+wire.EndComplete, rest+end)
 }
 
+// A fetch asking for an offset past anything sent of a running producer's
+// file is answered as past the end, and proves nothing about the file: the
+// offset is the fetcher's word. A fetch of the same file from where it
+// really is still streams it whole, and the partition is complete.
+func TestAnOffsetPastWhatWasSentBreaksNothing(t *testing.T) {
+	s, out, m, addr := runningProducer(t)
+	file := filepath.Join(out, "count", "0")
+	require.NoError(t, os.WriteFile(file, []byte("hi\n"), 0o600))
+	src := Source{Producer: m.ID, Consumer: "count", Follow: true}
+	rest, end, why := readAnswer(t, getData(t, addr, src, 1000))
+	require.Equal(t, "/"+wire.EndFailed+"/"+wire.EndShrank, rest+"/"+end+"/"+why, "past the end, for this fetch")
+
+	resp := getData(t, addr, src, 0)
+	got := make([]byte, 3)
+	_, err := io.ReadFull(resp.Body, got)
+	require.NoError(t, err)
+	require.Equal(t, "hi\n", string(got))
+	rest, end, why = readAnswer(t, getData(t, addr, src, 1000))
+	require.Equal(t, wire.EndFailed+"/"+wire.EndShrank, end+"/"+why)
+	_, err = s.Commit(m.ID)
+	require.NoError(t, err)
+	rest, end, _ = readAnswer(t, resp)
+	require.Equal(t, wire.EndComplete, rest+end)
+	rest, end, _ = readAnswer(t, getData(t, addr, src, 0))
+	require.Equal(t, "hi\n"+wire.EndComplete, rest+end, "the partition is whole")
+}
+
 // What a file found broken is stays so across a restart of the executor;
 // a file of which nothing was sent may be replaced (nothing to splice).
 func TestABrokenFileStaysBrokenAndAnUnsentOneMayBeReplaced(t *testing.T) {

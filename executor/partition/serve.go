@@ -279,7 +279,13 @@ wait:
 				return
 			}
 			if fi.Size() < off {
-				broke(wire.EndShrank)
+				if s.cutShort(lv, key, fi) {
+					broke(wire.EndShrank)
+				} else {
+					// Past anything sent of the file: this fetch alone
+					// is answered so, and nothing is recorded.
+					s.broken(w, q, wire.EndShrank)
+				}
 				return
 			}
 			if fi.Size() > off {

@@ -28,8 +28,11 @@ type streamed struct {
 	// begun: a stream began sending bytes of it (served is noted only as
 	// each send returns, which may be long after).
 	begun  bool
-	served int64  // the furthest byte sent, noted
-	tail   []byte // the bytes before served (at most tailLen)
+	served int64 // the furthest byte sent, noted
+	// sent bounds what streams may have sent: the size of the file as each
+	// send from it began. A file shorter than that was cut short.
+	sent int64
+	tail []byte // the bytes before served (at most tailLen)
 	// broken: why a stream found the file changed (wire.EndReplaced,
 	// wire.EndShrank); every later answer, and the partition, say so.
 	broken string
@@ -109,13 +112,25 @@ func (s *Store) beginStreamed(lv *live, key string, fi os.FileInfo) string {
 		if lv.files == nil {
 			lv.files = map[string]*streamed{}
 		}
-		lv.files[key] = &streamed{file: fi, begun: true}
+		lv.files[key] = &streamed{file: fi, begun: true, sent: fi.Size()}
 	case rec.begun && !os.SameFile(rec.file, fi):
 		return wire.EndReplaced
 	default:
 		rec.file, rec.begun = fi, true
+		rec.sent = max(rec.sent, fi.Size())
 	}
 	return ""
+}
+
+// cutShort reports whether file key of lv, whose stat is fi, is shorter
+// than what streams may have sent of it: the producer cut it short. A
+// fetch asking for an offset past the file's end proves nothing by itself
+// (the offset is the fetcher's word), so only this marks the file broken.
+func (s *Store) cutShort(lv *live, key string, fi os.FileInfo) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := lv.files[key]
+	return rec != nil && rec.begun && os.SameFile(rec.file, fi) && fi.Size() < rec.sent
 }
 
 // compareStreamed compares f (whose stat is fi) with what was streamed of
