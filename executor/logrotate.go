@@ -31,9 +31,10 @@ type rotator struct {
 	max   int64 // the size at which it rotates (0: never)
 	files int   // files kept, the current one included (at least 1)
 
-	mu   sync.Mutex
-	f    *os.File
-	size int64
+	mu     sync.Mutex
+	f      *os.File // nil once closed, or when a rotation failed
+	size   int64
+	closed bool
 }
 
 // openRotator opens the log at path for appending.
@@ -60,14 +61,21 @@ func (r *rotator) open() error {
 }
 
 // Write appends p, rotating first whenever the current file is full; a
-// write larger than the limit is spread over several files.
+// write larger than the limit is spread over several files. After a
+// rotation failed (the disk full), each write tries to open the current
+// file again.
 func (r *rotator) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	written := 0
 	for len(p) > 0 {
-		if r.f == nil {
+		if r.closed {
 			return written, fs.ErrClosed
+		}
+		if r.f == nil {
+			if err := r.open(); err != nil {
+				return written, err
+			}
 		}
 		chunk := p
 		if r.max > 0 {
@@ -112,6 +120,7 @@ func (r *rotator) rotate() error {
 func (r *rotator) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.closed = true
 	if r.f == nil {
 		return nil
 	}

@@ -3,6 +3,7 @@ package executor
 import (
 	"bytes"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,4 +86,24 @@ func TestLogCursorFollowsRotations(t *testing.T) {
 func TestOpenLogMissing(t *testing.T) {
 	_, err := openLog(filepath.Join(t.TempDir(), "stdout.log"), 3)
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// After a rotation failed (its file closed, the new one not opened: the
+// disk full), the next write opens the log again; after Close, none does.
+func TestRotatorOpensAgainAfterAFailedRotation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stdout.log")
+	r, err := openRotator(path, 0, 1)
+	require.NoError(t, err)
+	_, err = r.Write([]byte("one\n"))
+	require.NoError(t, err)
+	require.NoError(t, r.f.Close())
+	r.f = nil // as rotate leaves it when it cannot open the new file
+	_, err = r.Write([]byte("two\n"))
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	_, err = r.Write([]byte("three\n"))
+	require.ErrorIs(t, err, fs.ErrClosed)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "one\ntwo\n", string(b))
 }

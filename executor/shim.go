@@ -323,9 +323,39 @@ func startLog(cmd *exec.Cmd, into *io.Writer, path string, logs shimLogs, copyin
 	go func() {
 		defer copying.Done()
 		defer pr.Close()
-		_, _ = io.Copy(r, pr)
+		copyLog(r, pr)
 	}()
 	return r, nil
+}
+
+// copyLog copies a task's output from pr into its log until the task's
+// end of the pipe closes. It never stops reading: a task whose log cannot
+// be written (the disk is full) would otherwise die of SIGPIPE at its next
+// line. What cannot be written is lost, and once the log takes writes
+// again it says how much and why.
+func copyLog(log io.Writer, pr io.Reader) {
+	buf := make([]byte, 32<<10)
+	var lost int64
+	var why error
+	for {
+		n, err := pr.Read(buf)
+		if n > 0 {
+			if lost > 0 {
+				note := fmt.Sprintf("\n[jobmaster: %d bytes of this output were lost: %v]\n", lost, why)
+				if _, werr := log.Write([]byte(note)); werr == nil {
+					lost = 0
+				}
+			}
+			if lost > 0 {
+				lost += int64(n)
+			} else if w, werr := log.Write(buf[:n]); werr != nil {
+				lost, why = int64(n-w), werr
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // closeWriteEnds closes the shim's copies of the pipes' write ends: the

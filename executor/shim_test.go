@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,4 +193,48 @@ func TestShimMustStop(t *testing.T) {
 	require.False(t, shimMustStop(d-1500*time.Millisecond, d, time.Second), "the executor acts first")
 	require.True(t, shimMustStop(d-1250*time.Millisecond, d, time.Second))
 	require.True(t, shimMustStop(d, d, time.Second))
+}
+
+// A task whose log cannot be written (the disk is full: /dev/full answers
+// every write with ENOSPC) goes on and ends as it would have: the shim
+// keeps reading its output and loses it, rather than close the pipe and
+// kill the task with SIGPIPE.
+func TestAnUnwritableLogDoesNotKillTheTask(t *testing.T) {
+	t.Parallel()
+	errLog := filepath.Join(t.TempDir(), "stderr.log")
+	code, _, stderr := runShimCmd(t, "--stdout", "/dev/full", "--stderr", errLog, "--", "sh", "-c", "head -c 1000000 /dev/zero")
+	require.Equal(t, 0, code, stderr)
+}
+
+// flakyLog fails its first fails writes, then takes them.
+type flakyLog struct {
+	fails int
+	bytes.Buffer
+}
+
+func (f *flakyLog) Write(p []byte) (int, error) {
+	if f.fails > 0 {
+		f.fails--
+		return 0, syscall.ENOSPC
+	}
+	return f.Buffer.Write(p)
+}
+
+// What a log cannot take is lost, and the log says how much once it takes
+// writes again.
+func TestCopyLogSaysWhatWasLost(t *testing.T) {
+	log := &flakyLog{fails: 2}
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		copyLog(log, pr)
+	}()
+	for _, line := range []string{"one\n", "two\n", "three\n", "four\n"} {
+		_, err := pw.Write([]byte(line))
+		require.NoError(t, err, "the copy stopped reading")
+	}
+	require.NoError(t, pw.Close())
+	<-done
+	require.Equal(t, "\n[jobmaster: 8 bytes of this output were lost: no space left on device]\nthree\nfour\n", log.String())
 }
