@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"jobmaster/executor/partition"
@@ -154,6 +155,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data dir is required"))
+	} else if abs, err := filepath.Abs(c.DataDir); err != nil {
+		errs = append(errs, fmt.Errorf("data dir: %w", err))
+	} else {
+		// Tasks and their shims run in directories of their own: a
+		// relative path would not name the same place there.
+		c.DataDir = abs
 	}
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("http address is required"))

@@ -296,3 +296,14 @@ func TestCrashStopsNetworkAndTasks(t *testing.T) {
 	e2 := startExecutor(t, Config{DataDir: dir, Runtime: RuntimeExec})
 	require.EqualValues(t, 9, newLeader(t, e2, 0).executions().FencingToken)
 }
+
+// A relative --data-dir names the same place for the tasks, which run in
+// directories of their own: it is made absolute when the executor starts.
+func TestARelativeDataDirWorks(t *testing.T) {
+	t.Chdir(t.TempDir())
+	e, l := startExecExecutor(t, Config{DataDir: filepath.Join("data", "e1")})
+	require.True(t, filepath.IsAbs(e.cfg.DataDir), e.cfg.DataDir)
+	hello := task("rel", 0, 0, "sh", "-c", "echo hello")
+	l.deploy(hello)
+	require.Equal(t, "", l.waitState(hello.ExecutionID, wire.StateFinished).Message)
+}
