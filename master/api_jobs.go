@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"jobmaster/api"
 	"jobmaster/fsm"
@@ -19,6 +20,10 @@ func (m *Master) putJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := jobspec.CheckID(id); err != nil {
 		writeError(w, http.StatusBadRequest, "job id: "+err.Error())
+		return
+	}
+	if strings.HasPrefix(id, "-") {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("job id: %q starts with '-', which the command line would read as a flag; start it with a letter, a digit, '.' or '_'", id))
 		return
 	}
 	m.submit(w, r, id, false)
@@ -46,7 +51,7 @@ func newJobID(name string) string {
 	_, _ = rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])
 	prefix := "job"
-	if name != "" && jobspec.CheckID(name) == nil && len(name) <= 100 {
+	if name != "" && jobspec.CheckID(name) == nil && len(name) <= 100 && !strings.HasPrefix(name, "-") {
 		prefix = name
 	}
 	return prefix + "-" + suffix

@@ -64,6 +64,10 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	// A backup may take longer to upload than the server's read timeout;
 	// its size is bounded instead (--max-snapshot-bytes).
 	_ = transport.Unbounded(w)
+	if r.ContentLength > m.cfg.MaxSnapshotBytes {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("snapshot larger than %d bytes (--max-snapshot-bytes); nothing was restored", m.cfg.MaxSnapshotBytes))
+		return
+	}
 	body := &sizedBody{ReadCloser: http.MaxBytesReader(w, r.Body, m.cfg.MaxSnapshotBytes)}
 	r.Body = body
 	if s := m.currentSession(); s == nil {

@@ -164,6 +164,7 @@ func TestBadInputGetsClearErrors(t *testing.T) {
 		{"POST", "/v1/jobs", big, 413, "larger than"},
 		{"PUT", "/v1/jobs/a%2Fb", simpleJob, 400, "job id"},
 		{"PUT", "/v1/jobs/..", simpleJob, 400, `job id: ".." is not allowed`},
+		{"PUT", "/v1/jobs/-x", simpleJob, 400, `job id: "-x" starts with '-'`},
 		{"GET", "/v1/jobs/.", "", 400, `job id: "." is not allowed`},
 		{"POST", "/v1/jobs/../cancel", "", 400, `job id: ".." is not allowed`},
 		{"GET", "//v1/jobs", "", 400, "not canonical"},

@@ -107,6 +107,9 @@ func GetJSON(ctx context.Context, c *http.Client, url string, out any) error {
 // error is a *StatusError to answer with: 413 for a longer body, 400 for
 // one that could not be read.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if err := DeclaredTooLarge(r, limit); err != nil {
+		return nil, err
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		return nil, bodyError(err, limit)
@@ -120,6 +123,9 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // 413 for a longer body, 400 for an empty or malformed one (a body cut
 // short is malformed).
 func DecodeBody(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	if err := DeclaredTooLarge(r, limit); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	err := dec.Decode(v)
 	if err == nil {
@@ -140,6 +146,17 @@ func DecodeBody(w http.ResponseWriter, r *http.Request, v any, limit int64) erro
 		return &StatusError{Code: http.StatusBadRequest, Message: "empty request body: want a JSON object"}
 	}
 	return &StatusError{Code: http.StatusBadRequest, Message: fmt.Sprintf("malformed request body: %v", err)}
+}
+
+// DeclaredTooLarge is the 413 for a request whose Content-Length is over
+// limit, before any of its body is read: a client that waits for "100
+// Continue" before it sends the body gets the 413 rather than a connection
+// closed under it. nil when the length is within the limit or not given.
+func DeclaredTooLarge(r *http.Request, limit int64) error {
+	if r.ContentLength > limit {
+		return &StatusError{Code: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body larger than %d bytes", limit)}
+	}
+	return nil
 }
 
 // bodyError is the answer to a request body that could not be read.

@@ -1,10 +1,12 @@
 package transport
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -211,5 +213,30 @@ func TestReject(t *testing.T) {
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &e))
 		assert.Equal(t, tt.msg, e.Error)
 		assert.Equal(t, tt.msg, ErrorMessage(w.Body.Bytes()), "what a server writes, a client reads")
+	}
+}
+
+// A client that declares a body over the limit and waits for "100
+// Continue" before sending it gets the 413 at once, without the go-ahead.
+func TestADeclaredLargeBodyGets413BeforeItIsSent(t *testing.T) {
+	for _, read := range []func(http.ResponseWriter, *http.Request) error{
+		func(w http.ResponseWriter, r *http.Request) error { _, err := ReadBody(w, r, 1024); return err },
+		func(w http.ResponseWriter, r *http.Request) error { return DecodeBody(w, r, &answer{}, 1024) },
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var se *StatusError
+			if err := read(w, r); errors.As(err, &se) {
+				http.Error(w, se.Message, se.Code)
+			}
+		}))
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		require.NoError(t, err)
+		_, err = io.WriteString(conn, "PUT / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2000000\r\nExpect: 100-continue\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "no 100 Continue first")
+		conn.Close()
+		srv.Close()
 	}
 }
