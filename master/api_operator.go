@@ -64,7 +64,7 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	// A backup may take longer to upload than the server's read timeout;
 	// its size is bounded instead (--max-snapshot-bytes).
 	_ = transport.Unbounded(w)
-	if r.ContentLength > m.cfg.MaxSnapshotBytes {
+	if transport.DeclaredTooLarge(r, m.cfg.MaxSnapshotBytes) != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("snapshot larger than %d bytes (--max-snapshot-bytes); nothing was restored", m.cfg.MaxSnapshotBytes))
 		return
 	}

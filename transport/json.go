@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 )
 
 // NewJSONRequest returns a request to url whose body is in encoded as JSON.
@@ -148,12 +149,14 @@ func DecodeBody(w http.ResponseWriter, r *http.Request, v any, limit int64) erro
 	return &StatusError{Code: http.StatusBadRequest, Message: fmt.Sprintf("malformed request body: %v", err)}
 }
 
-// DeclaredTooLarge is the 413 for a request whose Content-Length is over
-// limit, before any of its body is read: a client that waits for "100
-// Continue" before it sends the body gets the 413 rather than a connection
-// closed under it. nil when the length is within the limit or not given.
+// DeclaredTooLarge is the 413 for a request that waits for "100 Continue"
+// before it sends a body whose Content-Length is over limit: answered
+// before any of it is read, the client gets the 413 rather than a go-ahead
+// and then a connection closed under it. nil otherwise: a client that
+// sends its body at once would have its connection reset under the body
+// it is still sending, so that body is read up to the limit first.
 func DeclaredTooLarge(r *http.Request, limit int64) error {
-	if r.ContentLength > limit {
+	if r.ContentLength > limit && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
 		return &StatusError{Code: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body larger than %d bytes", limit)}
 	}
 	return nil
