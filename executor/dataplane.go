@@ -304,17 +304,26 @@ func (e *Executor) streamPipelined(dt *dataTask, in, spool string) error {
 		e.mu.Lock()
 		dt.spools = append(dt.spools, sp)
 		e.mu.Unlock()
+		// The fetch also stops when the task closes its pipe: it chose to
+		// read no more, and the bytes would only fill the disk.
+		fctx, stopFetch := context.WithCancel(dt.ctx)
 		e.goData(&dt.wg, func() {
-			if sp.Feed(dt.ctx, fifo, nudge) == partition.Unreadable && dt.ctx.Err() == nil {
-				// The bytes fetched cannot reach the task: it would wait
-				// on its pipe for good.
-				e.failInput(dt.task.ExecutionID, &inputError{msg: e.localError("reading the spool of input "+s.String(), sp.ReadErr()).Error()})
+			switch sp.Feed(dt.ctx, fifo, nudge) {
+			case partition.ReaderGone:
+				stopFetch()
+			case partition.Unreadable:
+				if dt.ctx.Err() == nil {
+					// The bytes fetched cannot reach the task: it would
+					// wait on its pipe for good.
+					e.failInput(dt.task.ExecutionID, &inputError{msg: e.localError("reading the spool of input "+s.String(), sp.ReadErr()).Error()})
+				}
 			}
 		})
 		e.goData(&dt.wg, func() {
-			err := e.fetcher.Fetch(dt.ctx, e.fetchSource(dt.task, s), sp)
+			defer stopFetch()
+			err := e.fetcher.Fetch(fctx, e.fetchSource(dt.task, s), sp)
 			sp.End(err)
-			if err != nil && dt.ctx.Err() == nil {
+			if err != nil && fctx.Err() == nil {
 				ie := e.inputFailure([]sourceFailure{{s, err}}).(*inputError)
 				e.failInput(dt.task.ExecutionID, ie)
 			}

@@ -519,3 +519,31 @@ func TestBadEdgesAreRefused(t *testing.T) {
 	require.Equal(t, http.StatusMethodNotAllowed, code, "%s", b)
 	_ = strings.TrimSpace
 }
+
+// A consumer that closes a pipelined input early (it read what it wanted)
+// and runs on: the fetch of that input stops and its spool is freed,
+// rather than take the producer's whole output onto the disk, unread.
+func TestAPipelinedInputClosedEarlyStopsItsFetch(t *testing.T) {
+	t.Parallel()
+	e1, l1 := dataExecutor(t, "e1", Config{})
+	e2, l2 := dataExecutor(t, "e2", Config{})
+	c := dataTaskOf("g", "c", 0, 1, `head -c 1 < "$JOBMASTER_INPUT_DIR/p/0" > /dev/null; sleep 60`)
+	c.Inputs = []wire.Input{{Vertex: "p", Mode: wire.ModePipelined, Sources: sourcesOn(e1, "g", "p", 1)}}
+	l2.deploy(c)
+	const size = 64 << 20
+	p := dataTaskOf("g", "p", 0, 1, `head -c 1 /dev/zero > "$JOBMASTER_OUTPUT_DIR/c/0"; sleep 1; head -c `+strconv.Itoa(size)+` /dev/zero >> "$JOBMASTER_OUTPUT_DIR/c/0"`)
+	p.Outputs = []wire.Output{{Vertex: "c", Parallelism: 1, Mode: wire.ModePipelined}}
+	l1.deploy(p)
+	l1.waitState(p.ExecutionID, wire.StateFinished)
+	waitFor(t, "the consumer's fetch to end", func() bool {
+		e2.mu.Lock()
+		defer e2.mu.Unlock()
+		dt := e2.data[c.ExecutionID]
+		return dt != nil && len(dt.spools) == 1 && dt.spools[0].Ended()
+	})
+	_, _, spool := taskDirs(e2.cfg.DataDir, c.ExecutionID)
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Stat(filepath.Join(spool, "p", "0"), &st))
+	require.Less(t, st.Blocks*512, int64(1<<20), "the spool of a pipe nobody reads holds what the fetch took")
+	require.Equal(t, wire.StateRunning, l2.waitState(c.ExecutionID, wire.StateRunning).State, "closing an input is no failure")
+}

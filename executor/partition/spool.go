@@ -38,6 +38,9 @@ type Spool struct {
 	err     error         // the fetch's outcome, once ended
 	changed chan struct{} // closed and replaced on every change
 	readErr error         // what a read of the spool failed with (Unreadable)
+	// gone: the task closed its pipe (ReaderGone); nothing reads the
+	// spool again, and what is written to it is dropped.
+	gone bool
 }
 
 // ReadErr is why the spool could not be read, once Feed returned
@@ -57,11 +60,14 @@ func CreateSpool(path string) (*Spool, error) {
 	return &Spool{f: f, changed: make(chan struct{})}, nil
 }
 
-// Write appends p to the spool.
+// Write appends p to the spool (drops it once the reader is gone).
 func (s *Spool) Write(p []byte) (int, error) {
 	s.mu.Lock()
-	off := s.size
+	off, gone := s.size, s.gone
 	s.mu.Unlock()
+	if gone {
+		return len(p), nil
+	}
 	n, err := s.f.WriteAt(p, off)
 	if n > 0 {
 		s.mu.Lock()
@@ -81,6 +87,26 @@ func (s *Spool) End(err error) {
 	}
 	s.ended, s.err = true, err
 	s.signalLocked()
+	if s.gone {
+		_ = s.f.Truncate(0) // what a write in flight as the reader went put there
+	}
+}
+
+// Ended reports whether the fetch's outcome is recorded (End).
+func (s *Spool) Ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
+// readerGone records that the task closed its pipe: the spool's bytes are
+// freed, and what the fetch writes from now on is dropped (its caller
+// should stop the fetch).
+func (s *Spool) readerGone() {
+	s.mu.Lock()
+	s.gone = true
+	s.mu.Unlock()
+	_ = s.f.Truncate(0)
 }
 
 func (s *Spool) signalLocked() {
@@ -129,7 +155,9 @@ type FeedResult int
 const (
 	// Fed: every byte went into the pipe, which was closed (end of file).
 	Fed FeedResult = iota
-	// ReaderGone: the task closed the pipe before the end.
+	// ReaderGone: the task closed the pipe before the end. The spool's
+	// bytes are freed and later writes dropped; the caller should stop
+	// the fetch.
 	ReaderGone
 	// Stopped: ctx ended (the consumer ended), or the fetch failed and ctx
 	// ended later; the task never saw end of file.
@@ -179,6 +207,7 @@ func (s *Spool) Feed(ctx context.Context, fifo string, nudge *Nudge) FeedResult 
 					if errors.Is(werr, syscall.EPIPE) {
 						stop()
 						w.Close()
+						s.readerGone()
 						return ReaderGone
 					}
 					return Stopped
