@@ -44,6 +44,11 @@ type execution struct {
 	failing     bool
 	failMsg     string
 	unavailable []string
+	// exiting: the task has exited 0, unasked, and its end is being
+	// recorded (a producer's output kept first, which its streams then
+	// read as complete); a cancel or a broken input from now on comes
+	// after the end and changes nothing.
+	exiting bool
 }
 
 func (x *execution) terminal() bool { return x.status.State.Terminal() }
@@ -62,6 +67,8 @@ func (x *execution) terminal() bool { return x.status.State.Terminal() }
 //	cancel:  DEPLOYING, RUNNING -> CANCELING
 //	fail:    DEPLOYING, RUNNING -> the same state, failing: the task must be
 //	         stopped (an input broke); a cancelled execution ignores it
+//	exiting: a live state whose task exited 0 unasked -> the same state,
+//	         deaf to cancel and fail: it ends as its task did
 //	exited:  any live state -> FINISHED (with its partition's bytes) /
 //	         FAILED (with a note), or CANCELED if cancelled, or FAILED with
 //	         the failing reason
@@ -165,7 +172,7 @@ func (h *heldSet) started(id string, err error) (stop bool) {
 // executions are left alone.
 func (h *heldSet) cancel(id, msg string) (stop bool) {
 	x, ok := h.m[id]
-	if !ok || x.terminal() || x.canceled {
+	if !ok || x.terminal() || x.canceled || x.exiting {
 		return false
 	}
 	x.canceled, x.cancelMsg = true, msg
@@ -180,7 +187,7 @@ func (h *heldSet) cancel(id, msg string) (stop bool) {
 // execution is left alone: it ends CANCELED.
 func (h *heldSet) fail(id, msg string, unavailable []string) (stop bool) {
 	x, ok := h.m[id]
-	if !ok || x.terminal() || x.canceled {
+	if !ok || x.terminal() || x.canceled || x.exiting {
 		return false
 	}
 	for _, u := range unavailable {
@@ -200,6 +207,15 @@ func (x *execution) failed() {
 	x.status.State, x.status.Message = wire.StateFailed, x.failMsg
 	if len(x.unavailable) > 0 {
 		x.status.Unavailable = slices.Sorted(slices.Values(x.unavailable))
+	}
+}
+
+// exiting records that id's task exited 0 while nothing was stopping it,
+// and that its end is being recorded: it ends as its task did (see
+// execution.exiting).
+func (h *heldSet) exiting(id string) {
+	if x, ok := h.m[id]; ok && !x.terminal() && !x.canceled && !x.failing {
+		x.exiting = true
 	}
 }
 

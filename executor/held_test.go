@@ -16,7 +16,7 @@ import (
 func TestHeldSetTransitions(t *testing.T) {
 	const id = "j/v/0/0"
 	type step struct {
-		op    string     // deploy, started, startFailed, startUnavailable, cancel, fail, exit0, exit0bytes, exit3, exit3full, crashMsg, ack
+		op    string     // deploy, started, startFailed, startUnavailable, cancel, fail, exiting, exit0, exit0bytes, exit3, exit3full, crashMsg, ack
 		stop  bool       // expected "stop now" answer of started/cancel/fail
 		state wire.State // expected state afterwards ("" = not held)
 		msg   string
@@ -140,6 +140,21 @@ func TestHeldSetTransitions(t *testing.T) {
 			{op: "fail", stop: false, state: wire.StateCanceling},
 			{op: "exit3", state: wire.StateCanceled, msg: "bye"},
 		}},
+		{"a cancel or a broken input after a clean exit changes nothing", []step{
+			{op: "deploy", state: wire.StateDeploying},
+			{op: "started", state: wire.StateRunning},
+			{op: "exiting", state: wire.StateRunning},
+			{op: "cancel", stop: false, state: wire.StateRunning},
+			{op: "fail", stop: false, state: wire.StateRunning},
+			{op: "exit0bytes", state: wire.StateFinished, bytes: 42},
+		}},
+		{"a cancel before the exit is recorded as exiting still cancels", []step{
+			{op: "deploy", state: wire.StateDeploying},
+			{op: "started", state: wire.StateRunning},
+			{op: "cancel", stop: true, state: wire.StateCanceling},
+			{op: "exiting", state: wire.StateCanceling},
+			{op: "exit0", state: wire.StateCanceled, msg: "bye"},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,6 +176,8 @@ func TestHeldSetTransitions(t *testing.T) {
 				case "fail":
 					stop = h.fail(id, "input broke", []string{fmt.Sprintf("j/p/%d/0", fails%2)})
 					fails++
+				case "exiting":
+					h.exiting(id)
 				case "exit0":
 					h.exited(id, exitResult{Code: 0})
 				case "exit0bytes":

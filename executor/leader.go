@@ -177,12 +177,20 @@ func (e *Executor) noteLocked(id string, before wire.State) {
 //
 // A producer that exited 0 keeps its output as a partition before its
 // FINISHED state is recorded, so no report shows it FINISHED before its
-// partition can be fetched; if that fails (a full disk), it FAILED.
+// partition can be fetched; if that fails (a full disk), it FAILED. From
+// the moment it is kept its streams end complete, so a cancel that comes
+// meanwhile comes after its end and changes nothing (heldSet.exiting): it
+// never ends CANCELED with its output read whole.
 func (e *Executor) onExit(id string, res exitResult) {
 	e.mu.Lock()
+	stop := e.expireLocked(e.cfg.Now())
 	dt := e.data[id]
 	keep := dt != nil && dt.produces && res.Code == 0 && res.Message == "" && !e.held.stopping(id)
+	if keep {
+		e.held.exiting(id)
+	}
 	e.mu.Unlock()
+	e.stopTasks(stop)
 	if keep {
 		n, err := e.store.Commit(id)
 		if err != nil {
@@ -194,7 +202,7 @@ func (e *Executor) onExit(id string, res exitResult) {
 		res.Note = e.diskNote(nil)
 	}
 	e.mu.Lock()
-	stop := e.expireLocked(e.cfg.Now())
+	stop = e.expireLocked(e.cfg.Now())
 	before := e.held.state(id)
 	e.held.exited(id, res)
 	if keep && e.held.state(id) == wire.StateFinished {
