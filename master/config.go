@@ -120,18 +120,20 @@ type Config struct {
 const (
 	DefaultRaftTimeout       = 250 * time.Millisecond
 	DefaultExecutorHeartbeat = time.Second
-	DefaultExecutorLease     = wire.DefaultLease
-	DefaultExecutorTimeout   = 15 * time.Second
-	DefaultDeployTimeout     = 10 * time.Second
-	DefaultRequestWait       = 5 * time.Second
-	DefaultJobRetention      = 24 * time.Hour
-	DefaultMinRestartDelay   = time.Second
-	DefaultDeployRPCTimeout  = wire.MaxRequestTimeout
-	DefaultCancelRPCTimeout  = 5 * time.Second
-	DefaultEventHeartbeat    = 10 * time.Second
-	DefaultMaxJobs           = 100_000
-	DefaultMaxExecutions     = 2_000_000
-	DefaultMaxSnapshotBytes  = 1 << 30
+	// MinExecutorHeartbeat bounds --executor-heartbeat from below.
+	MinExecutorHeartbeat    = 10 * time.Millisecond
+	DefaultExecutorLease    = wire.DefaultLease
+	DefaultExecutorTimeout  = 15 * time.Second
+	DefaultDeployTimeout    = 10 * time.Second
+	DefaultRequestWait      = 5 * time.Second
+	DefaultJobRetention     = 24 * time.Hour
+	DefaultMinRestartDelay  = time.Second
+	DefaultDeployRPCTimeout = wire.MaxRequestTimeout
+	DefaultCancelRPCTimeout = 5 * time.Second
+	DefaultEventHeartbeat   = 10 * time.Second
+	DefaultMaxJobs          = 100_000
+	DefaultMaxExecutions    = 2_000_000
+	DefaultMaxSnapshotBytes = 1 << 30
 )
 
 // leaderConfig is the leader core's timing.
@@ -224,6 +226,9 @@ func (c *Config) setDefaults() error {
 		if d.v > wire.MaxRequestTimeout {
 			return fmt.Errorf("%s (%s) must not exceed %s: executors remember forgotten executions for a time derived from it", d.name, d.v, wire.MaxRequestTimeout)
 		}
+	}
+	if c.ExecutorHeartbeat < MinExecutorHeartbeat {
+		return fmt.Errorf("--executor-heartbeat (%s) must be at least %s: the leader heartbeats every executor that often", c.ExecutorHeartbeat, MinExecutorHeartbeat)
 	}
 	if c.RaftElectionTimeout < c.RaftHeartbeatTimeout {
 		return fmt.Errorf("--raft-election-timeout (%s) must be at least --raft-heartbeat-timeout (%s)", c.RaftElectionTimeout, c.RaftHeartbeatTimeout)

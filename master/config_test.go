@@ -47,6 +47,10 @@ func TestConfigRefusesNegativeDurations(t *testing.T) {
 	}
 	c := Config{NodeID: "m1", DataDir: t.TempDir(), HTTPAddr: "a:1", RaftAddr: "a:2", GossipAddr: "a:3", JobRetention: -time.Hour}
 	require.ErrorContains(t, c.setDefaults(), "0 keeps ended jobs forever")
+	// A heartbeat too short to tick (under 4ns it panicked once the master
+	// led) or to send is refused.
+	c = Config{NodeID: "m1", DataDir: t.TempDir(), HTTPAddr: "a:1", RaftAddr: "a:2", GossipAddr: "a:3", ExecutorHeartbeat: 3 * time.Nanosecond}
+	require.ErrorContains(t, c.setDefaults(), "--executor-heartbeat (3ns) must be at least 10ms")
 	// Raft's own check names its fields, not the flags, and comes after
 	// the data directory is made.
 	c = Config{NodeID: "m1", DataDir: t.TempDir(), HTTPAddr: "a:1", RaftAddr: "a:2", GossipAddr: "a:3", RaftElectionTimeout: 100 * time.Millisecond}
