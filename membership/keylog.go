@@ -21,39 +21,63 @@ func keyMismatch(text string) bool {
 	return strings.Contains(t, "decrypt") || strings.Contains(t, "encrypt")
 }
 
+// conflictingAddress reports whether a memberlist log line says that two
+// nodes gossip under one name from different addresses: two nodes given
+// the same --node-id (or a node restarted on a new address before the old
+// one's entry could be reclaimed). The newer one never becomes a member.
+func conflictingAddress(text string) bool {
+	return strings.Contains(strings.ToLower(text), "conflicting address")
+}
+
 // gossipLog receives memberlist's log lines: it writes them at debug
-// level, except a line on the gossip keys, which it raises to a warning
-// (at most once per keyWarnEvery) naming the likely cause.
+// level, except a line on the gossip keys or on two nodes with one name,
+// which it raises to a warning (each at most once per keyWarnEvery)
+// naming the likely cause.
 type gossipLog struct {
-	logger *slog.Logger
-	now    func() time.Time
-	warned keyWarning
+	logger   *slog.Logger
+	now      func() time.Time
+	warned   keyWarning
+	conflict rateLimited
 }
 
 func (g *gossipLog) Write(p []byte) (int, error) {
 	line := string(bytes.TrimSpace(p))
-	if keyMismatch(line) {
+	switch {
+	case keyMismatch(line):
 		g.warned.warn(g.logger, g.now(), line)
-	} else {
+	case conflictingAddress(line):
+		if g.conflict.due(g.now()) {
+			g.logger.Warn("gossip: two nodes gossip under the same node id from different addresses: give every master and executor its own --node-id (a node restarted on a new address is taken once its old entry is reclaimed)",
+				"detail", line)
+		}
+	default:
 		g.logger.Debug(line)
 	}
 	return len(p), nil
 }
 
-// keyWarning rate-limits the warning about gossip keys.
-type keyWarning struct {
+// rateLimited says when a repeated warning is due again: at most once per
+// keyWarnEvery.
+type rateLimited struct {
 	mu   sync.Mutex
 	last time.Time // zero: never warned
 }
 
-func (w *keyWarning) warn(logger *slog.Logger, now time.Time, detail string) {
-	w.mu.Lock()
-	due := w.last.IsZero() || now.Sub(w.last) >= keyWarnEvery
-	if due {
-		w.last = now
+func (r *rateLimited) due(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last.IsZero() || now.Sub(r.last) >= keyWarnEvery {
+		r.last = now
+		return true
 	}
-	w.mu.Unlock()
-	if due {
+	return false
+}
+
+// keyWarning rate-limits the warning about gossip keys.
+type keyWarning struct{ rateLimited }
+
+func (w *keyWarning) warn(logger *slog.Logger, now time.Time, detail string) {
+	if w.due(now) {
 		logger.Warn("gossip: a peer's messages cannot be read with this node's gossip keys, or it encrypts and this node does not (or the reverse): give every node the same --gossip-key or --gossip-keyring",
 			"detail", detail)
 	}

@@ -70,3 +70,34 @@ func TestWrongKeyIsLogged(t *testing.T) {
 		return strings.Contains(seed.String(), "gossip keys") && strings.Contains(joiner.String(), "gossip keys")
 	})
 }
+
+// Two nodes under one name (the same --node-id twice) are a warning naming
+// the flag, not a debug line only.
+func TestAConflictingAddressIsAWarning(t *testing.T) {
+	var b logBuffer
+	now := time.Unix(1000, 0)
+	g := &gossipLog{logger: b.logger(), now: func() time.Time { return now }}
+	for range 3 {
+		_, _ = g.Write([]byte("[ERR] memberlist: Conflicting address for e1. Mine: 127.0.0.1:7628 Theirs: 127.0.0.1:7605 Old state: 0\n"))
+	}
+	assert.Equal(t, 1, strings.Count(b.String(), "level=WARN"), b.String())
+	assert.Contains(t, b.String(), "--node-id")
+}
+
+// A node none of whose join addresses answers says so once it has been
+// alone for a while (at start the others may not be up yet).
+func TestAJoinThatNeverSucceedsIsAWarning(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreProbe)
+	var log logBuffer
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	n, err := Start(Config{NodeID: "e1", BindAddr: freePort(t), Join: []string{freePort(t)}, ReconnectInterval: 20 * time.Millisecond,
+		Meta: Meta{Role: RoleExecutor, HTTPAddr: "e1.example:7431", Version: 1}, Logger: log.logger(), Now: clock})
+	require.NoError(t, err)
+	defer n.Shutdown()
+	mu.Lock()
+	now = now.Add(joinWarnAfter)
+	mu.Unlock()
+	waitFor(t, "the join warning", func() bool { return strings.Contains(log.String(), "none of the join addresses answers") })
+}

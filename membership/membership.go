@@ -153,6 +153,10 @@ type Node struct {
 	keyring *memberlist.Keyring // nil: gossip in the clear
 	// gossipLog is memberlist's log; it warns when gossip fails on keys.
 	gossipLog *gossipLog
+	// started: when the node started; joinWarn: the warning that it
+	// reaches none of its join addresses.
+	started  time.Time
+	joinWarn rateLimited
 
 	mu      sync.Mutex
 	meta    Meta
@@ -213,6 +217,7 @@ func Start(cfg Config) (*Node, error) {
 	mc.AdvertisePort = port
 	mc.Delegate = (*delegate)(n)
 	mc.Events = (*events)(n)
+	n.started = cfg.Now()
 	n.gossipLog = &gossipLog{logger: cfg.Logger, now: cfg.Now}
 	mc.Logger = log.New(n.gossipLog, "", 0)
 	// A restarted node comes back under its name, possibly on a new address.
@@ -282,15 +287,20 @@ func (n *Node) rejoin() {
 			}
 		}
 		want := rejoinTargets(join, n.cfg.BindAddr, n.members)
+		alone := !n.othersAliveLocked()
 		if reaped {
 			n.notifyLocked()
 		}
 		n.mu.Unlock()
 		if len(want) > 0 {
 			if _, err := n.list.Join(want); err != nil {
-				if keyMismatch(err.Error()) {
+				switch {
+				case keyMismatch(err.Error()):
 					n.gossipLog.warned.warn(n.cfg.Logger, n.cfg.Now(), err.Error())
-				} else {
+				case alone && now.Sub(n.started) >= joinWarnAfter && n.joinWarn.due(now):
+					n.cfg.Logger.Warn("gossip: none of the join addresses answers, and no other node has been heard from: check --join and that the masters' gossip ports (TCP and UDP) are reachable; retrying",
+						"addrs", want, "every", n.cfg.ReconnectInterval, "err", err)
+				default:
 					n.cfg.Logger.Debug("gossip join", "addrs", want, "err", err)
 				}
 			}
@@ -301,6 +311,21 @@ func (n *Node) rejoin() {
 		case <-t.C:
 		}
 	}
+}
+
+// joinWarnAfter is how long a node may be alone, its joins failing,
+// before it warns: at start the others may not be up yet.
+const joinWarnAfter = 10 * time.Second
+
+// othersAliveLocked reports whether a member other than this node is
+// alive.
+func (n *Node) othersAliveLocked() bool {
+	for id, m := range n.members {
+		if id != n.cfg.NodeID && m.Status == StatusAlive {
+			return true
+		}
+	}
+	return false
 }
 
 // joinAddr is a join address as configured, and the addresses it names
