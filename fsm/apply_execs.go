@@ -240,15 +240,14 @@ func (s *State) applyFail(c *FailExecutions) Result {
 }
 
 func (s *State) applyExecutorLost(c *ExecutorLost) Result {
-	// Partitions first: a job that needed one restarts once, and the
-	// failures of its executions on the executor are then part of that
-	// restart.
 	s.emit(Event{Topic: TopicExecutor, Type: EventExecutorStatus, Time: c.Time, Executor: c.Executor, State: ExecutorLostStatus})
 	// One event: a job restarts for it once under its strategy, whatever
 	// of it was there.
 	s.event = make(map[string]eventDecision)
 	defer func() { s.event = nil }()
-	s.losePartitions(s.partitionsOn(c.Executor), c.Time, "lost with executor "+c.Executor, c.Executor)
+	// The executions first: what ran there failed because the executor
+	// was lost (and says so); then the partitions, whose loss is part of
+	// the same restart.
 	s.setFailCause(ReasonExecutorLost)
 	reason := fmt.Sprintf("executor %s lost", c.Executor)
 	for _, x := range s.byExecutor[c.Executor].sorted() {
@@ -256,6 +255,7 @@ func (s *State) applyExecutorLost(c *ExecutorLost) Result {
 			s.failOrCancel(e, c.Time, reason)
 		}
 	}
+	s.losePartitions(s.partitionsOn(c.Executor), c.Time, "lost with executor "+c.Executor, c.Executor)
 	return Result{}
 }
 

@@ -177,8 +177,7 @@ func (s *State) applyMove(c *MoveExecutor) Result {
 // at once, uncounted, for a cause that is no failure of the job's (a
 // drain's move, a lease's expiry).
 func (s *State) restartRegion(j *Job, ri int, kind, cause string, now, delay int64) {
-	s.setJobMessage(j, cause)
-	s.emitRestart(j, kind, cause, now)
+	s.announceRestart(j, kind, cause, now)
 	set := make(map[int]bool)
 	for _, r := range s.failoverScope(j, ri) {
 		set[r] = true

@@ -398,7 +398,18 @@ func (s *State) setFailCause(cause string) {
 	}
 }
 
-// emitRestart records that job j restarts for cause, of the given kind.
-func (s *State) emitRestart(j *Job, kind, cause string, now int64) {
+// announceRestart records that job j restarts for cause, of the given
+// kind: its message says so, and a job-restart event. Within one event
+// (an executor lost: s.event) a job is announced once, for the first
+// cause; what else of it restarts for the same event is part of that.
+func (s *State) announceRestart(j *Job, kind, cause string, now int64) {
+	if d, ok := s.event[j.ID]; ok {
+		if d.announced {
+			return
+		}
+		d.announced = true
+		s.event[j.ID] = d
+	}
+	s.setJobMessage(j, cause)
 	s.emit(Event{Topic: TopicJob, Type: EventJobRestart, Time: now, Job: j.ID, Reason: kind, Message: cause, Restarts: j.Restarts})
 }

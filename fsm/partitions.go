@@ -220,8 +220,7 @@ func (s *State) rerun(rd *readers, lost []*Partition, now int64, cause string, m
 		}
 		delay, kind = d, ReasonPartitionLost
 	}
-	s.setJobMessage(j, cause)
-	s.emitRestart(j, kind, cause, now)
+	s.announceRestart(j, kind, cause, now)
 	scope := make(map[int]bool)
 	if j.Spec.Failover == jobspec.FailoverFull {
 		for r := range j.Regions {

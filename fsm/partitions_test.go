@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -690,4 +691,35 @@ func TestAWholeProducerRestartRestartsItsRunningConsumers(t *testing.T) {
 	require.Equal(t, RegionReady, j.Regions[rA].Status)
 	require.Equal(t, RegionWaiting, j.Regions[rD].Status)
 	require.Equal(t, 1, j.Backoff.Failures)
+}
+
+// An executor lost while it runs a consumer and holds partitions that
+// consumer has yet to read: the consumer FAILED because its executor was
+// lost (and says so), the restart's reason is the executor's loss, the
+// partitions run again in that one restart, and one failure is counted.
+func TestAConsumerLostWithThePartitionsItReadsFailsForTheExecutor(t *testing.T) {
+	h := recordingHarness(t)
+	finishGen(t, h) // gen/0 on e1, gen/1 on e2
+	h.placeAll("e2")
+	h.report("e2", ReportUpdate{ID: "j/sum/0/0", State: wire.StateRunning})
+	h.takeLines()
+	h.apply(&ExecutorLost{Fenced: h.fenced(), Executor: "e2"})
+	e := h.exec("j/sum/0/0")
+	require.Equal(t, wire.StateFailed, e.State)
+	require.Equal(t, "executor e2 lost", e.Message)
+	var restarts []string
+	for _, l := range h.takeLines() {
+		if strings.Contains(l, "job-restart") {
+			restarts = append(restarts, l)
+		}
+	}
+	require.Len(t, restarts, 1, "one restart event")
+	require.Contains(t, restarts[0], "reason="+ReasonExecutorLost)
+	require.Equal(t, 1, h.s.jobs["j"].Backoff.Failures)
+	checkInvariants(t, h.s)
+	h.report("e1") // nothing changes on e1
+	h.now += 10_000
+	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"})
+	require.Equal(t, []string{"j/gen/1/1"}, execIDs(h.placeAll("e3")), "gen/1's output went with e2")
+	checkInvariants(t, h.s)
 }

@@ -109,4 +109,7 @@ type eventDecision struct {
 	ok    bool
 	delay int64
 	why   string
+	// announced: the job's restart for the event is announced (its
+	// message and job-restart event: announceRestart).
+	announced bool
 }
