@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"jobmaster/wire"
 )
@@ -104,7 +105,7 @@ func (s *State) applyDrain(c *DrainExecutor) Result {
 	d.Deadline = c.Time + c.DeadlineMs
 	d.Self, d.Instance = c.Self, c.Instance
 	s.emit(Event{Topic: TopicExecutor, Type: EventExecutorStatus, Time: c.Time, Executor: c.Executor, State: ExecutorDrainingStatus,
-		Message: fmt.Sprintf("draining, deadline in %d ms", c.DeadlineMs)})
+		Message: "draining, deadline in " + (time.Duration(c.DeadlineMs) * time.Millisecond).String()})
 	return Result{Created: true}
 }
 

@@ -100,6 +100,7 @@ func TestDrainEventsAndSelfDrainOfAnotherInstance(t *testing.T) {
 	require.Equal(t, EventExecutorStatus, evs[0].Type)
 	require.Equal(t, ExecutorDrainingStatus, evs[0].State)
 	require.Equal(t, "e1", evs[0].Executor)
+	require.Equal(t, "draining, deadline in 1s", evs[0].Message)
 
 	// The same instance answering does not end its own drain; another does.
 	r := h.apply(&UndrainExecutor{Fenced: h.fenced(), Executor: "e1", Instance: "run1"})

@@ -220,7 +220,7 @@ func (m *Master) proposeSubmissions(ctx context.Context, s *session, subs []subm
 		case errors.Is(res.Err, fsm.ErrStaleToken):
 			return res.Err // a newer leader: every submission goes to it
 		case errors.Is(res.Err, fsm.ErrConflict):
-			msg := fmt.Sprintf("job %q already exists with a different spec", sub.ID)
+			msg := fmt.Sprintf("job %q already exists with a different spec (%s): a job's spec never changes; cancel it and submit the new spec under another id, or with none to have one chosen", sub.ID, res.Status)
 			if res.Status.Terminal() {
 				msg = fmt.Sprintf("job %q exists with a different spec: it ended (%s), and its id is free again once it is forgotten, --job-retention (%s) after it ended", sub.ID, res.Status, m.cfg.JobRetention)
 				if m.cfg.JobRetention == 0 {
