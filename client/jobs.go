@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"jobmaster/api"
 )
@@ -57,8 +58,32 @@ func (c *Client) CreateJob(ctx context.Context, spec []byte) (id string, err err
 
 // Jobs lists every job.
 func (c *Client) Jobs(ctx context.Context) ([]api.JobSummary, error) {
+	return c.JobsWhere(ctx, JobFilter{})
+}
+
+// JobFilter narrows a job list: the jobs of these statuses (any when
+// none) whose id starts with Prefix.
+type JobFilter struct {
+	Statuses []string
+	Prefix   string
+}
+
+// JobsWhere lists the jobs f keeps. An unknown status is an *APIError with
+// status 400.
+func (c *Client) JobsWhere(ctx context.Context, f JobFilter) ([]api.JobSummary, error) {
+	q := url.Values{}
+	if len(f.Statuses) > 0 {
+		q.Set("status", strings.Join(f.Statuses, ","))
+	}
+	if f.Prefix != "" {
+		q.Set("prefix", f.Prefix)
+	}
+	path := "/v1/jobs"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	var out api.JobList
-	if err := c.get(ctx, "/v1/jobs", &out); err != nil {
+	if err := c.get(ctx, path, &out); err != nil {
 		return nil, err
 	}
 	return out.Jobs, nil

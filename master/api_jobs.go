@@ -5,13 +5,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
 	"jobmaster/api"
 	"jobmaster/fsm"
 	"jobmaster/jobspec"
+	"jobmaster/strictjson"
 )
 
 // putJob: PUT /v1/jobs/{id}. Idempotent by id: 201 when created, 200 when
@@ -57,7 +61,12 @@ func newJobID(name string) string {
 	return prefix + "-" + suffix
 }
 
-func (m *Master) listJobs(w http.ResponseWriter, _ *http.Request, _ []byte, _ *session) error {
+func (m *Master) listJobs(w http.ResponseWriter, r *http.Request, _ []byte, _ *session) error {
+	f, err := parseJobFilter(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return nil
+	}
 	var jobs []fsm.JobSummary
 	m.fsm.Read(func(st *fsm.State) {
 		jobs = st.Jobs()
@@ -65,10 +74,79 @@ func (m *Master) listJobs(w http.ResponseWriter, _ *http.Request, _ []byte, _ *s
 	})
 	out := api.JobList{Jobs: make([]api.JobSummary, 0, len(jobs))}
 	for _, j := range jobs {
+		if !f.keeps(j) {
+			continue
+		}
 		out.Jobs = append(out.Jobs, api.JobSummary{ID: j.ID, Name: j.Name, Status: string(j.Status),
 			SubmitTime: j.SubmitTime, EndTime: j.EndTime})
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// jobFilter is what GET /v1/jobs lists: jobs of the statuses given (any
+// when none) whose id starts with prefix.
+type jobFilter struct {
+	statuses map[fsm.JobStatus]bool
+	prefix   string
+}
+
+func (f jobFilter) keeps(j fsm.JobSummary) bool {
+	return (len(f.statuses) == 0 || f.statuses[j.Status]) && strings.HasPrefix(j.ID, f.prefix)
+}
+
+// jobStatuses are the statuses ?status takes.
+var jobStatuses = []fsm.JobStatus{fsm.JobCreated, fsm.JobRunning, fsm.JobRestarting, fsm.JobFailing,
+	fsm.JobFailed, fsm.JobCancelling, fsm.JobCanceled, fsm.JobFinished}
+
+// parseJobFilter reads GET /v1/jobs's query: ?status (statuses, comma
+// separated, in any case), ?prefix (of the id) and ?stale; anything else
+// is an error naming it.
+func parseJobFilter(r *http.Request) (jobFilter, error) {
+	var f jobFilter
+	q := r.URL.Query() // only these (takes)
+	for _, v := range q["status"] {
+		for _, st := range strings.Split(v, ",") {
+			st = strings.ToUpper(strings.TrimSpace(st))
+			if st == "" {
+				continue
+			}
+			if !slices.Contains(jobStatuses, fsm.JobStatus(st)) {
+				return f, fmt.Errorf("status %q: want one or more of %s, comma separated", strictjson.Short(st), joinStatuses())
+			}
+			if f.statuses == nil {
+				f.statuses = make(map[fsm.JobStatus]bool)
+			}
+			f.statuses[fsm.JobStatus(st)] = true
+		}
+	}
+	if len(q["prefix"]) > 1 {
+		return f, errors.New("prefix may be given once")
+	}
+	f.prefix = q.Get("prefix")
+	if len(f.prefix) > jobspec.MaxIDLength {
+		return f, fmt.Errorf("prefix longer than %d characters", jobspec.MaxIDLength)
+	}
+	return f, nil
+}
+
+func joinStatuses() string {
+	names := make([]string, len(jobStatuses))
+	for i, st := range jobStatuses {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
+}
+
+// onlyParams is an error naming the first query parameter of q that is
+// not among allowed (a typo, ?stail for ?stale, would otherwise be a
+// different read than asked for without a word).
+func onlyParams(q url.Values, allowed ...string) error {
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if !slices.Contains(allowed, k) {
+			return fmt.Errorf("unknown query parameter %q: this endpoint takes %s", strictjson.Short(k), strings.Join(allowed, ", "))
+		}
+	}
 	return nil
 }
 

@@ -30,18 +30,18 @@ func (m *Master) routes() http.Handler {
 func (m *Master) router() *router {
 	rt := newRouter()
 	rt.handle("/v1/jobs", map[string]http.HandlerFunc{
-		http.MethodGet:  m.leaderRead(m.listJobs),
+		http.MethodGet:  takes(m.leaderRead(m.listJobs), "stale", "status", "prefix"),
 		http.MethodPost: m.createJob,
 	})
 	rt.handle("/v1/jobs/{id}", map[string]http.HandlerFunc{
-		http.MethodGet: m.bigRead(m.leaderRead(m.getJob)),
+		http.MethodGet: takes(m.bigRead(m.leaderRead(m.getJob)), "stale"),
 		http.MethodPut: m.putJob,
 	})
 	rt.handle("/v1/jobs/{id}/cancel", map[string]http.HandlerFunc{
 		http.MethodPost: m.leaderWrite(m.cancelJob),
 	})
 	rt.handle("/v1/cluster", map[string]http.HandlerFunc{
-		http.MethodGet: m.leaderRead(m.cluster),
+		http.MethodGet: takes(m.leaderRead(m.cluster), "stale"),
 	})
 	rt.handle("/v1/health", map[string]http.HandlerFunc{http.MethodGet: m.health})
 	rt.handle("/v1/metrics", map[string]http.HandlerFunc{http.MethodGet: metrics.Handler(m.metrics.reg).ServeHTTP})
@@ -89,6 +89,18 @@ func (m *Master) router() *router {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, strictjson.Short(r.URL.Path)))
 	})
 	return rt
+}
+
+// takes answers 400 to a request with a query parameter not among
+// allowed, before h (and before any wait for a leader).
+func takes(h http.HandlerFunc, allowed ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := onlyParams(r.URL.Query(), allowed...); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		h(w, r)
+	}
 }
 
 // router is the masters' mux, which knows the methods each of its

@@ -100,3 +100,31 @@ func TestStateHashesAtOnceAgree(t *testing.T) {
 		require.LessOrEqual(t, made(m)-before[i], 1, "master %d made a hash at most once for its index, and kept it", i)
 	}
 }
+
+// GET /v1/jobs lists the jobs of the statuses asked for (in any case,
+// comma separated or the parameter repeated) whose id starts with the
+// prefix asked for, on the leader and with ?stale alike.
+func TestJobListFilters(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	for _, id := range []string{"wc-1", "wc-2", "etl-1"} {
+		requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/"+id), []byte(simpleJob)))
+	}
+	ids := func(path string) []string {
+		r := do(t, "GET", c.url(l, path), nil)
+		require.Equal(t, http.StatusOK, r.status, "%s: %s", path, r.body)
+		var out []string
+		for _, j := range decode[api.JobList](t, r).Jobs {
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	require.Equal(t, []string{"etl-1", "wc-1", "wc-2"}, ids("/v1/jobs"))
+	require.Equal(t, []string{"wc-1", "wc-2"}, ids("/v1/jobs?prefix=wc-"))
+	require.Equal(t, []string{"wc-1", "wc-2"}, ids("/v1/jobs?prefix=wc-&stale"))
+	// No executor: every job waits, CREATED.
+	require.Equal(t, []string{"etl-1", "wc-1", "wc-2"}, ids("/v1/jobs?status=created,FINISHED"))
+	require.Equal(t, []string{"etl-1", "wc-1", "wc-2"}, ids("/v1/jobs?status=RUNNING&status=CREATED"))
+	require.Empty(t, ids("/v1/jobs?status=RUNNING"))
+	require.Empty(t, ids("/v1/jobs?status=CREATED&prefix=x"))
+}

@@ -174,6 +174,10 @@ func TestBadInputGetsClearErrors(t *testing.T) {
 		{"GET", "/v1/jobs/" + strings.Repeat("j", 5000), "", 400, "job id: longer than 128 characters"},
 		{"POST", "/v1/jobs/a%20b/cancel", "", 400, `job id: "a b" has the character ' '`},
 		{"DELETE", "/v1/jobs", "", 405, "not allowed"},
+		{"GET", "/v1/jobs?stail", "", 400, `unknown query parameter "stail": this endpoint takes stale, status, prefix`},
+		{"GET", "/v1/jobs?status=RUNNING,DONE", "", 400, `status "DONE": want one or more of CREATED, RUNNING,`},
+		{"GET", "/v1/jobs/a?follow=1", "", 400, `unknown query parameter "follow"`},
+		{"GET", "/v1/cluster?stale&x=1", "", 400, `unknown query parameter "x": this endpoint takes stale`},
 		{"GET", "/v2/whatever", "", 404, "no such endpoint"},
 		{"POST", "/v1/internal/executor-update", "{", 400, "malformed report"},
 	}

@@ -12,12 +12,13 @@ import (
 
 // newJobListCmd builds `jobmaster job list`.
 func newJobListCmd(o *clientOpts) *cobra.Command {
+	var filter client.JobFilter
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List jobs",
 		Args:  exactArgs(),
 		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
-			jobs, err := c.Jobs(cmd.Context())
+			jobs, err := c.JobsWhere(cmd.Context(), filter)
 			if err != nil {
 				return err
 			}
@@ -32,5 +33,7 @@ func newJobListCmd(o *clientOpts) *cobra.Command {
 		}),
 	}
 	o.staleFlag(cmd)
+	cmd.Flags().StringSliceVar(&filter.Statuses, "status", nil, "only jobs of these statuses (comma separated: RUNNING,FAILED)")
+	cmd.Flags().StringVar(&filter.Prefix, "prefix", "", "only jobs whose id starts with this")
 	return cmd
 }
