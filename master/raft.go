@@ -3,6 +3,7 @@ package master
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -91,10 +92,15 @@ func openRaft(cfg *Config, f *fsm.FSM, tl *transport.TLS) (*raftParts, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	var out io.Writer = cfg.RaftLog
+	if cfg.RaftLogJSON {
+		// In JSON, through the node's logger: one shape for every line.
+		out = &raftLogBridge{logger: cfg.Logger}
+	}
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:       "raft",
 		Level:      hclog.LevelFromString(cfg.RaftLogLevel),
-		Output:     cfg.RaftLog,
+		Output:     out,
 		JSONFormat: cfg.RaftLogJSON,
 		Exclude:    newRepeatLimit(raftRepeatWindow, time.Now).exclude,
 	}).With("node", cfg.NodeID)
