@@ -193,7 +193,9 @@ func fleetNote(cl *api.Cluster, need int, resources bool, w waitingFor) string {
 		case need > 0 && free >= need && !resources && w.onlyWhenShort:
 			return ""
 		case need > 0 && free >= need && resources:
-			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it %s when %s.", free, total, need, w.enough, cpu, mem, w.then, freed)
+			// What its tasks declare may fit only on more executors than
+			// there are (a task per executor): joining ones free it too.
+			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s, but not the CPU or memory its tasks declare (the freest executor has %d millicores, %d MiB free); it %s when %s, or more executors join.", free, total, need, w.enough, cpu, mem, w.then, freed)
 		case need > 0 && free >= need:
 			return fmt.Sprintf("Waiting: %d of %d slots are free, enough for the %d it needs%s; the leader has not placed it yet (if it stays so, see the leader's log).", free, total, need, w.enough)
 		case need > 0:

@@ -162,7 +162,7 @@ func TestSlotNote(t *testing.T) {
 		x.FreeCPUMillis, x.FreeMemoryMB = &cpu, &mem
 		return x
 	}
-	assert.Equal(t, "Waiting: 9 of 12 slots are free, enough for the 3 it needs, but not the CPU or memory its tasks declare (the freest executor has 2000 millicores, 224 MiB free); it starts when other jobs free them.",
+	assert.Equal(t, "Waiting: 9 of 12 slots are free, enough for the 3 it needs, but not the CPU or memory its tasks declare (the freest executor has 2000 millicores, 224 MiB free); it starts when other jobs free them, or more executors join.",
 		slotNote(job("SCHEDULED"), cluster(withMem(exec(4, 3, "alive"), 2000, 224), withMem(exec(4, 3, "alive"), 1000, 224), withMem(exec(4, 3, "alive"), 0, 100)), 3, true))
 	// ... of tasks that declare none: nothing it can name.
 	assert.Equal(t, "Waiting: 9 of 12 slots are free, enough for the 3 it needs; the leader has not placed it yet (if it stays so, see the leader's log).",
