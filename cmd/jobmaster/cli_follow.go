@@ -41,21 +41,21 @@ func followJob(ctx context.Context, c *client.Client, id string, view progressVi
 	}
 	fails := &failureLog{said: map[string]bool{}}
 	for _, line := range fails.fromJob(job) {
-		view.failed(line, since())
+		view.failed(line, earlier)
 	}
 	view.show(job, since())
 	if terminalStatus(job.Status) {
 		return job, since(), nil
 	}
 	if index == 0 { // a master that does not say its index serves no stream
-		return pollJob(ctx, c, id, view, w, start, fails)
+		return pollJob(ctx, c, id, view, w, start, fails, false)
 	}
 	r, err := openStream(ctx, c, id, index)
 	if err != nil {
 		if ctx.Err() != nil {
 			return job, since(), errStoppedWaiting
 		}
-		return pollJob(ctx, c, id, view, w, start, fails)
+		return pollJob(ctx, c, id, view, w, start, fails, false)
 	}
 	defer func() { r.stop() }()
 	stuck := newStuckCheck(w)
@@ -78,7 +78,7 @@ func followJob(ctx context.Context, c *client.Client, id string, view progressVi
 					return job, since(), fmt.Errorf("waiting for job %q: %w", id, notFound(err, id))
 				}
 				if r, err = openStream(ctx, c, id, index); err != nil {
-					return pollJob(ctx, c, id, view, w, start, fails)
+					return pollJob(ctx, c, id, view, w, start, fails, false)
 				}
 				continue
 			}
@@ -86,7 +86,7 @@ func followJob(ctx context.Context, c *client.Client, id string, view progressVi
 				if ctx.Err() != nil {
 					return job, since(), errStoppedWaiting
 				}
-				return pollJob(ctx, c, id, view, w, start, fails)
+				return pollJob(ctx, c, id, view, w, start, fails, false)
 			}
 			// Apply what has come so far, then show the job once: an entry
 			// that changes a thousand subtasks is one line, not a thousand.

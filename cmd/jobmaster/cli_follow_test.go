@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -37,4 +39,15 @@ func TestApplyEventKeepsTheJobInStep(t *testing.T) {
 	assert.Empty(t, fails.fromJob(job))
 	assert.Equal(t, "restarting: partition of gen/2 lost with executor e1",
 		fails.fromEvent(api.Event{Type: "job-restart", Reason: "partition_lost", Message: "partition of gen/2 lost with executor e1"}))
+}
+
+// A failure the job held when following began is shown as "before", not
+// stamped with the time since the command began (as if it had just
+// happened); later ones are, also through a view that adds an offset.
+func TestFailuresFromBeforeTheFollowSayBefore(t *testing.T) {
+	var out bytes.Buffer
+	v := sinceView{progressView: &lineView{w: &out}, offset: 2 * time.Second}
+	v.failed("v/0 attempt 3 FAILED: exit status 1", earlier)
+	v.failed("v/0 attempt 4 FAILED: exit status 1", 500*time.Millisecond)
+	assert.Equal(t, "before v/0 attempt 3 FAILED: exit status 1\n2.5s v/0 attempt 4 FAILED: exit status 1\n", out.String())
 }

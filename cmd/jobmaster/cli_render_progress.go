@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -76,6 +77,20 @@ func (c subtaskCounts) summary() string {
 }
 
 // formatElapsed renders a duration compactly: 12.3s, 4m05s, 1h02m03s.
+// earlier stands for the time of a failure shown that happened before the
+// command began to follow the job (the job's answer holds the latest
+// failed attempts of each subtask, not when they failed).
+const earlier = time.Duration(math.MinInt64)
+
+// failureStamp is what a failure line begins with: the time since the
+// command began, or "before" for one that was there already.
+func failureStamp(d time.Duration) string {
+	if d == earlier {
+		return "before"
+	}
+	return formatElapsed(d)
+}
+
 func formatElapsed(d time.Duration) string {
 	if d < 0 {
 		d = 0

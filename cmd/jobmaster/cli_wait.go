@@ -235,11 +235,13 @@ type waitOpts struct {
 // on the view saying why (slotNote); each failed attempt a poll sees is
 // shown once.
 func waitJob(ctx context.Context, c *client.Client, id string, view progressView, w waitOpts) (*api.Job, time.Duration, error) {
-	return pollJob(ctx, c, id, view, w, time.Now(), &failureLog{said: map[string]bool{}})
+	return pollJob(ctx, c, id, view, w, time.Now(), &failureLog{said: map[string]bool{}}, true)
 }
 
 // pollJob is waitJob from start, with the failures already said.
-func pollJob(ctx context.Context, c *client.Client, id string, view progressView, w waitOpts, start time.Time, fails *failureLog) (*api.Job, time.Duration, error) {
+// fresh: nothing was read of the job before, so the failures the first
+// answer holds happened before the wait began (shown as such).
+func pollJob(ctx context.Context, c *client.Client, id string, view progressView, w waitOpts, start time.Time, fails *failureLog, fresh bool) (*api.Job, time.Duration, error) {
 	ticker := time.NewTicker(w.interval)
 	defer ticker.Stop()
 	var last *api.Job
@@ -254,8 +256,12 @@ func pollJob(ctx context.Context, c *client.Client, id string, view progressView
 		}
 		last = job
 		stuck.check(ctx, c, job, view)
+		at := time.Since(start)
+		if fresh {
+			at, fresh = earlier, false
+		}
 		for _, line := range fails.fromJob(job) {
-			view.failed(line, time.Since(start))
+			view.failed(line, at)
 		}
 		view.show(job, time.Since(start))
 		if terminalStatus(job.Status) {
@@ -316,7 +322,10 @@ func (v sinceView) show(job *api.Job, elapsed time.Duration) {
 }
 
 func (v sinceView) failed(line string, elapsed time.Duration) {
-	v.progressView.failed(line, v.offset+elapsed)
+	if elapsed != earlier {
+		elapsed += v.offset
+	}
+	v.progressView.failed(line, elapsed)
 }
 
 // quietView shows nothing (--json prints the final job instead).
@@ -352,7 +361,7 @@ func (v *lineView) show(job *api.Job, elapsed time.Duration) {
 }
 
 func (v *lineView) failed(line string, elapsed time.Duration) {
-	fmt.Fprintf(v.w, "%s %s\n", formatElapsed(elapsed), line)
+	fmt.Fprintf(v.w, "%s %s\n", failureStamp(elapsed), line)
 }
 
 func (v *lineView) close() {}
@@ -372,7 +381,7 @@ func (v *liveView) note(msg string) { v.msg = msg }
 const liveFailures = 3
 
 func (v *liveView) failed(line string, elapsed time.Duration) {
-	v.fails = append(v.fails, formatElapsed(elapsed)+" "+line)
+	v.fails = append(v.fails, failureStamp(elapsed)+" "+line)
 	if len(v.fails) > liveFailures {
 		v.fails = v.fails[len(v.fails)-liveFailures:]
 	}
