@@ -254,6 +254,23 @@ func TestJobLogs(t *testing.T) {
 	r = runCLI(f.addr(), "job", "logs", "wc", "split", "1", "--attempt", "-1")
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "--attempt must be an attempt number")
+
+	// An execution id, as 'job status' lists it, names an attempt.
+	r = runCLI(f.addr(), "job", "logs", "wc/split/1/1")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "stdout of wc/split/1/1\n", r.stdout)
+	r = runCLI(f.addr(), "job", "logs", "wc/split/1/2", "--stderr")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "stderr of wc/split/1/2\n", r.stdout)
+	r = runCLI(f.addr(), "job", "logs", "wc/split/1")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, `"wc/split/1" is no execution id (JOB/VERTEX/SUBTASK/ATTEMPT)`)
+	r = runCLI(f.addr(), "job", "logs", "wc/split/1/1", "--attempt", "0")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "--attempt 0 and the execution id's attempt 1 differ")
+	r = runCLI(f.addr(), "job", "logs", "wc", "split")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "takes 3 arguments (JOB VERTEX SUBTASK)")
 }
 
 func TestMembers(t *testing.T) {

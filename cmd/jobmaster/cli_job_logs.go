@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,7 +22,7 @@ func newJobLogsCmd(o *clientOpts) *cobra.Command {
 	var stderr, follow bool
 	var attempt int
 	cmd := &cobra.Command{
-		Use:   "logs JOB VERTEX SUBTASK",
+		Use:   "logs JOB VERTEX SUBTASK | logs EXECUTION-ID",
 		Short: "Print the stdout (or stderr) of a subtask's current attempt, or of an earlier one",
 		Long: `Print the stdout (or, with --stderr, the stderr) of the current attempt of
 one subtask, read from the executor that runs or ran it. SUBTASK is the
@@ -33,10 +34,30 @@ so an attempt below this job's first may be that earlier job's.
 
 With -f (--follow) the command prints what the task writes as it writes it,
 and exits once the task has ended (waiting first, if the subtask has not
-been placed yet); it says on stderr how the task ended.`,
-		Example: "  jobmaster job logs wc-1 split 0\n  jobmaster job logs wc-1 count 1 --stderr\n  jobmaster job logs wc-1 report 0 -f\n  jobmaster job logs wc-1 split 0 --attempt 0   # the attempt before a restart",
-		Args:    exactArgs("JOB", "VERTEX", "SUBTASK"),
+been placed yet); it says on stderr how the task ended.
+
+An execution id as 'job status' lists it (JOB/VERTEX/SUBTASK/ATTEMPT) names
+that attempt of that subtask.`,
+		Example: "  jobmaster job logs wc-1 split 0\n  jobmaster job logs wc-1 count 1 --stderr\n  jobmaster job logs wc-1 report 0 -f\n  jobmaster job logs wc-1 split 0 --attempt 0   # the attempt before a restart\n  jobmaster job logs wc-1/split/0/1             # an execution id: attempt 1",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				return nil // an execution id, checked below
+			}
+			return exactArgs("JOB", "VERTEX", "SUBTASK")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				job, vertex, sub, att, ok := splitExecutionID(args[0])
+				if !ok {
+					return usageErrorf(cmd, "%q is no execution id (JOB/VERTEX/SUBTASK/ATTEMPT): give JOB VERTEX SUBTASK, or an id as 'job status' lists it", args[0])
+				}
+				if cmd.Flags().Changed("attempt") && attempt != att {
+					return usageErrorf(cmd, "--attempt %d and the execution id's attempt %d differ", attempt, att)
+				}
+				attempt = att
+				_ = cmd.Flags().Set("attempt", strconv.Itoa(att))
+				args = []string{job, vertex, sub}
+			}
 			subtask, err := strconv.Atoi(args[2])
 			if err != nil || subtask < 0 {
 				return usageErrorf(cmd, "SUBTASK must be a subtask index (0, 1, ...), got %q", args[2])
@@ -60,6 +81,22 @@ been placed yet); it says on stderr how the task ended.`,
 	cmd.Flags().IntVar(&attempt, "attempt", 0, "read this attempt's log instead of the current one's")
 	o.staleFlag(cmd)
 	return cmd
+}
+
+// splitExecutionID splits an execution id, JOB/VERTEX/SUBTASK/ATTEMPT.
+func splitExecutionID(id string) (job, vertex, subtask string, attempt int, ok bool) {
+	parts := strings.Split(id, "/")
+	if len(parts) != 4 || parts[0] == "" || parts[1] == "" {
+		return "", "", "", 0, false
+	}
+	if n, err := strconv.Atoi(parts[2]); err != nil || n < 0 {
+		return "", "", "", 0, false
+	}
+	a, err := strconv.Atoi(parts[3])
+	if err != nil || a < 0 {
+		return "", "", "", 0, false
+	}
+	return parts[0], parts[1], parts[2], a, true
 }
 
 // placedPoll is how often logs -f asks whether a subtask has been placed.
