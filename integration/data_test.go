@@ -53,6 +53,23 @@ func heldSum(t *testing.T, name, gate string) string {
 	return genSum(t, name, `if [ "$JOBMASTER_ATTEMPT" = 0 ]; then `+awaitFile(gate)+`fi; `)
 }
 
+// runHeldSum submits heldSum as job name once every executor is alive,
+// waits until both sum subtasks run (they have fetched gen's output), and
+// returns the gate that lets them finish and the job as it was then.
+func (c *Cluster) runHeldSum(t *testing.T, name string) (string, *api.Job) {
+	t.Helper()
+	c.WaitExecutorsAlive()
+	gate := filepath.Join(t.TempDir(), "go")
+	c.Submit(name, heldSum(t, name, gate))
+	var j *api.Job
+	WaitFor(t, "sum to run", 60*time.Second, func() bool {
+		j = c.Job(name)
+		st := subtasks(j)
+		return st["sum/0"].State == wire.StateRunning && st["sum/1"].State == wire.StateRunning
+	})
+	return gate, j
+}
+
 // waitingSum is genSum with sum not started until the file gate exists:
 // sum also reads hold, a vertex that waits for the gate (and writes
 // nothing), so gen's output is needed and not yet read until then.
@@ -321,15 +338,7 @@ func removePartition(t *testing.T, host *Node, id string) {
 func TestAnInputLostAfterItWasReadRestartsNothing(t *testing.T) {
 	skipShort(t)
 	c := NewCluster(t, Options{Executors: 2, Slots: 3})
-	c.WaitExecutorsAlive()
-	gate := filepath.Join(t.TempDir(), "go")
-	c.Submit("read", heldSum(t, "read", gate))
-	var j *api.Job
-	WaitFor(t, "sum to run", 60*time.Second, func() bool {
-		j = c.Job("read")
-		st := subtasks(j)
-		return st["sum/0"].State == wire.StateRunning && st["sum/1"].State == wire.StateRunning
-	})
+	gate, j := c.runHeldSum(t, "read")
 	host := j.Vertices[0].Subtasks[0].Executor
 	held := func() int { x, _ := c.findExecutor(host); return x.Partitions }
 	before := held()

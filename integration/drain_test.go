@@ -159,15 +159,7 @@ func TestDrainReproducesHeldPartitionsElsewhere(t *testing.T) {
 // partition is dropped, nothing runs again, and the sum is exact.
 func TestADrainDoesNotWaitForPartitionsAlreadyRead(t *testing.T) {
 	c := NewCluster(t, Options{Executors: 3, Slots: 1})
-	c.WaitExecutorsAlive()
-	gate := filepath.Join(t.TempDir(), "go")
-	c.Submit("read", heldSum(t, "read", gate))
-	var j *api.Job
-	WaitFor(t, "sum to run", 60*time.Second, func() bool {
-		j = c.Job("read")
-		st := subtasks(j)
-		return st["sum/0"].State == wire.StateRunning && st["sum/1"].State == wire.StateRunning
-	})
+	gate, j := c.runHeldSum(t, "read")
 	// gen ran one subtask on each executor (one slot each); sum runs on two.
 	idle := map[string]bool{"e1": true, "e2": true, "e3": true}
 	for _, s := range j.Vertices[1].Subtasks {
