@@ -108,9 +108,9 @@ func TestATaskWaitingForInputsDoesNotStartOnceTheLeaseRanOut(t *testing.T) {
 	release <- struct{}{}           // the input arrives
 
 	var st wire.ExecutionStatus
-	waitFor(t, "the task to leave DEPLOYING", func() bool {
+	waitFor(t, "the task to end", func() bool {
 		st, _ = status(l.executions().Executions, c.ExecutionID)
-		return st.State != wire.StateDeploying
+		return st.State.Terminal() || st.State == wire.StateRunning
 	})
 	require.Equal(t, wire.StateCanceled, st.State, "started after the lease ran out: %+v", st)
 	require.Contains(t, st.Message, wire.LeaseExpiredPrefix)

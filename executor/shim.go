@@ -337,14 +337,16 @@ func copyLog(log io.Writer, pr io.Reader) {
 	buf := make([]byte, 32<<10)
 	var lost int64
 	var why error
+	// say writes what was lost, and reports whether the log took it.
+	say := func() bool {
+		_, err := log.Write([]byte(fmt.Sprintf("\n[jobmaster: %d bytes of this output were lost: %v]\n", lost, why)))
+		return err == nil
+	}
 	for {
 		n, err := pr.Read(buf)
 		if n > 0 {
-			if lost > 0 {
-				note := fmt.Sprintf("\n[jobmaster: %d bytes of this output were lost: %v]\n", lost, why)
-				if _, werr := log.Write([]byte(note)); werr == nil {
-					lost = 0
-				}
+			if lost > 0 && say() {
+				lost = 0
 			}
 			if lost > 0 {
 				lost += int64(n)
@@ -353,6 +355,9 @@ func copyLog(log io.Writer, pr io.Reader) {
 			}
 		}
 		if err != nil {
+			if lost > 0 {
+				say() // the task is done: one last try
+			}
 			return
 		}
 	}

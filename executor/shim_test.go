@@ -237,4 +237,18 @@ func TestCopyLogSaysWhatWasLost(t *testing.T) {
 	require.NoError(t, pw.Close())
 	<-done
 	require.Equal(t, "\n[jobmaster: 8 bytes of this output were lost: no space left on device]\nthree\nfour\n", log.String())
+
+	// Lost at the very end: said as the output closes.
+	log = &flakyLog{fails: 1}
+	pr, pw = io.Pipe()
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		copyLog(log, pr)
+	}()
+	_, err := pw.Write([]byte("last line\n"))
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	<-done
+	require.Equal(t, "\n[jobmaster: 10 bytes of this output were lost: no space left on device]\n", log.String())
 }
