@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"jobmaster/wire"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -124,10 +125,18 @@ func genCommand(t *rapid.T, s *State, token *uint64, now *int64) Command {
 		ex := rapid.SampledFrom(propertyExecutors).Draw(t, "executor")
 		switch rapid.IntRange(0, 2).Draw(t, "drain") {
 		case 0:
-			return &DrainExecutor{Fenced: f(), Executor: ex, DeadlineMs: int64(rapid.IntRange(0, 5000).Draw(t, "deadline"))}
+			deadline := int64(rapid.IntRange(0, 5000).Draw(t, "deadline"))
+			if rapid.Bool().Draw(t, "long") {
+				deadline = 3_600_000 // it stays early: only free moves apply
+			}
+			return &DrainExecutor{Fenced: f(), Executor: ex, DeadlineMs: deadline}
 		case 1:
-			// At its deadline, or before it (applied only when free).
-			if d, ok := s.DrainOf(ex); ok && rapid.Bool().Draw(t, "due") && d.Deadline > *now {
+			// Mostly of an executor that drains; at its deadline, or
+			// before it (applied only when free).
+			if ds := s.Drains(); len(ds) > 0 && rapid.IntRange(0, 3).Draw(t, "draining") > 0 {
+				ex = rapid.SampledFrom(ds).Draw(t, "drain").Executor
+			}
+			if d, ok := s.DrainOf(ex); ok && rapid.IntRange(0, 3).Draw(t, "due") == 0 && d.Deadline > *now {
 				*now = d.Deadline
 			}
 			return &MoveExecutor{Fenced: f(), Executor: ex}
@@ -255,4 +264,52 @@ func placeOn(s *State, rr ReadyRegion, ex string, f Fenced, collide func() bool)
 		c.Slots = append(c.Slots, SlotAssign{Group: k.Group, Index: k.Index, Executor: ex, Slot: next})
 	}
 	return c
+}
+
+// TestPropertyAnEarlyMoveRestartsNothing: a move before its drain's
+// deadline that applies (it costs nothing: FreeToMove) changes no
+// execution, no job's status or restarts and no region: it only drops
+// partitions every consumer has read.
+func TestPropertyAnEarlyMoveRestartsNothing(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := NewState()
+		var token uint64
+		now := int64(1_000_000)
+		for i := rapid.IntRange(1, 150).Draw(t, "steps"); i > 0; i-- {
+			c := genCommand(t, s, &token, &now)
+			mv, early := c.(*MoveExecutor)
+			var before string
+			if early {
+				d, ok := s.DrainOf(mv.Executor)
+				early = ok && mv.Time < d.Deadline
+				before = workSignature(s)
+			}
+			rs := s.ApplyEntry(s.Index()+1, MustEncode(c))
+			for _, r := range rs {
+				if r.Epoch != 0 {
+					token = r.Epoch
+				}
+			}
+			if early && rs[0].Err == nil {
+				require.Equal(t, before, workSignature(s), "an early move of %s changed work", mv.Executor)
+			}
+		}
+	})
+}
+
+// workSignature is every execution's state, and every job's status,
+// restarts and region statuses.
+func workSignature(s *State) string {
+	var b strings.Builder
+	for _, id := range sortedKeys(s.execs) {
+		fmt.Fprintf(&b, "%s=%s;", id, s.execs[id].State)
+	}
+	for _, id := range sortedKeys(s.jobs) {
+		j := s.jobs[id]
+		fmt.Fprintf(&b, "%s:%s:%d:", id, j.Status, j.Restarts)
+		for _, r := range j.Regions {
+			fmt.Fprintf(&b, "%v,", r.Status)
+		}
+	}
+	return b.String()
 }
