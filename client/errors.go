@@ -134,6 +134,18 @@ func (e *UnreachableError) TimedOut() bool {
 	return false
 }
 
+// NeverConnected reports whether every master tried timed out before a
+// request could be sent to it: the deadline was too short to connect, or
+// the addresses swallow connections (a firewall that drops them).
+func (e *UnreachableError) NeverConnected() bool {
+	for _, a := range e.Attempts {
+		if describe(a.Err) != "timed out" || !sentNothing(a.Err) {
+			return false
+		}
+	}
+	return len(e.Attempts) > 0
+}
+
 // sharedTrustFailure reports whether the failures of a round (nil: not
 // tried) say that no master of this cluster can be trusted, whatever the
 // wait: some refused on the CA (the master's certificate is of a CA this

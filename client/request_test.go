@@ -3,9 +3,13 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -355,4 +359,28 @@ func TestNoGiveUpWhileAMasterAnswers(t *testing.T) {
 	_, err := c.Jobs(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, int64(6), calls.Load())
+}
+
+// NeverConnected: every master timed out before a request could be sent
+// (a deadline too short to connect, or connections dropped); not when one
+// took the request and held it, nor when one refused.
+func TestNeverConnected(t *testing.T) {
+	dialTimeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	held := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, tc := range []struct {
+		errs []error
+		want bool
+	}{
+		{[]error{dialTimeout, dialTimeout}, true},
+		{[]error{dialTimeout, held}, false},
+		{[]error{dialTimeout, refused}, false},
+		{nil, false},
+	} {
+		e := &UnreachableError{}
+		for i, err := range tc.errs {
+			e.Attempts = append(e.Attempts, Attempt{Address: fmt.Sprintf("http://127.0.0.1:%d", 7400+i), Err: err})
+		}
+		require.Equal(t, tc.want, e.NeverConnected(), "%v", tc.errs)
+	}
 }

@@ -161,6 +161,10 @@ func hint(err error) string {
 		return "A master took the request but did not answer within --timeout: it may be\n" +
 			"waiting for a leader (a majority of the masters must run), or be overloaded.\n" +
 			"Reads work without a leader: add --stale. Or raise --timeout."
+	case errors.As(err, &unreachable) && unreachable.NeverConnected():
+		return "No master could even be connected to within --timeout: a --timeout too short\n" +
+			"for a connection (raise it), or addresses that swallow connections (a firewall\n" +
+			"dropping them; check --address or JOBMASTER_ADDR)."
 	case errors.As(err, &unreachable):
 		return "Is a cluster running? Start a local one with 'make run' or 'jobmaster dev',\n" +
 			"or point --address or JOBMASTER_ADDR at its masters (a dev on other ports\n" +
