@@ -430,7 +430,10 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"server", "bogus"}, want: "unknown command \"bogus\" for \"jobmaster server\""},
 		{args: []string{"executor", "bogus"}, want: "unknown command \"bogus\" for \"jobmaster executor\""},
 		{args: []string{"members", "--json=maybe"}, want: "invalid argument \"maybe\""},
-		{args: []string{"--bogus"}, want: "unknown flag: --bogus"},
+		{args: []string{"--bogus"}, want: "unknown flag: --bogus\n"},
+		{args: []string{"executor", "list"}, want: "unknown command \"list\" for \"jobmaster executor\" (did you mean 'jobmaster executors list'?)"},
+		{args: []string{"server", "--nodeid", "m1"}, want: "unknown flag: --nodeid (did you mean --node-id?)"},
+		{args: []string{"job", "list", "--stail"}, want: "unknown flag: --stail (did you mean --stale?)"},
 	}
 	for _, tt := range tests {
 		r := runCLI("127.0.0.1:1", tt.args...)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"jobmaster/client"
 	"jobmaster/transport"
@@ -190,8 +192,79 @@ func groupArgs(cmd *cobra.Command, args []string) error {
 	}
 	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	} else if group := pluralGroup(cmd, args[0]); group != "" {
+		// jobmaster executor list: the role, for the group of commands.
+		msg += fmt.Sprintf(" (did you mean '%s %s'?)", group, args[0])
 	}
 	return &usageError{cmdPath: cmd.CommandPath(), msg: msg}
+}
+
+// pluralGroup is the command path of cmd's plural sibling (executors for
+// executor) if it has a subcommand named sub, else "".
+func pluralGroup(cmd *cobra.Command, sub string) string {
+	if !cmd.HasParent() {
+		return ""
+	}
+	for _, c := range cmd.Parent().Commands() {
+		if c.Name() != cmd.Name()+"s" {
+			continue
+		}
+		for _, s := range c.Commands() {
+			if s.Name() == sub || slices.Contains(s.Aliases, sub) {
+				return c.CommandPath()
+			}
+		}
+	}
+	return ""
+}
+
+// flagSuggestion is " (did you mean --node-id?)" for an unknown flag that
+// is close to one cmd takes (a letter or a dash off), else "".
+func flagSuggestion(cmd *cobra.Command, err error) string {
+	const prefix = "unknown flag: --"
+	msg := err.Error()
+	if !strings.HasPrefix(msg, prefix) {
+		return ""
+	}
+	given := strings.TrimPrefix(msg, prefix)
+	best, bestDist := "", 3
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		d := editDistance(strings.ReplaceAll(given, "-", ""), strings.ReplaceAll(f.Name, "-", ""))
+		if strings.ReplaceAll(given, "_", "-") == f.Name {
+			d = 0
+		}
+		if d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean --%s?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // runGroup runs a command group without a subcommand: it shows the usage on

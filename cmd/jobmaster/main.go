@@ -112,7 +112,7 @@ Start a local cluster with 'jobmaster dev', then submit a job with
 	root.Version = thisBuild().String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usageErrorf(cmd, "%v", err)
+		return usageErrorf(cmd, "%v%s", err, flagSuggestion(cmd, err))
 	})
 	root.AddCommand(
 		newServerCmd(),
