@@ -134,6 +134,12 @@ func TestJobStatus(t *testing.T) {
 		"0      RUNNING  0        e1        wc/split/0/0\n"+
 		"1      RUNNING  0        e1        wc/split/1/0\n")
 
+	r = runCLI(f.addr(), "job", "status", "wc", "--short")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "Restarts  = 0\n")
+	assert.Contains(t, r.stdout, "\nVertex \"split\" (parallelism 2): 2/2 running 0 finished 0 failed\nVertex \"count\"")
+	assert.NotContains(t, r.stdout, "EXECUTION ID", "no subtasks")
+
 	r = runCLI(f.addr(), "job", "status", "--json", "wc")
 	require.Equal(t, 0, r.code, r.stderr)
 	var job api.Job

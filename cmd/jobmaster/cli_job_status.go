@@ -15,7 +15,7 @@ import (
 
 // newJobStatusCmd builds `jobmaster job status ID [--follow] [--stale]`.
 func newJobStatusCmd(o *clientOpts) *cobra.Command {
-	var follow bool
+	var follow, short bool
 	cmd := &cobra.Command{
 		Use:   "status ID",
 		Short: "Show a job and the current attempt of each of its subtasks",
@@ -29,9 +29,12 @@ declares its executor lost. A job that waits to be placed, with nothing
 placed, gets a last line saying why (the slots it needs at once against
 those the executors have).
 
+With --short it leaves the subtasks out: a line per vertex says how many
+are in each state (for a wide job, whose subtasks fill pages).
+
 With --follow the command shows the job as it changes until it ends (exit 0
 if it FINISHED, 1 otherwise), each failed attempt as it happens.`,
-		Example: "  jobmaster job status wc-1\n  jobmaster job status wc-1 --follow\n  jobmaster job status wc-1 --stale   # with most masters down",
+		Example: "  jobmaster job status wc-1\n  jobmaster job status wc-1 --short   # a line per vertex\n  jobmaster job status wc-1 --follow\n  jobmaster job status wc-1 --stale   # with most masters down",
 		Args:    exactArgs("ID"),
 		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			if follow {
@@ -49,7 +52,7 @@ if it FINISHED, 1 otherwise), each failed attempt as it happens.`,
 			if err == nil {
 				notes = silentNotes(cl)
 			}
-			fmt.Fprint(cmd.OutOrStdout(), formatJobStatusNoting(job, time.Now(), notes))
+			fmt.Fprint(cmd.OutOrStdout(), formatJobStatusAs(job, time.Now(), notes, short))
 			if cl != nil && (awaitsPlacement(job) || waitsForARegion(job)) {
 				if note := waitNote(job, cl, waitOpts{}); note != "" {
 					fmt.Fprintln(cmd.OutOrStdout(), "\n"+note)
@@ -59,6 +62,7 @@ if it FINISHED, 1 otherwise), each failed attempt as it happens.`,
 		}),
 	}
 	cmd.Flags().BoolVar(&follow, "follow", false, "show the job as it changes until it ends; exit 0 only if it FINISHED")
+	cmd.Flags().BoolVar(&short, "short", false, "leave the subtasks out: a line per vertex with how many are in each state")
 	o.staleFlag(cmd)
 	return cmd
 }

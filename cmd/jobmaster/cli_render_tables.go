@@ -117,6 +117,12 @@ func formatJobStatus(job *api.Job, now time.Time) string {
 // subtasks of some executors (silentNotes: one the leader has not heard
 // from for a while).
 func formatJobStatusNoting(job *api.Job, now time.Time, notes map[string]string) string {
+	return formatJobStatusAs(job, now, notes, false)
+}
+
+// formatJobStatusAs is formatJobStatusNoting; short leaves out the
+// subtasks, a line per vertex saying how many are in each state.
+func formatJobStatusAs(job *api.Job, now time.Time, notes map[string]string, short bool) string {
 	pairs := [][2]string{
 		{"ID", job.ID},
 		{"Name", orDash(job.Name)},
@@ -142,11 +148,25 @@ func formatJobStatusNoting(job *api.Job, now time.Time, notes map[string]string)
 	}
 	var b strings.Builder
 	b.WriteString(keyValues(pairs...))
+	if short && len(job.Vertices) > 0 {
+		b.WriteString("\n")
+	}
 	for _, v := range job.Vertices {
+		if short {
+			b.WriteString(formatVertexHead(v))
+			continue
+		}
 		b.WriteString("\n")
 		b.WriteString(formatVertex(v, notes))
 	}
 	return b.String()
+}
+
+// formatVertexHead is a vertex's first line: its parallelism and how many
+// of its subtasks are in each state.
+func formatVertexHead(v api.Vertex) string {
+	c := countSubtasks(v)
+	return fmt.Sprintf("Vertex %q (parallelism %d): %s\n", v.ID, c.total, c.summary())
 }
 
 // silentNotes notes the executors the leader has not heard from for two
@@ -181,9 +201,8 @@ func previousAttempt(s api.Subtask) string {
 // formatVertex renders one vertex of `job status`: a heading with counts,
 // then one row per subtask.
 func formatVertex(v api.Vertex, notes map[string]string) string {
-	c := countSubtasks(v)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Vertex %q (parallelism %d): %s\n", v.ID, c.total, c.summary())
+	b.WriteString(formatVertexHead(v))
 	message := func(s api.Subtask) string {
 		if s.Message == "" && !s.State.Terminal() && s.State != wire.StateScheduled {
 			return notes[s.Executor]
