@@ -57,6 +57,9 @@ type Job struct {
 	Name     string `json:"name"`
 	Status   string `json:"status"`
 	Restarts int    `json:"restarts"`
+	// UncountedRestarts: of those, the ones the restart strategy did not
+	// count (a drain's move, a lease that ran out for want of a leader).
+	UncountedRestarts int `json:"uncounted_restarts,omitempty"`
 	// Message says why the job failed or what it last restarted for.
 	Message    string `json:"message,omitempty"`
 	SubmitTime int64  `json:"submit_time_ms"`

@@ -41,6 +41,7 @@ func TestDrainDeadlineMovesWorkWithoutCountingIt(t *testing.T) {
 	v, _ := h.s.Job("nr")
 	require.Equal(t, JobRestarting, v.Status, "a strategy of none still lets moved work run again")
 	require.Zero(t, h.s.jobs["nr"].Backoff.Failures)
+	require.Equal(t, 1, v.UncountedRestarts, "the restart is one the strategy did not count")
 	require.Equal(t, []string{"nr"}, h.s.RestartsDue(h.now), "at once, without the strategy's delay")
 	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "nr"})
 	h.placeAll("e2")

@@ -67,10 +67,15 @@ type Job struct {
 	EndTime     int64         `codec:"et,omitempty"` // unix milliseconds; 0 until terminal
 	Message     string        `codec:"msg,omitempty"`
 	// Restarts counts region restarts carried out.
-	Restarts int           `codec:"rs,omitempty"`
-	Backoff  RestartState  `codec:"bo"`
-	Vertices []VertexState `codec:"vx"`
-	Regions  []RegionState `codec:"rg"`
+	Restarts int `codec:"rs,omitempty"`
+	// UncountedRestarts counts the region restarts for a cause the
+	// restart strategy does not count (a drain's move, a lease that ran
+	// out for want of a leader): each lets a subtask run once more than
+	// the strategy's budget.
+	UncountedRestarts int           `codec:"ur,omitempty" json:",omitempty"`
+	Backoff           RestartState  `codec:"bo"`
+	Vertices          []VertexState `codec:"vx"`
+	Regions           []RegionState `codec:"rg"`
 	// AttemptFloor, set only by a restore (State.CarryAttempts), is the
 	// attempt this job's restarts go to at least: the state restored
 	// went back in time, and its attempts up to here were used since.

@@ -74,16 +74,18 @@ func (s *State) OldestTombstone() int64 {
 
 // JobView is a job with the current attempt of each subtask.
 type JobView struct {
-	ID          string
-	Name        string
-	Status      JobStatus
-	Message     string
-	Restarts    int
-	SubmitIndex uint64
-	SubmitTime  int64
-	EndTime     int64
-	Spec        *jobspec.Spec
-	Vertices    []VertexView
+	ID       string
+	Name     string
+	Status   JobStatus
+	Message  string
+	Restarts int
+	// UncountedRestarts: Job.UncountedRestarts.
+	UncountedRestarts int
+	SubmitIndex       uint64
+	SubmitTime        int64
+	EndTime           int64
+	Spec              *jobspec.Spec
+	Vertices          []VertexView
 	// WaitingSlots is the most new slots that a region of the job ready
 	// to run (its upstream regions finished), and not placed yet, needs
 	// at once (newSlots); 0 when none waits, or one that re-runs some of
@@ -153,7 +155,7 @@ func (s *State) Job(id string) (*JobView, bool) {
 		return nil, false
 	}
 	v := &JobView{
-		ID: j.ID, Name: j.Spec.Name, Status: j.Status, Message: j.Message, Restarts: j.Restarts,
+		ID: j.ID, Name: j.Spec.Name, Status: j.Status, Message: j.Message, Restarts: j.Restarts, UncountedRestarts: j.UncountedRestarts,
 		SubmitIndex: j.SubmitIndex, SubmitTime: j.SubmitTime, EndTime: j.EndTime, Spec: j.Spec,
 	}
 	for vi := range j.Vertices {

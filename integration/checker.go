@@ -316,9 +316,9 @@ func checkJobs(in CheckInput, replicas []ReplicaVerdict, props map[string]*Prope
 			props[PropRestartBudget].Checked++
 			for _, v := range f.Vertices {
 				for _, s := range v.Subtasks {
-					if s.Attempt > j.MaxAttempt {
-						fail(PropRestartBudget, "job %s (%s): subtask %s/%d reached attempt %d, the strategy allows %d restarts",
-							j.ID, j.Kind, v.ID, s.Index, s.Attempt, j.MaxAttempt)
+					if max := maxAttempt(j, f); s.Attempt > max {
+						fail(PropRestartBudget, "job %s (%s): subtask %s/%d reached attempt %d, the strategy allows %s",
+							j.ID, j.Kind, v.ID, s.Index, s.Attempt, budgetText(j, f))
 					}
 				}
 			}
@@ -333,12 +333,31 @@ func checkJobs(in CheckInput, replicas []ReplicaVerdict, props map[string]*Prope
 	for _, e := range in.History {
 		job := strings.SplitN(e.Execution, "/", 2)[0]
 		j, ok := budget[job]
-		if !ok || j.MaxAttempt < 0 || e.Attempt() <= j.MaxAttempt || over[e.Execution] {
+		if !ok || j.MaxAttempt < 0 || e.Attempt() <= maxAttempt(j, in.Final[job]) || over[e.Execution] {
 			continue
 		}
 		over[e.Execution] = true
-		fail(PropRestartBudget, "job %s (%s): execution %s ran, the strategy allows %d restarts", j.ID, j.Kind, e.Execution, j.MaxAttempt)
+		fail(PropRestartBudget, "job %s (%s): execution %s ran, the strategy allows %s", j.ID, j.Kind, e.Execution, budgetText(j, in.Final[job]))
 	}
+}
+
+// maxAttempt is the largest attempt a subtask of j may reach: the
+// strategy's budget, and one more for each restart the strategy does not
+// count (a lease that ran out for want of a leader, a drain), as the job's
+// final state (f, nil if unread) says.
+func maxAttempt(j JobRecord, f *api.Job) int {
+	if f == nil {
+		return j.MaxAttempt
+	}
+	return j.MaxAttempt + f.UncountedRestarts
+}
+
+// budgetText says what maxAttempt allows.
+func budgetText(j JobRecord, f *api.Job) string {
+	if f == nil || f.UncountedRestarts == 0 {
+		return fmt.Sprintf("%d restarts", j.MaxAttempt)
+	}
+	return fmt.Sprintf("%d restarts and %d it does not count", j.MaxAttempt, f.UncountedRestarts)
 }
 
 // checkNotFounds: no read or cancel after the acknowledgment may say the

@@ -238,6 +238,14 @@ func TestCheckerAcceptsWhatTheDesignAllows(t *testing.T) {
 			in.History = append(in.History, life("b/v/0/1", "e2", 30, 1000, 1600, "end")...)
 			in.Final["b"].Restarts = 1
 		}},
+		{"an attempt past the budget for a restart the strategy did not count", func(in *CheckInput) {
+			// b's third restart was for a lease that ran out for want of
+			// a leader: one attempt more than the budget of 3.
+			in.Final["b"] = finalJob("b", "FINISHED", 900, 4)
+			in.Final["b"].UncountedRestarts = 1
+			in.Jobs[1].NoFailures = false
+			in.History = append(in.History, life("b/v/0/4", "e2", 20, 2000, 2300, "end")...)
+		}},
 		{"a process the leader expects", func(in *CheckInput) {
 			in.Processes = []TaskProcess{{Pid: 1, Execution: "c/v/0/0", Executor: "e1"}}
 			in.ExpectedLive = map[string]bool{"c/v/0/0": true}

@@ -187,7 +187,7 @@ func (m *Master) setIndex(w http.ResponseWriter, st *fsm.State) {
 }
 
 func jobToAPI(v *fsm.JobView) api.Job {
-	out := api.Job{ID: v.ID, Name: v.Name, Status: string(v.Status), Restarts: v.Restarts, Message: v.Message,
+	out := api.Job{ID: v.ID, Name: v.Name, Status: string(v.Status), Restarts: v.Restarts, UncountedRestarts: v.UncountedRestarts, Message: v.Message,
 		SubmitTime: v.SubmitTime, EndTime: v.EndTime, WaitingSlots: v.WaitingSlots, WaitingForDrain: v.WaitingForDrain, WaitingForDrainDeadline: v.WaitingForDrainDeadline, Vertices: make([]api.Vertex, 0, len(v.Vertices))}
 	if v.Spec != nil && !v.Status.Terminal() {
 		out.StartSlots = v.Spec.StartSlots()
