@@ -239,6 +239,27 @@ func TestUI(t *testing.T) {
 			js(`document.querySelector('#history-note')?.textContent.includes('is no longer held by the masters')`),
 			js(`!document.querySelector('#history').textContent.includes('No restart and no failure.')`)) // what is gone is not vouched for
 	})
+	t.Run("an id that is no job id is no job page, and nothing is followed", func(t *testing.T) {
+		at := c.Leader()
+		browse(t, ctx, "the page of a/b", uiWait,
+			chromedp.Navigate(c.URL(at.HTTPAddr, "/ui/#/jobs/a%2Fb")),
+			chromedp.WaitVisible(chromedp.CSS(`#job-invalid`)),
+			js(`document.querySelector('#job-invalid').textContent.includes('is no job id')`))
+	})
+	// Last: it leaves the cluster without a quorum.
+	t.Run("with no leader the jobs page shows what its master knows, and says so", func(t *testing.T) {
+		at := c.Leader()
+		for _, m := range c.Masters {
+			if m.ID != at.ID && m.Running() {
+				m.Kill() // with the master killed above, no quorum is left
+				break
+			}
+		}
+		browse(t, ctx, "the jobs, read stale", uiWait,
+			chromedp.Navigate(c.URL(at.HTTPAddr, "/ui/#/jobs")),
+			js(`document.querySelector('#error')?.textContent.includes('No master knows a leader')`),
+			chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="ui-dag"]`)))
+	})
 	// Nothing the page did was blocked by its CSP, and no script failed.
 	var problems string
 	browse(t, ctx, "the page's own errors", uiWait,

@@ -89,6 +89,7 @@ function fail(err) {
 conn.readers.add((staleFrom) => {
   if (!staleFrom) { clearError(); return; }
   fail(new Error(`No master knows a leader: showing what ${staleFrom} knows, which may be behind.`));
+  document.getElementById('error').dataset.stale = '1';
 });
 
 function clearError() {
@@ -98,6 +99,7 @@ function clearError() {
 
 function login(err) {
   if (stream) { stream.stop(); stream = null; }
+  document.getElementById('signout').hidden = true; // no token is in use
   if (page && page.unmount) page.unmount();
   page = null;
   const had = conn.token() !== '';
@@ -188,6 +190,10 @@ window.addEventListener('hashchange', () => { if (stream) route(); });
 setInterval(() => {
   if (!page || !stream) return;
   if (page.tick) page.tick();
+  // A read that failed to reach the masters (not their answer) is tried
+  // again: a page changes only on its events, and may have none to come.
+  const bar = document.getElementById('error');
+  if (bar && !bar.dataset.answer && !bar.dataset.stale) page.refresh().catch(fail);
 }, 2000);
 // A token deleted meanwhile shows the sign-in form (its stream has ended).
 setInterval(() => {

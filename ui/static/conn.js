@@ -104,13 +104,16 @@ async function getFrom(path, stale) {
     try {
       res = await fetch(base + url, { headers: conn.headers(), signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS), cache: 'no-store' });
     } catch (e) {
-      lastErr = new APIError(0, `${hostOf(base)} does not answer`);
+      if (!lastErr || lastErr.status === 0) lastErr = new APIError(0, `${hostOf(base)} does not answer`);
       conn.next(base);
       continue;
     }
     if (res.status === 401 || res.status === 403) throw new AuthError(res.status, await errorOf(res));
     if (res.status === 503 || res.status === 502 || res.status === 504) {
-      lastErr = new APIError(res.status, await errorOf(res));
+      // A master that answers without a leader says more than one that
+      // does not answer: its 503 is what get falls back to ?stale on.
+      const err = new APIError(res.status, await errorOf(res));
+      if (!lastErr || lastErr.status !== 503) lastErr = err;
       conn.next(base);
       continue;
     }
@@ -209,6 +212,12 @@ export class Stream {
         this.cursor = { index: body.oldest_index || 0, offset: null };
         this.onGone(this.cursor.index);
         return 'gone';
+      }
+      if (res.status === 400) {
+        // The request itself is wrong (no such topic, no job id): every
+        // master answers the same, so it is not asked again.
+        this.onAuth(new APIError(res.status, await errorOf(res)));
+        return 'auth';
       }
       if (!res.ok || !res.body) return 'broke';
       this.status('live', hostOf(base));

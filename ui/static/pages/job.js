@@ -15,7 +15,20 @@ function drainLeft(deadline, now) {
   return deadline > now ? ` (in ${fmtDuration(deadline - now)})` : ' (it has passed: they are being moved)';
 }
 
+// isJobID is the masters' rule for a job id (jobspec.CheckID).
+function isJobID(id) {
+  return /^[A-Za-z0-9._-]{1,128}$/.test(id) && id !== '.' && id !== '..';
+}
+
 export function mount(root, { arg: id, fail }) {
+  if (!isJobID(id)) {
+    // No job can have it: nothing to read or follow.
+    root.append(h('section', { class: 'empty', id: 'job-invalid' }, h('h1', {}, 'No such job'),
+      h('p', {}, h('code', {}, id), ' is no job id: an id is 1 to 128 letters, digits, ', h('code', {}, '.'), ', ',
+        h('code', {}, '_'), ' and ', h('code', {}, '-'), '.'),
+      h('p', {}, h('a', { href: '#/jobs' }, 'Back to the jobs'))));
+    return { refresh: async () => {}, onEvent() {}, unmount() {} };
+  }
   const title = h('h1', {}, id);
   const status = h('span', { id: 'job-status' });
   const meta = h('div', { class: 'meta' });

@@ -9,6 +9,7 @@ const STATUSES = ['CREATED', 'RUNNING', 'RESTARTING', 'FAILING', 'FAILED', 'CANC
 
 export function mount(root, { fail }) {
   let jobs = [];
+  let loaded = false; // a list has been read: until then, no empty state
   const text = h('input', { type: 'search', id: 'filter', placeholder: 'Filter by id or name', autocomplete: 'off', spellcheck: 'false' });
   const status = h('select', { id: 'status-filter', 'aria-label': 'Status' },
     h('option', { value: '' }, 'Every status'),
@@ -21,7 +22,7 @@ export function mount(root, { fail }) {
     h('div', { class: 'head' }, h('h1', {}, 'Jobs'), counts),
     h('div', { class: 'toolbar' }, text, status),
     h('table', { class: 'grid', id: 'jobs' },
-      h('thead', {}, h('tr', {}, h('th', {}, 'Job'), h('th', {}, 'Name'), h('th', {}, 'Status'), h('th', {}, 'Submitted'), h('th', { class: 'num' }, 'Age'), h('th', { class: 'num' }, 'Ran for'))),
+      h('thead', {}, h('tr', {}, h('th', {}, 'Job'), h('th', {}, 'Name'), h('th', {}, 'Status'), h('th', {}, 'Submitted'), h('th', { class: 'num' }, 'Age'), h('th', { class: 'num', title: 'from its submission to its end (or now)' }, 'Duration'))),
       body),
     more));
 
@@ -39,8 +40,9 @@ export function mount(root, { fail }) {
     counts.replaceChildren(...STATUSES.filter((st) => by[st]).map((st) => h('span', { class: 'count' }, pill(st, `${by[st]} ${st}`))));
     rows.now = now;
     more.textContent = shown.length > MAX_ROWS ? `Showing the newest ${MAX_ROWS} of ${shown.length} jobs: filter to find the others.` : '';
-    rows.show(shown.slice(0, MAX_ROWS), (j) => j.id, h('tr', {}, h('td', { colspan: 6, class: 'none' },
-      jobs.length ? 'No job matches the filter.' : 'No jobs yet. Submit one with: jobmaster job run FILE')));
+    const none = !loaded ? 'Reading the jobs\u2026'
+      : jobs.length ? 'No job matches the filter.' : 'No jobs yet. Submit one with: jobmaster job run FILE';
+    rows.show(shown.slice(0, MAX_ROWS), (j) => j.id, h('tr', {}, h('td', { colspan: 6, class: 'none' }, none)));
   }
 
   const rows = new Rows(body, (j) => {
@@ -60,8 +62,11 @@ export function mount(root, { fail }) {
     setText(r.ran, j.submit_time_ms ? fmtDuration((j.end_time_ms || now) - j.submit_time_ms) : '');
   });
 
+  render(); // "reading" until the first list comes
+
   async function refresh() {
     const { body: list } = await get('/v1/jobs');
+    loaded = true;
     jobs = (list.jobs || []).slice().sort((a, b) => (b.submit_time_ms || 0) - (a.submit_time_ms || 0) || a.id.localeCompare(b.id));
     render();
   }
