@@ -239,6 +239,19 @@ func TestUI(t *testing.T) {
 			js(`document.querySelector('#history-note')?.textContent.includes('is no longer held by the masters')`),
 			js(`!document.querySelector('#history').textContent.includes('No restart and no failure.')`)) // what is gone is not vouched for
 	})
+	t.Run("of more subtasks than the table shows, those with something to say come first", func(t *testing.T) {
+		// big cannot be placed (more slots than the executors have) and
+		// waits; bad fails once, runs again and finishes.
+		c.Submit("ui-many", `{"name": "ui-many", "vertices": [
+			{"id": "big", "parallelism": 1001, "command": ["true"]},
+			{"id": "bad", "parallelism": 1, "command": ["sh", "-c", "[ \"$JOBMASTER_ATTEMPT\" != 0 ]"]}],
+			"restart": {"strategy": "fixed-delay", "attempts": 3, "delay": "0s"}}`)
+		at := c.Leader()
+		browse(t, ctx, "bad among the rows shown", uiWait,
+			chromedp.Navigate(c.URL(at.HTTPAddr, "/ui/#/jobs/ui-many")),
+			chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="bad"]`)),
+			js(`document.querySelectorAll('#subtasks tr[data-vertex]').length === 1000`))
+	})
 	t.Run("an id that is no job id is no job page, and nothing is followed", func(t *testing.T) {
 		at := c.Leader()
 		browse(t, ctx, "the page of a/b", uiWait,

@@ -125,9 +125,21 @@ export function mount(root, { arg: id, fail }) {
     for (const v of job.vertices) {
       for (const t of v.subtasks.slice().sort((a, b) => a.index - b.index)) items.push({ v, t });
     }
-    subtasksMore.textContent = items.length > SUBTASKS_MAX ? `Showing ${SUBTASKS_MAX} of ${items.length} subtasks.` : '';
-    items.length = Math.min(items.length, SUBTASKS_MAX);
-    rows.show(items, ({ v, t }) => `${v.id}/${t.index}`, h('tr', {}, h('td', { colspan: 9, class: 'none' }, 'No subtasks.')));
+    let shown = items;
+    subtasksMore.textContent = '';
+    if (items.length > SUBTASKS_MAX) {
+      // Those with something to say (failed, a message, an attempt
+      // before) first, then the others, each in the table's order.
+      const says = ({ t }) => t.state === 'FAILED' || !!t.message || !!t.previous_attempt;
+      const keep = new Set(items.filter(says).slice(0, SUBTASKS_MAX));
+      for (const it of items) {
+        if (keep.size >= SUBTASKS_MAX) break;
+        keep.add(it);
+      }
+      shown = items.filter((it) => keep.has(it));
+      subtasksMore.textContent = `Showing ${SUBTASKS_MAX} of ${items.length} subtasks: those that failed, say why they ended or ran again first ('jobmaster job status' lists all).`;
+    }
+    rows.show(shown, ({ v, t }) => `${v.id}/${t.index}`, h('tr', {}, h('td', { colspan: 9, class: 'none' }, 'No subtasks.')));
   }
 
   function renderHistory() {
