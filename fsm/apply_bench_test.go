@@ -449,3 +449,60 @@ func BenchmarkDeepRestart(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRedeployDense: the deployments of every task of a dense job
+// (1,000 vertices of 10 subtasks, each reading the 57 vertices before it:
+// 56,943 edges, one pipelined region), built as a redeploy of all of them
+// does: per execution id, each vertex's edges once per call.
+func BenchmarkRedeployDense(b *testing.B) {
+	const vertices, width, fanIn = 1000, 10, 57
+	var sb strings.Builder
+	sb.WriteString(`{"vertices":[`)
+	for i := 0; i < vertices; i++ {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `{"id":"v%d","parallelism":%d,"command":["x"]`, i, width)
+		if i > 0 {
+			sb.WriteString(`,"inputs":[`)
+			for k := max(0, i-fanIn); k < i; k++ {
+				if k > max(0, i-fanIn) {
+					sb.WriteString(",")
+				}
+				fmt.Fprintf(&sb, `{"from":"v%d"}`, k)
+			}
+			sb.WriteString("]")
+		}
+		sb.WriteString("}")
+	}
+	sb.WriteString(`]}`)
+	spec := parseSpec(b, sb.String())
+	s := NewState()
+	s.ApplyEntry(1, MustEncode(&EstablishLeadership{Node: "m1"}))
+	f := Fenced{Token: s.Epoch(), Time: 1}
+	s.ApplyEntry(2, MustEncode(&SubmitJob{Fenced: f, ID: "d", Spec: spec}))
+	rr := s.ReadyRegions()
+	if len(rr) != 1 {
+		b.Fatalf("%d ready regions", len(rr))
+	}
+	slots := make([]SlotAssign, len(rr[0].Keys))
+	for k, key := range rr[0].Keys {
+		slots[k] = SlotAssign{Group: key.Group, Index: key.Index, Executor: "e1", Slot: k}
+	}
+	res := s.ApplyEntry(s.Index()+1, MustEncode(&PlaceRegion{Fenced: f, Job: "d", Region: 0, Slots: slots}))
+	ids := make([]string, 0, vertices*width)
+	for _, e := range res[0].Placed {
+		ids = append(ids, e.ID)
+	}
+	if len(ids) != vertices*width {
+		b.Fatalf("%d placed", len(ids))
+	}
+	b.ResetTimer()
+	for range b.N {
+		n := 0
+		s.EachTaskSpecOf(ids, func(ts *TaskSpec) { n += len(ts.Inputs) })
+		if n == 0 {
+			b.Fatal("no inputs")
+		}
+	}
+}

@@ -608,6 +608,23 @@ func (s *State) ProducerLive(id string) bool {
 // when it joins two regions; one inside a region is pipelined whatever the
 // spec says (the two run together).
 func (s *State) dataEdges(j *Job, vi int) (outputs []wire.Output, inputs []wire.Input) {
+	return s.dataEdgesWith(j, vi, newEdgeIndex(j.Spec))
+}
+
+// edgeIndex is what dataEdgesWith asks of a job's graph, built once for
+// all of its vertices: a job of a thousand vertices and tens of thousands
+// of edges would otherwise scan every edge for every task.
+type edgeIndex struct {
+	cons  [][]consumerEdge
+	index map[string]int
+}
+
+func newEdgeIndex(spec *jobspec.Spec) *edgeIndex {
+	return &edgeIndex{cons: consumerTable(spec), index: vertexIndexes(spec)}
+}
+
+// dataEdgesWith is dataEdges with the job's edge index at hand.
+func (s *State) dataEdgesWith(j *Job, vi int, x *edgeIndex) (outputs []wire.Output, inputs []wire.Input) {
 	region := j.Vertices[vi].Region
 	mode := func(other int) string {
 		if j.Vertices[other].Region != region {
@@ -615,16 +632,15 @@ func (s *State) dataEdges(j *Job, vi int) (outputs []wire.Output, inputs []wire.
 		}
 		return wire.ModePipelined
 	}
-	for _, c := range consumersOf(j.Spec, vi) {
+	for _, c := range x.cons[vi] {
 		cv := &j.Spec.Vertices[c.vertex]
 		outputs = append(outputs, wire.Output{Vertex: cv.ID, Parallelism: cv.Parallelism, Mode: mode(c.vertex), Forward: c.forward})
 	}
 	if len(j.Spec.Vertices[vi].Inputs) == 0 {
 		return outputs, nil
 	}
-	index := vertexIndexes(j.Spec)
 	for _, in := range j.Spec.Vertices[vi].Inputs {
-		pi := index[in.From]
+		pi := x.index[in.From]
 		w := wire.Input{Vertex: in.From, Mode: mode(pi), Forward: in.Forward()}
 		for i, e := range s.current[j.ID][pi] {
 			src := wire.Source{Subtask: i}

@@ -558,6 +558,19 @@ func (s *State) taskSpec(e *Execution) TaskSpec {
 	return ts
 }
 
+// EachTaskSpecOf is EachTaskSpec for the executions named by ids (those
+// the state does not hold are skipped): a redeploy of many tasks shares
+// their vertices' edges as a placement's does.
+func (s *State) EachTaskSpecOf(ids []string, fn func(ts *TaskSpec)) {
+	placed := make([]Execution, 0, len(ids))
+	for _, id := range ids {
+		if e, ok := s.execs[id]; ok {
+			placed = append(placed, *e)
+		}
+	}
+	s.EachTaskSpec(placed, func(_ int, ts *TaskSpec) { fn(ts) })
+}
+
 // TaskSpecs returns the deployments of placed executions (Placed of a
 // place-region result). The executions of one vertex share its outputs and
 // inputs (read them, do not change them).
@@ -580,6 +593,7 @@ func (s *State) EachTaskSpec(placed []Execution, fn func(i int, ts *TaskSpec)) {
 		vi  int
 	}
 	memo := make(map[vertex]edges)
+	graphs := make(map[string]*edgeIndex) // per job
 	var ts TaskSpec
 	for i := range placed {
 		j := s.jobs[placed[i].Job]
@@ -590,7 +604,12 @@ func (s *State) EachTaskSpec(placed []Execution, fn func(i int, ts *TaskSpec)) {
 		v := &j.Spec.Vertices[vi]
 		ed, ok := memo[vertex{j.ID, vi}]
 		if !ok {
-			ed.outputs, ed.inputs = s.dataEdges(j, vi)
+			x := graphs[j.ID]
+			if x == nil {
+				x = newEdgeIndex(j.Spec)
+				graphs[j.ID] = x
+			}
+			ed.outputs, ed.inputs = s.dataEdgesWith(j, vi, x)
 			memo[vertex{j.ID, vi}] = ed
 		}
 		ts = TaskSpec{Execution: placed[i], Parallelism: v.Parallelism, Command: v.Command, Env: v.Env,

@@ -122,11 +122,8 @@ func (c *Core) report(read Reader, executor string, reported []wire.ExecutionSta
 	if len(res.Redeploy) > 0 {
 		d := Deploy{Executor: executor, Redeploy: true}
 		read(func(st *fsm.State) {
-			for _, id := range res.Redeploy {
-				if ts, ok := st.TaskSpec(id); ok {
-					d.Tasks = append(d.Tasks, ts)
-				}
-			}
+			// Built as a placement's: each vertex's edges once.
+			st.EachTaskSpecOf(res.Redeploy, func(ts *fsm.TaskSpec) { d.Tasks = append(d.Tasks, *ts) })
 		})
 		if len(d.Tasks) > 0 {
 			r.Deploy = append(r.Deploy, d)

@@ -53,6 +53,7 @@ var Suites = []Suite{
 	{Pkg: "./fsm/", Bench: "BenchmarkPlaceWide", Benchtime: "20x"},
 	{Pkg: "./fsm/", Bench: "BenchmarkWideRestart", Benchtime: "3x"},
 	{Pkg: "./fsm/", Bench: "BenchmarkDeepRestart", Benchtime: "3x"},
+	{Pkg: "./fsm/", Bench: "BenchmarkRedeployDense", Benchtime: "3x"},
 	{Pkg: "./reconcile/", Bench: "BenchmarkReconcile"},
 	{Pkg: "./placement/", Bench: "BenchmarkPlace"},
 }
