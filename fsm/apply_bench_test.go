@@ -452,7 +452,7 @@ func BenchmarkDeepRestart(b *testing.B) {
 
 // BenchmarkRedeployDense: the deployments of every task of a dense job
 // (1,000 vertices of 10 subtasks, each reading the 57 vertices before it:
-// 56,943 edges, one pipelined region), built as a redeploy of all of them
+// 55,347 edges, one pipelined region), built as a redeploy of all of them
 // does: per execution id, each vertex's edges once per call.
 func BenchmarkRedeployDense(b *testing.B) {
 	const vertices, width, fanIn = 1000, 10, 57

@@ -642,6 +642,7 @@ func (s *State) dataEdgesWith(j *Job, vi int, x *edgeIndex) (outputs []wire.Outp
 	for _, in := range j.Spec.Vertices[vi].Inputs {
 		pi := x.index[in.From]
 		w := wire.Input{Vertex: in.From, Mode: mode(pi), Forward: in.Forward()}
+		w.Sources = make([]wire.Source, 0, len(s.current[j.ID][pi]))
 		for i, e := range s.current[j.ID][pi] {
 			src := wire.Source{Subtask: i}
 			if e != nil {

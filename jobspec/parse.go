@@ -20,6 +20,11 @@ import (
 const (
 	MaxTotalSubtasks = 100000
 	MaxNameLength    = 256
+	// MaxTotalSources bounds the sources a job's inputs list, each input
+	// one for every subtask of the vertex it reads: what the leader builds
+	// and sends for each vertex it deploys (a dense graph of a thousand
+	// vertices reading many others each is within every other bound).
+	MaxTotalSources = 1_000_000
 )
 
 // Error is a validation error that names the offending field with a JSON
@@ -327,6 +332,15 @@ func (s *Spec) Normalize() error {
 		if len(v.Inputs) == 0 {
 			v.Inputs = nil
 		}
+	}
+	sources := 0
+	for i := range s.Vertices {
+		for _, in := range s.Vertices[i].Inputs {
+			sources += s.Vertices[index[in.From]].Parallelism
+		}
+	}
+	if sources > MaxTotalSources {
+		return fieldErr("vertices", "the inputs list %d sources in all (one for each subtask of the vertex an input reads), at most %d allowed", sources, MaxTotalSources)
 	}
 	if cycle := findCycle(s, index); cycle != nil {
 		return fieldErr("vertices", "the job graph has a cycle: %s", strings.Join(cycle, " -> "))
