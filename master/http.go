@@ -30,7 +30,7 @@ func (m *Master) routes() http.Handler {
 func (m *Master) router() *router {
 	rt := newRouter()
 	rt.handle("/v1/jobs", map[string]http.HandlerFunc{
-		http.MethodGet:  takes(m.leaderRead(m.listJobs), "stale", "status", "prefix"),
+		http.MethodGet:  takes(m.listRead(m.leaderRead(m.listJobs)), "stale", "status", "prefix"),
 		http.MethodPost: m.createJob,
 	})
 	rt.handle("/v1/jobs/{id}", map[string]http.HandlerFunc{

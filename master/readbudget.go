@@ -34,9 +34,25 @@ const (
 // bounds the writing of a big answer, so that a client that stops reading
 // gives its share back.
 func (m *Master) bigRead(h http.HandlerFunc) http.HandlerFunc {
+	return m.budgeted(func(st *fsm.State, r *http.Request) int { return st.JobReadCost(r.PathValue("id")) }, h)
+}
+
+// jobsPerReadUnit: a job's line in GET /v1/jobs (about 150 bytes of JSON)
+// costs a quarter of a subtask of a job's answer.
+const jobsPerReadUnit = 4
+
+// listRead is bigRead for GET /v1/jobs, whose answer grows with the jobs
+// kept (100,000 at most by default, about 15 MB).
+func (m *Master) listRead(h http.HandlerFunc) http.HandlerFunc {
+	return m.budgeted(func(st *fsm.State, _ *http.Request) int { return st.NumJobs() / jobsPerReadUnit }, h)
+}
+
+// budgeted runs h with the share of the read budget that cost says its
+// answer takes, and bounds the writing of it.
+func (m *Master) budgeted(cost func(*fsm.State, *http.Request) int, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var size int
-		m.fsm.Read(func(st *fsm.State) { size = st.JobReadCost(r.PathValue("id")) })
+		m.fsm.Read(func(st *fsm.State) { size = cost(st, r) })
 		release, err := m.acquireRead(r.Context(), size)
 		if err != nil {
 			return // the request has ended

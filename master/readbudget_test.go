@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -146,4 +147,24 @@ func TestAnExecutorsPushesGoOneAtATime(t *testing.T) {
 	require.NoError(t, push("e2", 10*time.Second))
 	lock.Release(1)
 	require.NoError(t, push("e1", 10*time.Second))
+}
+
+// The job list's answer grows with the jobs kept: a list of many takes its
+// share of the read budget while it is made, as a big job's answer does.
+func TestAJobListOfManyTakesItsShareOfTheBudget(t *testing.T) {
+	m := &Master{fsm: fsm.New(), bigReads: semaphore.NewWeighted(readBudget), bigReadWrite: time.Minute}
+	m.fsm.Apply(&raft.Log{Index: 1, Data: fsm.MustEncode(&fsm.EstablishLeadership{Node: "m1"})})
+	spec, err := jobspec.Parse([]byte(`{"vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`))
+	require.NoError(t, err)
+	const jobs = 8000 // 2,000 units: more than a small read
+	for i := range jobs {
+		m.fsm.Apply(&raft.Log{Index: uint64(2 + i), Data: fsm.MustEncode(&fsm.SubmitJob{Fenced: fsm.Fenced{Token: 1}, ID: fmt.Sprintf("j%d", i), Spec: spec})})
+	}
+	held := make(chan bool, 1)
+	h := m.listRead(func(w http.ResponseWriter, r *http.Request) {
+		held <- !m.bigReads.TryAcquire(readBudget - jobs/jobsPerReadUnit + 1)
+	})
+	h(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/jobs", nil))
+	require.True(t, <-held, "the list held no share of the budget while it was made")
+	require.True(t, m.bigReads.TryAcquire(readBudget), "the list gave its share back")
 }
