@@ -2,10 +2,13 @@ package fsm
 
 import (
 	"bytes"
-	"jobmaster/wire"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"jobmaster/jobspec"
+	"jobmaster/wire"
 )
 
 // pipeline: source -pipelined-> map -blocking-> sink.
@@ -436,4 +439,20 @@ func TestResubmittedIDNeverReusesExecutionIDs(t *testing.T) {
 	h.apply(&ForgetJobs{Fenced: h.fenced(), PruneBefore: h.now})
 	require.Empty(t, h.s.forgotten)
 	checkInvariants(t, h.s)
+}
+
+// A job accepted before the bound on its inputs' sources existed is in the
+// log: replayed, it is still created (the bound is a submission's check,
+// not the FSM's).
+func TestAJobBeyondTheSourcesBoundStillApplies(t *testing.T) {
+	spec := &jobspec.Spec{Vertices: []jobspec.Vertex{{ID: "a", Parallelism: 1100, Command: []string{"x"}}}}
+	for i := 0; i < 999; i++ { // 999 x 1,100 = 1,098,900 sources
+		spec.Vertices = append(spec.Vertices, jobspec.Vertex{ID: fmt.Sprintf("c%d", i), Parallelism: 1, Command: []string{"x"}, Inputs: []jobspec.Input{{From: "a"}}})
+	}
+	require.ErrorContains(t, jobspec.Check(spec), "1098900 sources", "a submission is refused")
+	s := NewState()
+	s.ApplyEntry(1, MustEncode(&EstablishLeadership{Node: "m1"}))
+	res := s.ApplyEntry(2, MustEncode(&SubmitJob{Fenced: Fenced{Token: s.Epoch(), Time: 1}, ID: "old", Spec: spec}))
+	require.NoError(t, res[0].Err)
+	require.True(t, s.HasJob("old"))
 }

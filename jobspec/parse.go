@@ -155,7 +155,30 @@ func Check(s *Spec) error {
 			}
 		}
 	}
-	return checkSizes(s)
+	if err := checkSizes(s); err != nil {
+		return err
+	}
+	return checkSources(s)
+}
+
+// checkSources applies MaxTotalSources to a normalized spec. Like the
+// sizes, at submission only: a job accepted before the limit existed
+// still applies from the replicated log.
+func checkSources(s *Spec) error {
+	parallelism := make(map[string]int, len(s.Vertices))
+	for i := range s.Vertices {
+		parallelism[s.Vertices[i].ID] = s.Vertices[i].Parallelism
+	}
+	sources := 0
+	for i := range s.Vertices {
+		for _, in := range s.Vertices[i].Inputs {
+			sources += parallelism[in.From]
+		}
+	}
+	if sources > MaxTotalSources {
+		return fieldErr("vertices", "the inputs list %d sources in all (one for each subtask of the vertex an input reads), at most %d allowed", sources, MaxTotalSources)
+	}
+	return nil
 }
 
 // checkShown refuses, in field, text that what is shown in terminals and
@@ -332,15 +355,6 @@ func (s *Spec) Normalize() error {
 		if len(v.Inputs) == 0 {
 			v.Inputs = nil
 		}
-	}
-	sources := 0
-	for i := range s.Vertices {
-		for _, in := range s.Vertices[i].Inputs {
-			sources += s.Vertices[index[in.From]].Parallelism
-		}
-	}
-	if sources > MaxTotalSources {
-		return fieldErr("vertices", "the inputs list %d sources in all (one for each subtask of the vertex an input reads), at most %d allowed", sources, MaxTotalSources)
 	}
 	if cycle := findCycle(s, index); cycle != nil {
 		return fieldErr("vertices", "the job graph has a cycle: %s", strings.Join(cycle, " -> "))
