@@ -38,6 +38,9 @@ if it FINISHED, 1 otherwise), each failed attempt as it happens.`,
 		Args:    exactArgs("ID"),
 		RunE: o.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 			if follow {
+				if short {
+					return usageErrorf(cmd, "--short does not go with --follow, which shows a line per vertex as the job changes")
+				}
 				return followStatus(cmd, o, c, args[0])
 			}
 			job, err := c.Job(cmd.Context(), args[0])

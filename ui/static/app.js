@@ -80,8 +80,10 @@ function fail(err) {
   bar.textContent = err && err.message ? err.message : String(err);
   // A master's answer that the request was wrong (an id that is no id, a
   // job that does not exist) stays until the page changes; a failure to
-  // reach the masters goes with the next read that succeeds.
+  // reach the masters goes with the next read that succeeds, and the read
+  // is tried again meanwhile (retry); nothing else is.
   bar.dataset.answer = err instanceof APIError && err.status < 500 ? '1' : '';
+  bar.dataset.retry = err instanceof APIError && [0, 502, 503, 504].includes(err.status) ? '1' : '';
 }
 
 // A read that succeeds clears the error line (but a master's answer to
@@ -89,7 +91,6 @@ function fail(err) {
 conn.readers.add((staleFrom) => {
   if (!staleFrom) { clearError(); return; }
   fail(new Error(`No master knows a leader: showing what ${staleFrom} knows, which may be behind.`));
-  document.getElementById('error').dataset.stale = '1';
 });
 
 function clearError() {
@@ -159,7 +160,7 @@ async function start() {
   if (stream) stream.stop();
   // Gone: what came since the page was read is no longer held (a backup
   // restored, or a long disconnection): read the page again.
-  stream = new Stream({}, { primary: true, onEvent, onGone: () => { refreshCluster(); if (page) page.refresh().catch(fail); }, onAuth: login });
+  stream = new Stream({}, { primary: true, onEvent, onGone: () => { refreshCluster(); if (page) page.refresh().catch(fail); }, onAuth: login, onError: fail });
   route();
 }
 
@@ -191,10 +192,18 @@ setInterval(() => {
   if (!page || !stream) return;
   if (page.tick) page.tick();
   // A read that failed to reach the masters (not their answer) is tried
-  // again: a page changes only on its events, and may have none to come.
+  // again, one at a time: a page changes only on its events, and may have
+  // none to come.
   const bar = document.getElementById('error');
-  if (bar && !bar.dataset.answer && !bar.dataset.stale) page.refresh().catch(fail);
+  if (bar && bar.dataset.retry && !retrying) {
+    retrying = true;
+    const p = page;
+    // Read, or answered (a job gone: 404): the failure to reach is over.
+    const over = () => { const b = document.getElementById('error'); if (p === page && b && b.dataset.retry) b.remove(); };
+    p.refresh().then(over, fail).finally(() => { retrying = false; });
+  }
 }, 2000);
+let retrying = false;
 // A token deleted meanwhile shows the sign-in form (its stream has ended).
 setInterval(() => {
   if (stream) refreshCluster().catch((err) => { if (err instanceof AuthError) login(err); });

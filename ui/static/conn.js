@@ -145,11 +145,12 @@ export async function post(path) {
 // (not heartbeats); onGone(oldest) is told when the master no longer
 // holds what comes next, and the stream restarts from oldest.
 export class Stream {
-  constructor(query, { onEvent, onGone, onAuth, primary = false, from = null }) {
+  constructor(query, { onEvent, onGone, onAuth, onError, primary = false, from = null }) {
     this.query = query;
     this.onEvent = onEvent;
     this.onGone = onGone || (() => {});
     this.onAuth = onAuth || (() => {});
+    this.onError = onError || this.onAuth; // a request refused as wrong (400)
     this.primary = primary; // its state is the page's connection state
     this.cursor = from;
     this.stopped = false;
@@ -216,7 +217,7 @@ export class Stream {
       if (res.status === 400) {
         // The request itself is wrong (no such topic, no job id): every
         // master answers the same, so it is not asked again.
-        this.onAuth(new APIError(res.status, await errorOf(res)));
+        this.onError(new APIError(res.status, await errorOf(res)));
         return 'auth';
       }
       if (!res.ok || !res.body) return 'broke';
