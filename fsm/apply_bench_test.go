@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"jobmaster/internal/densespec"
 	"jobmaster/jobspec"
 	"jobmaster/wire"
 )
@@ -456,27 +457,7 @@ func BenchmarkDeepRestart(b *testing.B) {
 // does: per execution id, each vertex's edges once per call.
 func BenchmarkRedeployDense(b *testing.B) {
 	const vertices, width, fanIn = 1000, 10, 57
-	var sb strings.Builder
-	sb.WriteString(`{"vertices":[`)
-	for i := 0; i < vertices; i++ {
-		if i > 0 {
-			sb.WriteString(",")
-		}
-		fmt.Fprintf(&sb, `{"id":"v%d","parallelism":%d,"command":["x"]`, i, width)
-		if i > 0 {
-			sb.WriteString(`,"inputs":[`)
-			for k := max(0, i-fanIn); k < i; k++ {
-				if k > max(0, i-fanIn) {
-					sb.WriteString(",")
-				}
-				fmt.Fprintf(&sb, `{"from":"v%d"}`, k)
-			}
-			sb.WriteString("]")
-		}
-		sb.WriteString("}")
-	}
-	sb.WriteString(`]}`)
-	spec := parseSpec(b, sb.String())
+	spec := parseSpec(b, densespec.JSON(vertices, width, fanIn))
 	s := NewState()
 	s.ApplyEntry(1, MustEncode(&EstablishLeadership{Node: "m1"}))
 	f := Fenced{Token: s.Epoch(), Time: 1}

@@ -2,12 +2,13 @@ package jobspec
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"jobmaster/internal/densespec"
 )
 
 const valid = `{
@@ -273,39 +274,13 @@ func TestDeepMalformedSpecsAllocateLittle(t *testing.T) {
 	require.ErrorContains(t, err, "not UTF-8", "what makes it no JSON is said, not a key given twice")
 }
 
-// denseSpec is a job of n vertices of parallelism p, each reading the
-// fanIn vertices before it.
-func denseSpec(n, p, fanIn int) string {
-	var sb strings.Builder
-	sb.WriteString(`{"vertices":[`)
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			sb.WriteString(",")
-		}
-		fmt.Fprintf(&sb, `{"id":"v%d","parallelism":%d,"command":["x"]`, i, p)
-		if i > 0 {
-			sb.WriteString(`,"inputs":[`)
-			for k := max(0, i-fanIn); k < i; k++ {
-				if k > max(0, i-fanIn) {
-					sb.WriteString(",")
-				}
-				fmt.Fprintf(&sb, `{"from":"v%d"}`, k)
-			}
-			sb.WriteString("]")
-		}
-		sb.WriteString("}")
-	}
-	sb.WriteString(`]}`)
-	return sb.String()
-}
-
 // The sources a job's inputs list (a subtask of the read vertex each) are
 // bounded: a dense graph within every other bound is refused above it,
 // and one below is taken.
 func TestTheSourcesOfAJobsInputsAreBounded(t *testing.T) {
-	_, err := Parse([]byte(denseSpec(1000, 10, 57)))
+	_, err := Parse([]byte(densespec.JSON(1000, 10, 57)))
 	require.NoError(t, err, "55,347 edges of 10: 553,470 sources")
-	_, err = Parse([]byte(denseSpec(1000, 20, 57)))
+	_, err = Parse([]byte(densespec.JSON(1000, 20, 57)))
 	require.EqualError(t, err, "vertices: the inputs list 1106940 sources in all (one for each subtask of the vertex an input reads), at most 1000000 allowed")
 	_, err = Parse([]byte(`{"vertices":[{"id":"a","parallelism":10000,"command":["x"]},
 		{"id":"b","parallelism":10000,"command":["x"],"inputs":[{"from":"a"}]}]}`))

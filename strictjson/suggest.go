@@ -29,7 +29,7 @@ func SuggestField(v any, name string) string {
 		if tag == "" {
 			tag = f.Name
 		}
-		if d := editDistance(strings.ToLower(name), strings.ToLower(tag)); d < bestDist && tag != name {
+		if d := EditDistance(strings.ToLower(name), strings.ToLower(tag)); d < bestDist && tag != name {
 			best, bestDist = tag, d
 		}
 	}
@@ -40,8 +40,10 @@ func SuggestField(v any, name string) string {
 // every field name is far shorter.
 const maxSuggestedName = 32
 
-// editDistance is the Levenshtein distance of a and b (bytes).
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance of a and b (bytes): the fewest
+// bytes inserted, deleted or replaced to make one the other. It costs the
+// product of the lengths: bound what a peer sends before asking.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"jobmaster/client"
+	"jobmaster/strictjson"
 	"jobmaster/transport"
 )
 
@@ -232,7 +233,7 @@ func flagSuggestion(cmd *cobra.Command, err error) string {
 		if f.Hidden {
 			return
 		}
-		d := editDistance(strings.ReplaceAll(given, "-", ""), strings.ReplaceAll(f.Name, "-", ""))
+		d := strictjson.EditDistance(strings.ReplaceAll(given, "-", ""), strings.ReplaceAll(f.Name, "-", ""))
 		if strings.ReplaceAll(given, "_", "-") == f.Name {
 			d = 0
 		}
@@ -244,27 +245,6 @@ func flagSuggestion(cmd *cobra.Command, err error) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean --%s?)", best)
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // runGroup runs a command group without a subcommand: it shows the usage on
