@@ -168,3 +168,20 @@ func TestADrainWithATaskRunningWaitsForTheDeadline(t *testing.T) {
 	require.Empty(t, h.s.ToMove(h.now))
 	checkInvariants(t, h.s)
 }
+
+// A move that restarts several regions of a job lets each subtask run once
+// more: the job counts one restart the strategy did not count, not one a
+// region.
+func TestAMoveOfSeveralRegionsIsOneUncountedRestart(t *testing.T) {
+	h := newHarness(t)
+	h.submit("three", `{"vertices":[{"id":"a","parallelism":1,"command":["x"]},{"id":"b","parallelism":1,"command":["x"]},
+		{"id":"c","parallelism":1,"command":["x"]}],"restart":{"strategy":"none"}}`)
+	h.placeAll("e1")
+	h.reportAll("e1", wire.StateRunning)
+	require.NoError(t, h.apply(&DrainExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	require.NoError(t, h.apply(&MoveExecutor{Fenced: h.fenced(), Executor: "e1"}).Err)
+	for _, r := range h.s.jobs["three"].Regions {
+		require.Equal(t, RegionRestarting, r.Status, "every region restarts")
+	}
+	require.Equal(t, 1, h.job("three").UncountedRestarts)
+}

@@ -403,7 +403,11 @@ func (s *State) setFailCause(cause string) {
 // (an executor lost: s.event) a job is announced once, for the first
 // cause; what else of it restarts for the same event is part of that.
 func (s *State) announceRestart(j *Job, kind, cause string, now int64) {
-	if kind == ReasonDrain || kind == ReasonLeaseExpired {
+	if (kind == ReasonDrain || kind == ReasonLeaseExpired) && !s.uncounted[j.ID] {
+		if s.uncounted == nil {
+			s.uncounted = make(map[string]bool)
+		}
+		s.uncounted[j.ID] = true
 		j.UncountedRestarts++
 	}
 	if d, ok := s.event[j.ID]; ok {

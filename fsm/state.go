@@ -151,6 +151,9 @@ type State struct {
 	// touches applies (executor-lost), holds each job's restart decision
 	// (decide); nil otherwise. It is not part of the state.
 	event map[string]eventDecision
+	// uncounted: the jobs whose UncountedRestarts this command has
+	// counted (once a command: one more attempt at most for each subtask).
+	uncounted map[string]bool
 
 	// rec records the events of the entries applied (events.go); nil:
 	// none. It is not part of the state.
@@ -254,6 +257,7 @@ func (s *State) Apply(index uint64, c Command) Result {
 		}
 	}
 	s.beginCommand("")
+	s.uncounted = nil
 	res := s.apply(index, c)
 	var now int64
 	if f, ok := c.(interface{ when() int64 }); ok {

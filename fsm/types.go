@@ -68,10 +68,10 @@ type Job struct {
 	Message     string        `codec:"msg,omitempty"`
 	// Restarts counts region restarts carried out.
 	Restarts int `codec:"rs,omitempty"`
-	// UncountedRestarts counts the region restarts for a cause the
-	// restart strategy does not count (a drain's move, a lease that ran
-	// out for want of a leader): each lets a subtask run once more than
-	// the strategy's budget.
+	// UncountedRestarts counts the commands that restarted regions of the
+	// job for a cause the restart strategy does not count (a drain's move,
+	// a lease that ran out for want of a leader): each lets a subtask run
+	// once more than the strategy's budget.
 	UncountedRestarts int           `codec:"ur,omitempty" json:",omitempty"`
 	Backoff           RestartState  `codec:"bo"`
 	Vertices          []VertexState `codec:"vx"`
