@@ -11,6 +11,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"jobmaster/wire"
 )
 
 // uiWait bounds each step a test waits for in the browser.
@@ -238,6 +240,34 @@ func TestUI(t *testing.T) {
 			chromedp.Navigate(c.URL(at.HTTPAddr, "/ui/#/jobs/ui-dag")),
 			js(`document.querySelector('#history-note')?.textContent.includes('is no longer held by the masters')`),
 			js(`!document.querySelector('#history').textContent.includes('No restart and no failure.')`)) // what is gone is not vouched for
+	})
+	t.Run("the executors page says when a drain moves what runs, and a drained executor is drained only", func(t *testing.T) {
+		c.Submit("ui-sleep", `{"name": "ui-sleep", "vertices": [{"id": "v", "parallelism": 1, "command": ["sleep", "300"]}]}`)
+		var busy string
+		WaitFor(t, "ui-sleep to run", 30*time.Second, func() bool {
+			s := c.Job("ui-sleep").Vertices[0].Subtasks[0]
+			busy = s.Executor
+			return s.State == wire.StateRunning
+		})
+		idle := "e1"
+		if busy == "e1" {
+			idle = "e2"
+		}
+		for _, ex := range []string{busy, idle} {
+			_, err := c.Client.DrainExecutor(c.ctx(), ex, "1h")
+			require.NoError(t, err)
+		}
+		at := c.Leader()
+		browse(t, ctx, "the drains on the executors page", uiWait,
+			chromedp.Navigate(c.URL(at.HTTPAddr, "/ui/#/executors")),
+			js(`document.querySelector('#executors-body tr[data-executor=`+q(busy)+`]')?.textContent.includes('moved in')`),
+			js(`document.querySelector('#executors-body tr[data-executor=`+q(idle)+`] .pill[data-state="DRAINED"]') !== null`),
+			js(`document.querySelector('#executors-body tr[data-executor=`+q(idle)+`] .pill[data-state="DRAINING"]') === null`))
+		for _, ex := range []string{busy, idle} {
+			_, err := c.Client.UndrainExecutor(c.ctx(), ex)
+			require.NoError(t, err)
+		}
+		require.NoError(t, c.Client.CancelJob(c.ctx(), "ui-sleep"))
 	})
 	t.Run("of more subtasks than the table shows, those with something to say come first", func(t *testing.T) {
 		// big cannot be placed (more slots than the executors have) and
