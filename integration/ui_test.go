@@ -269,6 +269,25 @@ func TestUI(t *testing.T) {
 		}
 		require.NoError(t, c.Client.CancelJob(c.ctx(), "ui-sleep"))
 	})
+	t.Run("a running subtask whose executor is not heard from says so", func(t *testing.T) {
+		c.Submit("ui-quiet", `{"name": "ui-quiet", "vertices": [{"id": "v", "parallelism": 1, "command": ["sleep", "300"]}]}`)
+		var ex string
+		WaitFor(t, "ui-quiet to run", 30*time.Second, func() bool {
+			s := c.Job("ui-quiet").Vertices[0].Subtasks[0]
+			ex = s.Executor
+			return s.State == wire.StateRunning
+		})
+		at := c.Leader()
+		browse(t, ctx, "ui-quiet running", uiWait,
+			chromedp.Navigate(c.URL(at.HTTPAddr, "/ui/#/jobs/ui-quiet")),
+			chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="v"][data-state="RUNNING"]`)))
+		n := c.Node(ex)
+		n.Pause() // its task goes on; the executor answers nothing
+		browse(t, ctx, "the note on the running subtask", uiWait,
+			js(`document.querySelector('#subtasks tr[data-vertex="v"] .why')?.textContent.includes('executor not heard for')`))
+		n.Resume()
+		require.NoError(t, c.Client.CancelJob(c.ctx(), "ui-quiet"))
+	})
 	t.Run("of more subtasks than the table shows, those with something to say come first", func(t *testing.T) {
 		// big cannot be placed (more slots than the executors have) and
 		// waits; bad fails once, runs again and finishes.

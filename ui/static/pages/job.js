@@ -85,6 +85,27 @@ export function mount(root, { arg: id, fail }) {
     if (ended && armed) disarm();
   }
 
+  // silent: per executor, how long the leader has not heard from it (ms),
+  // as /v1/cluster said at silentAt; a live subtask there may be gone.
+  let silent = {};
+  let silentAt = 0;
+  const LIVE = new Set(['DEPLOYING', 'RUNNING', 'CANCELING']);
+  async function readSilent() {
+    const { body: c } = await get('/v1/cluster');
+    silent = {};
+    for (const x of c.executors || []) {
+      if (x.silent_ms !== undefined) silent[x.id] = x.silent_ms;
+    }
+    silentAt = Date.now();
+  }
+  // notHeard is the note of a live subtask whose executor the leader has
+  // not heard from for 2 s or more ('job status' says the same).
+  function notHeard(t) {
+    const ms = silent[t.executor];
+    if (!LIVE.has(t.state) || ms === undefined || ms < 2000) return '';
+    return `executor not heard for ${Math.round(ms / 1000)}s`;
+  }
+
   // One row per subtask, kept across refreshes and updated in place.
   const rows = new Rows(subtasks, ({ v, t }) => {
     const c = ['attempt', 'state', 'executor', 'start', 'end', 'duration', 'why'];
@@ -101,7 +122,8 @@ export function mount(root, { arg: id, fail }) {
     const now = rows.now;
     setText(r.duration, t.start_time_ms ? fmtDuration((t.end_time_ms || now) - t.start_time_ms) : '');
     const p = t.previous_attempt;
-    const key = JSON.stringify([t.execution_id, t.state, t.executor, t.start_time_ms, t.end_time_ms, t.message, p]);
+    const quiet = notHeard(t);
+    const key = JSON.stringify([t.execution_id, t.state, t.executor, t.start_time_ms, t.end_time_ms, t.message, p, quiet]);
     if (key === r.key) return;
     r.key = key;
     r.tr.dataset.execution = t.execution_id;
@@ -116,7 +138,8 @@ export function mount(root, { arg: id, fail }) {
       ? [h('span', { class: 'reason', 'data-state': t.state }, t.message)] : [];
     const before = p ? [h('span', { class: 'muted' }, `${ended.length ? '; ' : ''}attempt ${p.attempt} `),
       h('span', { class: 'reason previous', 'data-state': p.state }, `${p.state}${p.message ? ': ' + p.message : ''}`)] : [];
-    r.why.replaceChildren(...ended, ...before);
+    const warn = quiet ? [h('span', { class: 'warn', title: 'it may be gone: it is shown as it was until the executor timeout declares its executor lost' }, quiet)] : [];
+    r.why.replaceChildren(...warn, ...ended, ...before);
   });
 
   function renderSubtasks() {
@@ -263,7 +286,18 @@ export function mount(root, { arg: id, fail }) {
 
   return {
     refresh,
-    tick() { if (job) { renderHeader(); if (!TERMINAL_JOB.has(job.status)) renderSubtasks(); } },
+    tick() {
+      if (!job) return;
+      renderHeader();
+      if (TERMINAL_JOB.has(job.status)) return;
+      // Whether executors answer is not in the job's events: ask the
+      // cluster, at most every 2 s, while the job runs.
+      if (Date.now() - silentAt >= 2000) {
+        silentAt = Date.now();
+        readSilent().then(renderSubtasks, () => {});
+      }
+      renderSubtasks();
+    },
     onEvent() {}, // this page follows its own stream
     unmount() { stream.stop(); disarm(); },
   };
