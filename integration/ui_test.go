@@ -21,6 +21,20 @@ const uiWait = 40 * time.Second
 // q quotes s as a JavaScript string.
 func q(s string) string { return fmt.Sprintf("%q", s) }
 
+// runSleeper submits job name, one task that sleeps five minutes, waits
+// until it runs and returns its executor.
+func (c *Cluster) runSleeper(t *testing.T, name string) string {
+	t.Helper()
+	c.Submit(name, `{"name": "`+name+`", "vertices": [{"id": "v", "parallelism": 1, "command": ["sleep", "300"]}]}`)
+	var ex string
+	WaitFor(t, name+" to run", 30*time.Second, func() bool {
+		s := c.Job(name).Vertices[0].Subtasks[0]
+		ex = s.Executor
+		return s.State == wire.StateRunning
+	})
+	return ex
+}
+
 // uiSignIn opens the UI of the master at addr and signs in with the
 // secret, as a user of a cluster with ACLs does.
 func uiSignIn(t *testing.T, c *Cluster, ctx context.Context, addr, secret string) {
@@ -242,13 +256,7 @@ func TestUI(t *testing.T) {
 			js(`!document.querySelector('#history').textContent.includes('No restart and no failure.')`)) // what is gone is not vouched for
 	})
 	t.Run("the executors page says when a drain moves what runs, and a drained executor is drained only", func(t *testing.T) {
-		c.Submit("ui-sleep", `{"name": "ui-sleep", "vertices": [{"id": "v", "parallelism": 1, "command": ["sleep", "300"]}]}`)
-		var busy string
-		WaitFor(t, "ui-sleep to run", 30*time.Second, func() bool {
-			s := c.Job("ui-sleep").Vertices[0].Subtasks[0]
-			busy = s.Executor
-			return s.State == wire.StateRunning
-		})
+		busy := c.runSleeper(t, "ui-sleep")
 		idle := "e1"
 		if busy == "e1" {
 			idle = "e2"
@@ -270,13 +278,7 @@ func TestUI(t *testing.T) {
 		require.NoError(t, c.Client.CancelJob(c.ctx(), "ui-sleep"))
 	})
 	t.Run("a running subtask whose executor is not heard from says so", func(t *testing.T) {
-		c.Submit("ui-quiet", `{"name": "ui-quiet", "vertices": [{"id": "v", "parallelism": 1, "command": ["sleep", "300"]}]}`)
-		var ex string
-		WaitFor(t, "ui-quiet to run", 30*time.Second, func() bool {
-			s := c.Job("ui-quiet").Vertices[0].Subtasks[0]
-			ex = s.Executor
-			return s.State == wire.StateRunning
-		})
+		ex := c.runSleeper(t, "ui-quiet")
 		at := c.Leader()
 		browse(t, ctx, "ui-quiet running", uiWait,
 			chromedp.Navigate(c.URL(at.HTTPAddr, "/ui/#/jobs/ui-quiet")),
