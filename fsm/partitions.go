@@ -602,16 +602,7 @@ func (s *State) ProducerLive(id string) bool {
 	return ok && !e.State.Terminal()
 }
 
-// dataEdges returns the outputs and inputs of vertex vi of job j as the data
-// plane sees them: the consumers it writes for and the producers it reads,
-// each producer subtask's current attempt and executor. An edge is blocking
-// when it joins two regions; one inside a region is pipelined whatever the
-// spec says (the two run together).
-func (s *State) dataEdges(j *Job, vi int) (outputs []wire.Output, inputs []wire.Input) {
-	return s.dataEdgesWith(j, vi, newEdgeIndex(j.Spec))
-}
-
-// edgeIndex is what dataEdgesWith asks of a job's graph, built once for
+// edgeIndex is what dataEdges asks of a job's graph, built once for
 // all of its vertices: a job of a thousand vertices and tens of thousands
 // of edges would otherwise scan every edge for every task.
 type edgeIndex struct {
@@ -623,8 +614,13 @@ func newEdgeIndex(spec *jobspec.Spec) *edgeIndex {
 	return &edgeIndex{cons: consumerTable(spec), index: vertexIndexes(spec)}
 }
 
-// dataEdgesWith is dataEdges with the job's edge index at hand.
-func (s *State) dataEdgesWith(j *Job, vi int, x *edgeIndex) (outputs []wire.Output, inputs []wire.Input) {
+// dataEdges returns the outputs and inputs of vertex vi of job j as the data
+// plane sees them: the consumers it writes for and the producers it reads,
+// each producer subtask's current attempt and executor. An edge is blocking
+// when it joins two regions; one inside a region is pipelined whatever the
+// spec says (the two run together).
+// x is the job's edge index.
+func (s *State) dataEdges(j *Job, vi int, x *edgeIndex) (outputs []wire.Output, inputs []wire.Input) {
 	region := j.Vertices[vi].Region
 	mode := func(other int) string {
 		if j.Vertices[other].Region != region {

@@ -541,21 +541,11 @@ type TaskSpec struct {
 	Resources   wire.Resources
 }
 
-// TaskSpec returns the deployment of a placed execution.
-func (s *State) TaskSpec(id string) (TaskSpec, bool) {
-	e, ok := s.execs[id]
-	if !ok {
-		return TaskSpec{}, false
-	}
-	return s.taskSpec(e), true
-}
-
-func (s *State) taskSpec(e *Execution) TaskSpec {
-	j := s.jobs[e.Job]
-	v := &j.Spec.Vertices[e.VertexIndex]
-	ts := TaskSpec{Execution: *e, Parallelism: v.Parallelism, Command: v.Command, Env: v.Env, Resources: wireResources(v)}
-	ts.Outputs, ts.Inputs = s.dataEdges(j, e.VertexIndex)
-	return ts
+// TaskSpec returns the deployment of a placed execution (false if the
+// state holds no such execution, or its job is gone).
+func (s *State) TaskSpec(id string) (ts TaskSpec, ok bool) {
+	s.EachTaskSpecOf([]string{id}, func(one *TaskSpec) { ts, ok = *one, true })
+	return ts, ok
 }
 
 // EachTaskSpecOf is EachTaskSpec for the executions named by ids (those
@@ -609,7 +599,7 @@ func (s *State) EachTaskSpec(placed []Execution, fn func(i int, ts *TaskSpec)) {
 				x = newEdgeIndex(j.Spec)
 				graphs[j.ID] = x
 			}
-			ed.outputs, ed.inputs = s.dataEdgesWith(j, vi, x)
+			ed.outputs, ed.inputs = s.dataEdges(j, vi, x)
 			memo[vertex{j.ID, vi}] = ed
 		}
 		ts = TaskSpec{Execution: placed[i], Parallelism: v.Parallelism, Command: v.Command, Env: v.Env,

@@ -95,10 +95,6 @@ func (f jobFilter) keeps(j fsm.JobSummary) bool {
 	return (len(f.statuses) == 0 || f.statuses[j.Status]) && strings.HasPrefix(j.ID, f.prefix)
 }
 
-// jobStatuses are the statuses ?status takes.
-var jobStatuses = []fsm.JobStatus{fsm.JobCreated, fsm.JobRunning, fsm.JobRestarting, fsm.JobFailing,
-	fsm.JobFailed, fsm.JobCancelling, fsm.JobCanceled, fsm.JobFinished}
-
 // parseJobFilter reads GET /v1/jobs's query: ?status (statuses, comma
 // separated, in any case), ?prefix (of the id) and ?stale; anything else
 // is an error naming it.
@@ -111,7 +107,7 @@ func parseJobFilter(r *http.Request) (jobFilter, error) {
 			if st == "" {
 				continue
 			}
-			if !slices.Contains(jobStatuses, fsm.JobStatus(st)) {
+			if !slices.Contains(fsm.JobStatuses, fsm.JobStatus(st)) {
 				return f, fmt.Errorf("status %q: want one or more of %s, comma separated", strictjson.Short(st), joinStatuses())
 			}
 			if f.statuses == nil {
@@ -131,8 +127,8 @@ func parseJobFilter(r *http.Request) (jobFilter, error) {
 }
 
 func joinStatuses() string {
-	names := make([]string, len(jobStatuses))
-	for i, st := range jobStatuses {
+	names := make([]string, len(fsm.JobStatuses))
+	for i, st := range fsm.JobStatuses {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")
