@@ -59,7 +59,9 @@ func uiSignIn(t *testing.T, c *Cluster, ctx context.Context, addr, secret string
 func TestUI(t *testing.T) {
 	skipShort(t)
 	ctx := newBrowser(t, 1280, 900)
-	c := NewCluster(t, Options{ACL: true, TLS: true})
+	// An executor is lost only after 30 s: a paused one shows as not heard
+	// from for long enough for the page to say so.
+	c := NewCluster(t, Options{ACL: true, TLS: true, Lease: 10 * time.Second, Timeout: 30 * time.Second})
 	leader := c.Leader()
 	// A token the cluster does not know is refused, and said to be.
 	browse(t, ctx, "an unknown token refused", uiWait,
