@@ -43,6 +43,7 @@ func (s *State) applySubmit(index uint64, c *SubmitJob) Result {
 		}
 	}
 	s.jobs[j.ID] = j
+	s.specBytes += spec.Footprint()
 	s.touchJob(j, true)
 	for ri := range j.Regions {
 		s.newAttempts(j, ri, false, c.Time)
@@ -285,6 +286,7 @@ func (s *State) applyForget(c *ForgetJobs) Result {
 		})
 		delete(s.current, id) // nothing of a terminal job is live
 		delete(s.jobs, id)
+		s.specBytes -= j.Spec.Footprint()
 		s.emit(Event{Topic: TopicJob, Type: EventJobForgotten, Time: c.Time, Job: id, State: string(j.Status)})
 		s.forgotten[id] = Tombstone{ID: id, Next: next, At: c.Time}
 	}

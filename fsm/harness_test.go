@@ -208,6 +208,7 @@ func checkInvariants(t tb, s *State) {
 	r := &State{jobs: s.jobs, execs: s.execs, partitions: s.partitions}
 	require.NoError(t, r.rebuildDerived(nil))
 	require.Equal(t, r.partsOn, s.partsOn, "partitions per executor")
+	require.Equal(t, r.specBytes, s.specBytes, "the specs' footprints")
 	// Every tracked partition is the FINISHED current attempt of a producer
 	// subtask, on the executor that ran it, of a job that runs and has a
 	// consumer region still to finish.

@@ -393,6 +393,10 @@ func (s *State) rebuildDerived(execs iter.Seq[*Execution]) error {
 		execs = maps.Values(s.execs)
 	}
 	s.resetDerived()
+	s.specBytes = 0
+	for _, j := range s.jobs {
+		s.specBytes += j.Spec.Footprint()
+	}
 	perExecutor := make(map[string]int)
 	placed := 0
 	var j *Job

@@ -146,6 +146,9 @@ type State struct {
 	current map[string][][]*Execution
 	// partsOn indexes partitions by the executor that holds them.
 	partsOn map[string]map[string]*Partition
+	// specBytes sums the footprints of the jobs' specs
+	// (jobspec.Spec.Footprint), for the leader's --max-spec-bytes.
+	specBytes int64
 
 	// event, while a command that is one failure event for every job it
 	// touches applies (executor-lost), holds each job's restart decision

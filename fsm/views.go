@@ -193,6 +193,10 @@ func (s *State) NumJobs() int { return len(s.jobs) }
 func (s *State) HasJob(id string) bool { _, ok := s.jobs[id]; return ok }
 func (s *State) NumExecutions() int    { return len(s.execs) }
 
+// SpecBytes is the sum of the footprints of the jobs' specs
+// (jobspec.Spec.Footprint): what the leader's --max-spec-bytes counts.
+func (s *State) SpecBytes() int64 { return s.specBytes }
+
 // Expected returns the live executions placed on an executor (the
 // expected-deployment set for it), in id order.
 func (s *State) Expected(executor string) []Execution {

@@ -50,6 +50,7 @@ func ServerFlags(fs *pflag.FlagSet, o *Server) {
 	fs.BoolVar(&c.ACL, "acl", false, "turn ACLs on: every request but GET /v1/health and the bootstrap needs a token whose policy allows it ('jobmaster acl bootstrap')")
 	fs.IntVar(&c.MaxJobs, "max-jobs", master.DefaultMaxJobs, "quota: the most jobs the state holds, ended ones not yet forgotten included; a submit beyond it gets 429 (0: no quota)")
 	fs.IntVar(&c.MaxExecutions, "max-executions", master.DefaultMaxExecutions, "quota: the most executions (attempts of subtasks) the state holds; a submit that would pass it gets 429 (0: no quota)")
+	fs.Int64Var(&c.MaxSpecBytes, "max-spec-bytes", master.DefaultMaxSpecBytes, "quota: the most bytes the state's job specs may take in a master's memory (each spec's strings, plus a fixed weight for each vertex, argument, env variable and input), ended jobs not yet forgotten included; a submit that would pass it gets 429 (0: no quota)")
 	fs.Int64Var(&c.MaxSnapshotBytes, "max-snapshot-bytes", master.DefaultMaxSnapshotBytes, "the largest snapshot a restore takes; a larger body gets 413")
 	fs.IntVar(&c.MaxConnsPerClient, "http-max-conns-per-client", transport.DefaultMaxConnsPerClient, "the most HTTP connections one client address may hold open (loopback is not counted, nor with TLS a master's or an executor's; -1: no bound)")
 }

@@ -21,6 +21,7 @@ import (
 	"jobmaster/acl"
 	"jobmaster/api"
 	"jobmaster/fsm"
+	"jobmaster/jobspec"
 	"jobmaster/pki"
 	"jobmaster/transport"
 )
@@ -369,10 +370,48 @@ func TestQuotasRefuseSubmits(t *testing.T) {
 }
 
 func TestQuotaError(t *testing.T) {
-	require.NoError(t, quotaError(10, 100, 50, 0, 0), "no quota")
-	require.NoError(t, quotaError(9, 100, 50, 10, 150))
-	require.Error(t, quotaError(10, 100, 50, 10, 0))
-	require.Error(t, quotaError(0, 101, 50, 0, 150))
+	h := quotas{jobs: 10, execs: 100, specBytes: 1000}
+	require.NoError(t, quotaError(h, 50, 500, quotas{}), "no quota")
+	require.NoError(t, quotaError(quotas{jobs: 9, execs: 100, specBytes: 1000}, 50, 500, quotas{jobs: 10, execs: 150, specBytes: 1500}))
+	require.ErrorContains(t, quotaError(h, 50, 500, quotas{jobs: 10}), "--max-jobs")
+	require.ErrorContains(t, quotaError(quotas{execs: 101}, 50, 0, quotas{execs: 150}), "--max-executions")
+	require.ErrorContains(t, quotaError(h, 0, 501, quotas{specBytes: 1500}), "quota reached: the cluster's job specs take 1000 bytes, and this job's 501 would pass --max-spec-bytes (1500)")
+}
+
+// The specs' footprints are a quota too: a submit whose spec would pass
+// --max-spec-bytes gets 429 naming it, and the room comes back when an
+// ended job is forgotten.
+func TestSpecBytesQuotaRefusesSubmits(t *testing.T) {
+	spec, err := jobspec.Parse([]byte(simpleJob))
+	require.NoError(t, err)
+	fp := spec.Footprint()
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.MaxSpecBytes = 2*fp + fp/2
+		cfg.JobRetention = 200 * time.Millisecond
+	})
+	c.leader()
+	f := c.follower()
+	requireAccepted(t, do(t, "PUT", c.url(f, "/v1/jobs/a"), []byte(simpleJob)))
+	requireAccepted(t, do(t, "PUT", c.url(f, "/v1/jobs/b"), []byte(simpleJob)))
+	r := do(t, "PUT", c.url(f, "/v1/jobs/c"), []byte(simpleJob))
+	require.Equal(t, http.StatusTooManyRequests, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), fmt.Sprintf("quota reached: the cluster's job specs take %d bytes, and this job's %d would pass --max-spec-bytes (%d)", 2*fp, fp, 2*fp+fp/2))
+	// A job already there is no new one.
+	assert.Equal(t, http.StatusOK, do(t, "PUT", c.url(f, "/v1/jobs/a"), []byte(simpleJob)).status)
+	require.Equal(t, http.StatusAccepted, do(t, "POST", c.url(f, "/v1/jobs/a/cancel"), nil).status)
+	waitFor(t, "the ended job to be forgotten, and its spec's room to come back", func() bool {
+		return do(t, "PUT", c.url(f, "/v1/jobs/c"), []byte(simpleJob)).status == http.StatusCreated
+	})
+	waitFor(t, "every master to count two specs", func() bool {
+		for _, m := range c.masters {
+			var n int64
+			m.FSM().Read(func(st *fsm.State) { n = st.SpecBytes() })
+			if n != 2*fp {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // A restore body is bounded, and its header's counts are checked against
@@ -638,25 +677,30 @@ func TestCallersThatLeaveDoNotPassTheQuota(t *testing.T) {
 
 // A retry of a job in flight holds its place in the quota as long as
 // either submission is in flight: the first one settling without the job
-// (its caller gone, its entry failed) does not free it.
+// (its caller gone, its entry failed) does not free it. So with a quota of
+// one job, and with a quota of one spec's footprint.
 func TestARetryInFlightHoldsTheJobsPlace(t *testing.T) {
-	var q quotaLedger
-	f := fsm.New()
 	spec := mustSpec(t, simpleJob)
-	sub := func(id string) []submission { return []submission{{ID: id, Spec: spec}} }
-	admit := func(id string) ([]int, func()) {
-		return q.admit(f, sub(id), []int{0}, 1, 0, func(int, error) {})
+	for name, limits := range map[string]quotas{"jobs": {jobs: 1}, "spec bytes": {specBytes: spec.Footprint()}} {
+		t.Run(name, func(t *testing.T) {
+			var q quotaLedger
+			f := fsm.New()
+			sub := func(id string) []submission { return []submission{{ID: id, Spec: spec}} }
+			admit := func(id string) ([]int, func()) {
+				return q.admit(f, sub(id), []int{0}, limits, func(int, error) {})
+			}
+			in, releaseFirst := admit("x")
+			require.Len(t, in, 1)
+			in, releaseRetry := admit("x")
+			require.Len(t, in, 1, "a retry of a job in flight is admitted")
+			releaseFirst()
+			in, _ = admit("y")
+			require.Empty(t, in, "x still holds the only place")
+			releaseRetry()
+			in, _ = admit("y")
+			require.Len(t, in, 1, "x settled without the job: its place is free")
+		})
 	}
-	in, releaseFirst := admit("x")
-	require.Len(t, in, 1)
-	in, releaseRetry := admit("x")
-	require.Len(t, in, 1, "a retry of a job in flight is admitted")
-	releaseFirst()
-	in, _ = admit("y")
-	require.Empty(t, in, "x still holds the only place")
-	releaseRetry()
-	in, _ = admit("y")
-	require.Len(t, in, 1, "x settled without the job: its place is free")
 }
 
 // Every method a route serves has its need in the ACL table (acl.Routes,

@@ -92,13 +92,14 @@ type Config struct {
 	// a gossip key or ACLs (with a warning).
 	Insecure bool
 
-	// Bounds (docs/security.md). MaxJobs and MaxExecutions are quotas on
-	// the state, checked by the leader before it proposes a submit (0: no
-	// quota). MaxSnapshotBytes bounds a restore's body (0: the default).
+	// Bounds (docs/security.md). MaxJobs, MaxExecutions and MaxSpecBytes
+	// are quotas on the state, checked by the leader before it proposes a
+	// submit (0: no quota). MaxSnapshotBytes bounds a restore's body (0: the default).
 	// MaxConnsPerClient bounds the HTTP connections one client address may
 	// hold (0: the default; negative: no bound).
 	MaxJobs           int
 	MaxExecutions     int
+	MaxSpecBytes      int64
 	MaxSnapshotBytes  int64
 	MaxConnsPerClient int
 
@@ -133,6 +134,7 @@ const (
 	DefaultEventHeartbeat   = 10 * time.Second
 	DefaultMaxJobs          = 100_000
 	DefaultMaxExecutions    = 2_000_000
+	DefaultMaxSpecBytes     = 512 << 20
 	DefaultMaxSnapshotBytes = 1 << 30
 )
 
@@ -173,7 +175,7 @@ func (c *Config) setDefaults() error {
 	for _, q := range []struct {
 		name string
 		v    int64
-	}{{"--max-jobs", int64(c.MaxJobs)}, {"--max-executions", int64(c.MaxExecutions)}, {"--max-snapshot-bytes", c.MaxSnapshotBytes}} {
+	}{{"--max-jobs", int64(c.MaxJobs)}, {"--max-executions", int64(c.MaxExecutions)}, {"--max-spec-bytes", c.MaxSpecBytes}, {"--max-snapshot-bytes", c.MaxSnapshotBytes}} {
 		if q.v < 0 {
 			return fmt.Errorf("%s must not be negative (it is %d)", q.name, q.v)
 		}

@@ -45,6 +45,16 @@ func TestConfigRefusesNegativeDurations(t *testing.T) {
 		set(&c)
 		require.ErrorContains(t, c.setDefaults(), name+" must not be negative", name)
 	}
+	for name, set := range map[string]func(*Config){
+		"--max-jobs":           func(c *Config) { c.MaxJobs = -1 },
+		"--max-executions":     func(c *Config) { c.MaxExecutions = -1 },
+		"--max-spec-bytes":     func(c *Config) { c.MaxSpecBytes = -1 },
+		"--max-snapshot-bytes": func(c *Config) { c.MaxSnapshotBytes = -1 },
+	} {
+		c := Config{NodeID: "m1", DataDir: t.TempDir(), HTTPAddr: "a:1", RaftAddr: "a:2", GossipAddr: "a:3"}
+		set(&c)
+		require.ErrorContains(t, c.setDefaults(), name+" must not be negative", name)
+	}
 	c := Config{NodeID: "m1", DataDir: t.TempDir(), HTTPAddr: "a:1", RaftAddr: "a:2", GossipAddr: "a:3", JobRetention: -time.Hour}
 	require.ErrorContains(t, c.setDefaults(), "0 keeps ended jobs forever")
 	// A heartbeat too short to tick (under 4ns it panicked once the master

@@ -20,6 +20,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	descJobs           = desc("jobs", "Jobs in the state, by status.", "status")
 	descExecutions     = desc("executions", "Executions in the state (current attempts and those not yet replaced), by state.", "state")
+	descSpecBytes      = desc("job_spec_bytes", "The footprint of the job specs in the state, as --max-spec-bytes counts it.")
 	descPartitions     = desc("partitions", "Result partitions the state tracks.")
 	descPartitionBytes = desc("partition_bytes", "Bytes in the result partitions the state tracks.")
 	descToken          = desc("fencing_token", "The current epoch: the fencing token of the newest leader.")
@@ -35,7 +36,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descExecutions, descPartitions, descPartitionBytes, descToken, descApplied,
+	for _, d := range []*prometheus.Desc{descJobs, descExecutions, descSpecBytes, descPartitions, descPartitionBytes, descToken, descApplied,
 		descTerm, descLeaderInfo, descIsLeader, descExecutors, descSlots, descSlotsFree, descEventsOldest, descEventsHeld} {
 		ch <- d
 	}
@@ -48,9 +49,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	var census fsm.Census
 	var token, applied uint64
+	var specBytes int64
 	var used map[string][]int
 	m.fsm.Read(func(st *fsm.State) {
 		census = st.Census()
+		specBytes = st.SpecBytes()
 		token, applied = st.Epoch(), st.Index()
 		used = st.UsedSlots()
 	})
@@ -60,6 +63,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range fsm.ExecutionStates {
 		gauge(descExecutions, float64(census.Executions[s]), string(s))
 	}
+	gauge(descSpecBytes, float64(specBytes))
 	gauge(descPartitions, float64(census.Partitions))
 	gauge(descPartitionBytes, float64(census.PartitionBytes))
 	gauge(descToken, float64(token))

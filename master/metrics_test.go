@@ -52,6 +52,7 @@ func TestMetricsOnEveryMaster(t *testing.T) {
 		require.Equal(t, 1.0, value(fams, "jobmaster_jobs", "status", "CREATED"), "master %d", i)
 		require.Equal(t, 0.0, value(fams, "jobmaster_jobs", "status", "FINISHED"))
 		require.Equal(t, 2.0, value(fams, "jobmaster_executions", "state", "SCHEDULED"))
+		require.Equal(t, float64(mustSpec(t, simpleJob).Footprint()), value(fams, "jobmaster_job_spec_bytes"))
 		require.Greater(t, value(fams, "jobmaster_fencing_token"), 0.0)
 		require.Greater(t, value(fams, "jobmaster_raft_term"), 0.0)
 		require.Equal(t, 1.0, value(fams, "jobmaster_leader_info", "leader", c.masters[l].ID()))

@@ -8,26 +8,39 @@ import (
 	"jobmaster/jobspec"
 )
 
-// Quotas on the replicated state (--max-jobs, --max-executions; docs/
-// security.md, "Bounds"), as etcd's --quota-backend-bytes bounds its
-// database: the leader checks a submit against them before proposing it,
-// and refuses it with 429 when it would pass one. The FSM knows nothing
-// of them. The count is of what the state holds: running jobs and ended
-// ones not forgotten yet (--job-retention), and every attempt of their
-// subtasks. The check counts the state as applied and what the leader
-// admitted and has not applied yet (quotaLedger). Restarts of admitted
-// jobs are never refused, so executions may grow past theirs by new
-// attempts.
+// Quotas on the replicated state (--max-jobs, --max-executions,
+// --max-spec-bytes; docs/security.md, "Bounds"), as etcd's
+// --quota-backend-bytes bounds its database: the leader checks a submit
+// against them before proposing it, and refuses it with 429 when it would
+// pass one. The FSM knows nothing of them. The count is of what the state
+// holds: running jobs and ended ones not forgotten yet (--job-retention),
+// every attempt of their subtasks, and their specs' footprints
+// (jobspec.Spec.Footprint). The check counts the state as applied and what
+// the leader admitted and has not applied yet (quotaLedger). Restarts of
+// admitted jobs are never refused, so executions may grow past theirs by
+// new attempts.
 
-// quotaError is the refusal of a submit, or nil when it fits: a job new to
-// a state of jobs jobs and execs executions, whose spec has subtasks
-// subtasks, under quotas maxJobs and maxExecs (0: none).
-func quotaError(jobs, execs, subtasks, maxJobs, maxExecs int) error {
+// quotas counts what the quotas count: jobs, executions and the specs'
+// footprints. It is both the limits a submit is checked against (0: none)
+// and what the state holds, or would hold.
+type quotas struct {
+	jobs, execs int
+	specBytes   int64
+}
+
+func (q quotas) none() bool { return q.jobs <= 0 && q.execs <= 0 && q.specBytes <= 0 }
+
+// quotaError is the refusal of a submit, or nil when it fits: a job of
+// subtasks subtasks and a spec of footprint bytes, new to a state that
+// holds h, under quotas q.
+func quotaError(h quotas, subtasks int, footprint int64, q quotas) error {
 	switch {
-	case maxJobs > 0 && jobs+1 > maxJobs:
-		return fmt.Errorf("quota reached: the cluster holds %d jobs, and --max-jobs is %d; wait for ended jobs to be forgotten (--job-retention), or raise the quota", jobs, maxJobs)
-	case maxExecs > 0 && execs+subtasks > maxExecs:
-		return fmt.Errorf("quota reached: the cluster holds %d executions, and this job's %d subtasks would pass --max-executions (%d); wait for ended jobs to be forgotten (--job-retention), or raise the quota", execs, subtasks, maxExecs)
+	case q.jobs > 0 && h.jobs+1 > q.jobs:
+		return fmt.Errorf("quota reached: the cluster holds %d jobs, and --max-jobs is %d; wait for ended jobs to be forgotten (--job-retention), or raise the quota", h.jobs, q.jobs)
+	case q.execs > 0 && h.execs+subtasks > q.execs:
+		return fmt.Errorf("quota reached: the cluster holds %d executions, and this job's %d subtasks would pass --max-executions (%d); wait for ended jobs to be forgotten (--job-retention), or raise the quota", h.execs, subtasks, q.execs)
+	case q.specBytes > 0 && h.specBytes+footprint > q.specBytes:
+		return fmt.Errorf("quota reached: the cluster's job specs take %d bytes, and this job's %d would pass --max-spec-bytes (%d); wait for ended jobs to be forgotten (--job-retention), or raise the quota", h.specBytes, footprint, q.specBytes)
 	}
 	return nil
 }
@@ -40,10 +53,11 @@ func quotaError(jobs, execs, subtasks, maxJobs, maxExecs int) error {
 // one (its submit is a retry, or a conflict). refuse is called with each
 // refused submission and why.
 func (m *Master) admitQuota(subs []submission, at []int, refuse func(i int, err error)) (within []int, release func()) {
-	if m.cfg.MaxJobs <= 0 && m.cfg.MaxExecutions <= 0 {
+	q := quotas{jobs: m.cfg.MaxJobs, execs: m.cfg.MaxExecutions, specBytes: m.cfg.MaxSpecBytes}
+	if q.none() {
 		return at, func() {}
 	}
-	return m.quota.admit(m.fsm, subs, at, m.cfg.MaxJobs, m.cfg.MaxExecutions, refuse)
+	return m.quota.admit(m.fsm, subs, at, q, refuse)
 }
 
 // quotaLedger holds, on the leader, the jobs admitted and not yet applied
@@ -55,23 +69,26 @@ type quotaLedger struct {
 	pending map[string]*pendingJob
 }
 
-// pendingJob is a job admitted and not yet applied: its subtasks, and how
-// many submissions of it (a first and its retries) are in flight.
+// pendingJob is a job admitted and not yet applied: its subtasks, its
+// spec's footprint, and how many submissions of it (a first and its
+// retries) are in flight.
 type pendingJob struct {
 	subtasks, refs int
+	specBytes      int64
 }
 
-func (q *quotaLedger) admit(f *fsm.FSM, subs []submission, at []int, maxJobs, maxExecs int, refuse func(int, error)) (within []int, release func()) {
+func (q *quotaLedger) admit(f *fsm.FSM, subs []submission, at []int, limits quotas, refuse func(int, error)) (within []int, release func()) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var jobs, execs int
+	var h quotas
 	exists := make([]bool, len(at))
 	f.Read(func(st *fsm.State) {
-		jobs, execs = st.NumJobs(), st.NumExecutions()
+		h = quotas{jobs: st.NumJobs(), execs: st.NumExecutions(), specBytes: st.SpecBytes()}
 		for id, p := range q.pending {
 			if !st.HasJob(id) {
-				jobs++
-				execs += p.subtasks
+				h.jobs++
+				h.execs += p.subtasks
+				h.specBytes += p.specBytes
 			}
 		}
 		for k, i := range at {
@@ -92,14 +109,15 @@ func (q *quotaLedger) admit(f *fsm.FSM, subs []submission, at []int, maxJobs, ma
 			p.refs++
 			mine[id] = true
 		default:
-			n := subtasksOf(subs[i].Spec)
-			if err := quotaError(jobs, execs, n, maxJobs, maxExecs); err != nil {
+			n, fp := subtasksOf(subs[i].Spec), subs[i].Spec.Footprint()
+			if err := quotaError(h, n, fp, limits); err != nil {
 				refuse(i, err)
 				continue
 			}
-			jobs++
-			execs += n
-			q.pending[id] = &pendingJob{subtasks: n, refs: 1}
+			h.jobs++
+			h.execs += n
+			h.specBytes += fp
+			q.pending[id] = &pendingJob{subtasks: n, specBytes: fp, refs: 1}
 			mine[id] = true
 		}
 		within = append(within, i)
