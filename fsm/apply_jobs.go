@@ -162,13 +162,13 @@ func (s *State) setRegionStatus(j *Job, ri int, st RegionStatus) {
 	}
 	switch old {
 	case RegionReady:
-		delete(s.ready, ref)
+		s.ready.remove(ref)
 	case RegionRestarting:
 		delete(s.restarting, ref)
 	}
 	switch st {
 	case RegionReady:
-		s.ready[ref] = struct{}{}
+		s.ready.add(ref, j.SubmitIndex)
 	case RegionRestarting:
 		s.restarting[ref] = struct{}{}
 	}

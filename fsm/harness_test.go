@@ -132,26 +132,49 @@ func (h *harness) exec(id string) Execution {
 func checkInvariants(t tb, s *State) {
 	t.Helper()
 	// A scheduling pass with free new slots sees every ready region that
-	// needs no more than that: ReadyRegionsWithin leaves out only regions
-	// that need more.
+	// needs no more than that, up to the regions that surely take them
+	// all: ReadyRegionsWithin leaves out, before that cut, only regions
+	// that need more, and lists in the ready queue's order.
 	all := s.ReadyRegions()
+	for i := 1; i < len(all); i++ {
+		a, b := readyItem{regionRef{all[i-1].Job, all[i-1].Region}, all[i-1].SubmitIndex}, readyItem{regionRef{all[i].Job, all[i].Region}, all[i].SubmitIndex}
+		require.Negative(t, a.compare(b), "ready regions in order")
+	}
 	for _, free := range []int{0, 1, 2, 3, 5} {
 		ready, tooBig := s.ReadyRegionsWithin(free)
-		require.Equal(t, len(all), len(ready)+len(tooBig), "free %d", free)
-		listed := map[regionRef]bool{}
+		listed, inReady := map[regionRef]bool{}, map[regionRef]bool{}
 		for _, r := range ready {
 			listed[regionRef{r.Job, r.Region}] = true
+			inReady[regionRef{r.Job, r.Region}] = true
 		}
+		for _, r := range tooBig {
+			listed[regionRef{r.Job, r.Region}] = true
+		}
+		sure, jobs := 0, map[string]*surely{}
 		for _, r := range all {
+			ref := regionRef{r.Job, r.Region}
+			l := jobs[r.Job]
+			if free > 0 && sure >= free && l == nil {
+				require.False(t, listed[ref], "region %s/%d comes after regions that surely take the %d free slots, and is listed", r.Job, r.Region, free)
+				continue
+			}
 			need := 0
 			for _, k := range r.Keys {
 				if !k.Held {
 					need++
 				}
 			}
-			if need <= free {
-				require.True(t, listed[regionRef{r.Job, r.Region}], "region %s/%d needs %d new slots, %d are free, and is left out", r.Job, r.Region, need, free)
+			if need <= free && (l != nil || need <= free-sure) {
+				require.True(t, listed[ref], "region %s/%d needs %d new slots, %d are free (%d surely taken before it), and is left out", r.Job, r.Region, need, free, sure)
 			}
+			if !inReady[ref] {
+				continue
+			}
+			if l == nil {
+				l = &surely{all: true}
+				jobs[r.Job] = l
+			}
+			sure += l.takes(&r, free-sure)
 		}
 	}
 	// A region is ready only once every region it reads has finished: it
@@ -242,7 +265,16 @@ func checkInvariants(t tb, s *State) {
 		}
 	}
 	require.Equal(t, r.slotOf, s.slotOf, "slotOf")
-	require.Equal(t, r.ready, s.ready, "ready")
+	require.Equal(t, r.ready.pos == nil, s.ready.pos == nil)
+	require.ElementsMatch(t, r.ready.items, s.ready.items, "ready")
+	for i, it := range s.ready.items {
+		require.Equal(t, i, s.ready.pos[it.ref], "ready queue position of %v", it.ref)
+		require.Equal(t, s.jobs[it.ref.job].SubmitIndex, it.submit)
+		if i > 0 {
+			require.False(t, s.ready.Less(i, (i-1)/2), "ready queue: %v before its parent", it.ref)
+		}
+	}
+	require.Len(t, s.ready.pos, len(s.ready.items))
 	require.Equal(t, r.restarting, s.restarting, "restarting")
 	require.Equal(t, r.canceling, s.canceling, "canceling")
 	require.Equal(t, r.live, s.live, "live executions per region")
@@ -287,7 +319,7 @@ func checkInvariants(t tb, s *State) {
 	}
 	require.Equal(t, count, len(s.execs), "executions that are no current attempt")
 	// A ready region can be placed: what it does not re-run has FINISHED.
-	for ref := range s.ready {
+	for ref := range s.ready.pos {
 		j := s.jobs[ref.job]
 		s.forEachInRegion(j, ref.region, func(e *Execution) {
 			require.True(t, e.State == wire.StateScheduled || e.State == wire.StateFinished,

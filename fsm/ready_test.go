@@ -2,10 +2,12 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 // giants is a job of n independent vertices of parallelism p: n regions
@@ -75,4 +77,96 @@ func TestReadyRegionsWithinCountsHeldSlotsByGroup(t *testing.T) {
 	ready, tooBig := h.s.ReadyRegionsWithin(8)
 	require.Empty(t, ready)
 	require.Len(t, tooBig, 1, "group y's region, which needs 20 new slots")
+}
+
+// The ready queue yields its regions in order (submit index, job id,
+// region), whatever regions came and went, and stops when told.
+func TestReadyQueueYieldsInOrder(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		q := newReadyQueue()
+		in := map[regionRef]uint64{}
+		for range rapid.IntRange(0, 200).Draw(t, "steps") {
+			r := regionRef{fmt.Sprintf("j%d", rapid.IntRange(0, 30).Draw(t, "job")), rapid.IntRange(0, 3).Draw(t, "region")}
+			if rapid.Bool().Draw(t, "add") {
+				submit := uint64(len(r.job)) * 7 % 5 // a job keeps its index; several share one
+				q.add(r, submit)
+				in[r] = submit
+			} else {
+				q.remove(r)
+				delete(in, r)
+			}
+		}
+		want := make([]readyItem, 0, len(in))
+		for r, s := range in {
+			want = append(want, readyItem{r, s})
+		}
+		slices.SortFunc(want, readyItem.compare)
+		got := []readyItem{}
+		q.inOrder(func(it readyItem) bool { got = append(got, it); return true })
+		require.Equal(t, want, got)
+		stop := rapid.IntRange(0, len(want)).Draw(t, "stop")
+		got = got[:0]
+		q.inOrder(func(it readyItem) bool { got = append(got, it); return len(got) < stop })
+		require.Equal(t, want[:max(stop, min(1, len(want)))], got)
+	})
+}
+
+// A pass over a queue of thousands of small jobs lists the few the free
+// slots take, and those before them too big for them: not the queue.
+func TestReadyRegionsWithinStopsOnceTheFreeSlotsAreSurelyTaken(t *testing.T) {
+	h := newHarness(t)
+	h.establish("m1")
+	require.NoError(t, h.submit("giant", giants(1, 50)).Err)
+	for i := range 2000 {
+		require.NoError(t, h.submit(fmt.Sprintf("j%04d", i), `{"vertices":[{"id":"v","parallelism":10,"command":["x"]}]}`).Err)
+	}
+	jobs := func(rs []ReadyRegion) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.Job)
+		}
+		return out
+	}
+	ready, tooBig := h.s.ReadyRegionsWithin(40)
+	require.Equal(t, []string{"giant"}, jobs(tooBig), "too big, before the cut")
+	require.Equal(t, []string{"j0000", "j0001", "j0002", "j0003"}, jobs(ready), "four surely take the 40 slots")
+	// With 35 free, the fourth does not fit what the three leave: the
+	// pass looks at most maxSkipped regions further for one that would.
+	ready, _ = h.s.ReadyRegionsWithin(35)
+	require.Equal(t, []string{"j0000", "j0001", "j0002"}, jobs(ready))
+	allocs := testing.AllocsPerRun(5, func() { h.s.ReadyRegionsWithin(40) })
+	require.Less(t, allocs, 100.0, "allocations per pass")
+	checkInvariants(t, h.s)
+}
+
+// A region that declares resources may not fit, nor one that shares a
+// slot its job holds on an executor that may drain: they take no slot
+// surely, and the regions after them are listed until others surely take
+// the free slots.
+func TestReadyRegionsWithinListsPastRegionsThatMayNotFit(t *testing.T) {
+	h := newHarness(t)
+	h.establish("m1")
+	require.NoError(t, h.submit("a", `{"vertices":[{"id":"v","parallelism":10,"command":["x"],"resources":{"memory_mb":1}}]}`).Err)
+	for i := range 5 {
+		require.NoError(t, h.submit(fmt.Sprintf("j%d", i), `{"vertices":[{"id":"v","parallelism":10,"command":["x"]}]}`).Err)
+	}
+	var jobs []string
+	ready, _ := h.s.ReadyRegionsWithin(20)
+	for _, r := range ready {
+		jobs = append(jobs, r.Job)
+	}
+	require.Equal(t, []string{"a", "j0", "j1"}, jobs)
+}
+
+// A scheduling pass over a queue of 18,000 small jobs with 100 free slots.
+func BenchmarkReadyRegionsBacklog(b *testing.B) {
+	h := newHarness(b)
+	h.establish("m1")
+	for i := range 18000 {
+		require.NoError(b, h.submit(fmt.Sprintf("j%05d", i), `{"vertices":[{"id":"v","parallelism":10,"command":["x"]}]}`).Err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.s.ReadyRegionsWithin(100)
+	}
 }

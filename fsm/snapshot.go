@@ -452,7 +452,7 @@ func (s *State) rebuildDerived(execs iter.Seq[*Execution]) error {
 		for ri, r := range j.Regions {
 			switch r.Status {
 			case RegionReady:
-				s.ready[regionRef{j.ID, ri}] = struct{}{}
+				s.ready.add(regionRef{j.ID, ri}, j.SubmitIndex)
 			case RegionRestarting:
 				s.restarting[regionRef{j.ID, ri}] = struct{}{}
 			}

@@ -132,7 +132,7 @@ type State struct {
 	byExecutor map[string]execSet         // live, placed executions
 	slots      map[string]map[int]slotUse // executor -> slot -> use
 	slotOf     slotTable
-	ready      map[regionRef]struct{}
+	ready      readyQueue
 	restarting map[regionRef]struct{}
 	canceling  map[string]map[string]struct{} // executor -> CANCELING ids
 	// live counts the current executions of each region that have not
@@ -186,7 +186,7 @@ func (s *State) resetDerived() {
 	s.byExecutor = make(map[string]execSet)
 	s.slots = make(map[string]map[int]slotUse)
 	s.slotOf = make(slotTable)
-	s.ready = make(map[regionRef]struct{})
+	s.ready = newReadyQueue()
 	s.restarting = make(map[regionRef]struct{})
 	s.canceling = make(map[string]map[string]struct{})
 	s.live = make(map[regionRef]int)

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"cmp"
 	"slices"
 	"sort"
 	"strings"
@@ -341,40 +340,129 @@ func (s *State) ReadyRegions() []ReadyRegion {
 }
 
 // ReadyRegionsWithin lists, oldest job first, the regions waiting for
-// placement that could fit in free new slots (every one when free < 0):
-// it leaves out a whole region, one none of whose subtasks re-runs alone,
-// that needs more slot keys than free plus every slot its job holds,
-// found from its vertices' parallelism without listing its keys. A
-// region too big for the slots there are would otherwise have its keys
-// listed at every scheduling pass while it waits: a thousand waiting
-// regions of a hundred subtasks each made each pass a hundred thousand
-// steps under the state's lock. Those left out come back in tooBig, with
+// placement that a scheduling pass with free new slots could place (every
+// one when free < 0). It leaves out, without listing their keys:
+//   - a whole region (one none of whose subtasks re-runs alone) that needs
+//     more slot keys than free plus every slot its job holds, found from
+//     its vertices' parallelism: a region too big for the slots there are
+//     would otherwise have its keys listed at every pass while it waits (a
+//     thousand waiting regions of a hundred subtasks each made each pass a
+//     hundred thousand steps under the state's lock);
+//   - a region that needs more than the free slots left by those before it
+//     that surely take some, of a job none of whose regions is listed, and
+//     every region after those that surely take all the free slots, or
+//     after maxSkipped regions in a row left out, but for the rest of the
+//     regions of the job last listed (a job's regions are next to each
+//     other in the queue, and may share the slots placed for it): a pass
+//     placing a few
+//     regions of a queue of thousands listed them all (18,000 queued jobs
+//     of ten subtasks made every pass 0.2 s under the lock), and now reads
+//     the few from the ready queue's top.
+//
+// A region surely takes its keys' slots when none of its keys is held
+// (nothing can keep it off a draining executor), none declares resources
+// (any free slot fits it), its job's regions listed before it surely take
+// theirs (it takes the keys they did not), and the slots those before it
+// surely take leave enough (surely.takes). A placement that walks the list in order
+// (placement.Plan) and places what fits then places what it would have
+// placed from the whole queue, given free is exactly the free slots it
+// places on, unless a region that did not surely take slots took some:
+// then a region left out waits a pass while that one was placed. A region
+// after the cut that would have needed no new slot (a re-run sharing the
+// slots of its job's running subtasks) waits for the regions before it, as
+// every region does.
+//
+// tooBig lists the regions of the first kind met before the cut, with
 // their job, region and submit index only.
 func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
-	type keyed struct {
-		ref    regionRef
-		submit uint64
-	}
-	refs := make([]keyed, 0, len(s.ready))
-	for r := range s.ready {
-		refs = append(refs, keyed{r, s.jobs[r.job].SubmitIndex})
-	}
-	slices.SortFunc(refs, func(a, b keyed) int {
-		if c := cmp.Compare(a.submit, b.submit); c != 0 {
-			return c
+	sure := 0                      // the new slots the regions listed surely take
+	skipped := 0                   // the regions left out since the last listed
+	listed := map[string]*surely{} // the jobs with a region listed
+	s.ready.inOrder(func(it readyItem) bool {
+		l := listed[it.ref.job]
+		if free >= 0 {
+			// A job's regions are next to each other in the queue: the
+			// rest of a job listed may share the slots placed for it.
+			if (sure >= free && free > 0 || skipped >= maxSkipped) && l == nil {
+				return false
+			}
+			least := s.leastNewSlots(it.ref)
+			if least > free {
+				tooBig = append(tooBig, ReadyRegion{Job: it.ref.job, Region: it.ref.region, SubmitIndex: it.submit})
+				skipped++
+				return true
+			}
+			if least > free-sure && l == nil {
+				skipped++
+				return true
+			}
+			skipped = 0
 		}
-		return cmp.Compare(a.ref.region, b.ref.region)
+		rr := s.readyRegion(it.ref)
+		if free >= 0 {
+			if l == nil {
+				l = &surely{all: true}
+				listed[it.ref.job] = l
+			}
+			sure += l.takes(&rr, free-sure)
+		}
+		ready = append(ready, rr)
+		return true
 	})
-	ready = make([]ReadyRegion, 0, len(refs))
-	for _, r := range refs {
-		if free >= 0 && s.leastNewSlots(r.ref) > free {
-			tooBig = append(tooBig, ReadyRegion{Job: r.ref.job, Region: r.ref.region, SubmitIndex: r.submit})
-			continue
-		}
-		ready = append(ready, s.readyRegion(r.ref))
-	}
 	return ready, tooBig
 }
+
+// surely is what the regions of one job listed by a scheduling pass
+// surely take (ReadyRegionsWithin): whether all of them surely take their
+// slots, and then the slot keys they take.
+type surely struct {
+	all  bool
+	keys map[groupIndex]bool
+}
+
+type groupIndex struct {
+	group string
+	index int
+}
+
+// takes is the number of new slots region r, listed after l's, surely
+// takes with left slots free, or 0 when it does not surely take them: it
+// does when the job's regions before it all do, none of its keys is held
+// (nothing can keep it off a draining executor) or declares resources
+// (any free slot fits it), and the keys not placed for those before it
+// are at most left.
+func (l *surely) takes(r *ReadyRegion, left int) int {
+	if !l.all {
+		return 0
+	}
+	n := 0
+	for i := range r.Keys {
+		k := &r.Keys[i]
+		if k.Held || !k.Resources.IsZero() {
+			l.all = false
+			return 0
+		}
+		if !l.keys[groupIndex{k.Group, k.Index}] {
+			n++
+		}
+	}
+	if n > left {
+		l.all = false
+		return 0
+	}
+	if l.keys == nil {
+		l.keys = make(map[groupIndex]bool, len(r.Keys))
+	}
+	for i := range r.Keys {
+		l.keys[groupIndex{r.Keys[i].Group, r.Keys[i].Index}] = true
+	}
+	return n
+}
+
+// maxSkipped bounds the regions a scheduling pass passes over in a row
+// (ReadyRegionsWithin): those further down the queue wait for the ones
+// before them to be placed.
+const maxSkipped = 1000
 
 // leastNewSlots is at most the number of new slots ready region r needs:
 // for a whole region (every subtask of it waits), the sum over its slot
@@ -382,12 +470,17 @@ func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
 // region's vertices) less the slots the job holds in that group; 0 for a
 // region that re-runs some subtasks only.
 func (s *State) leastNewSlots(r regionRef) int {
+	held := s.slotOf[r.job]
+	if held == nil {
+		// The job holds no slot (as every job in a queue): its region's
+		// keys, counted without a map when its vertices share a group.
+		return s.wholeRegionKeys(r)
+	}
 	widest, whole := s.regionKeys(r)
 	if !whole {
 		return 0
 	}
 	need := 0
-	held := s.slotOf[r.job]
 	for group, keys := range widest { // a sum: the map's order does not matter
 		if g := held[group]; g != nil {
 			keys -= g.held
@@ -395,6 +488,36 @@ func (s *State) leastNewSlots(r regionRef) int {
 		need += max(0, keys)
 	}
 	return need
+}
+
+// wholeRegionKeys is the number of slot keys of region r (over its slot
+// sharing groups, each its largest parallelism among the region's
+// vertices) when every subtask of it waits, else 0.
+func (s *State) wholeRegionKeys(r regionRef) int {
+	j := s.jobs[r.job]
+	vs := j.Regions[r.region].Vertices
+	group := j.Spec.Vertices[vs[0]].SlotSharingGroup
+	subtasks, widest := 0, 0
+	for _, vi := range vs {
+		v := &j.Spec.Vertices[vi]
+		if v.SlotSharingGroup != group {
+			widest, whole := s.regionKeys(r)
+			if !whole {
+				return 0
+			}
+			n := 0
+			for _, keys := range widest { // a sum: the map's order does not matter
+				n += keys
+			}
+			return n
+		}
+		subtasks += v.Parallelism
+		widest = max(widest, v.Parallelism)
+	}
+	if s.live[r] != subtasks {
+		return 0
+	}
+	return widest
 }
 
 // regionKeys is the number of slot keys of each slot sharing group of
@@ -454,7 +577,7 @@ func (s *State) drainHolds(r regionRef) string {
 }
 
 // HasReady reports whether any region waits to be placed.
-func (s *State) HasReady() bool { return len(s.ready) > 0 }
+func (s *State) HasReady() bool { return s.ready.Len() > 0 }
 
 func (s *State) readyRegion(r regionRef) ReadyRegion {
 	j := s.jobs[r.job]

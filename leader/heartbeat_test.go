@@ -132,7 +132,7 @@ func TestReportFromAnotherExecutorIsNoAnswer(t *testing.T) {
 	if h, _ := w.core.Heartbeat(w.read, "e9", t0.Add(5*time.Second)); len(h.Ack) != 1 {
 		t.Fatalf("acks for e9 after answers from e1: %v, want them kept", h.Ack)
 	}
-	for _, x := range w.core.schedulable(nil, nil, nil) {
+	for _, x := range w.core.schedulable(nil) {
 		if x.ID == "e9" {
 			t.Fatal("e9 takes work on e1's answers")
 		}

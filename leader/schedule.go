@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"jobmaster/fsm"
-	"jobmaster/jobspec"
 	"jobmaster/placement"
 )
 
@@ -47,17 +46,25 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	if free == 0 {
 		return Plan{NoFreeSlot: true}
 	}
+	// The regions listed are those the free slots placement.Plan places
+	// on could take (ReadyRegionsWithin), counted from the same slots in
+	// use.
+	execs := c.schedulable(draining)
 	var ready, tooBig []fsm.ReadyRegion
-	var used map[string][]int
-	var resInUse map[string]jobspec.Resources
 	read(func(st *fsm.State) {
-		ready, tooBig = st.ReadyRegionsWithin(free)
-		used = st.UsedSlots()
+		used := st.UsedSlots()
+		for i := range execs {
+			execs[i].Used = used[execs[i].ID]
+		}
+		ready, tooBig = st.ReadyRegionsWithin(placement.FreeSlots(execs))
 		if needsResources(ready) {
-			resInUse = st.ResourcesInUse()
+			inUse := st.ResourcesInUse()
+			for i := range execs {
+				execs[i].InUse = inUse[execs[i].ID]
+			}
 		}
 	})
-	plan := placement.Plan(offDraining(ready, draining), c.schedulable(used, resInUse, draining))
+	plan := placement.Plan(offDraining(ready, draining), execs)
 	var out Plan
 	placed := make(map[Region]bool, len(plan))
 	f := c.fenced(now)

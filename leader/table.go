@@ -186,15 +186,15 @@ func (x *executor) takesWork() bool {
 }
 
 // schedulable lists the executors that may take new work, in id order,
-// with the slot numbers and the resources in use on each. A draining
-// executor takes none.
-func (c *Core) schedulable(used map[string][]int, inUse map[string]jobspec.Resources, draining map[string]bool) []placement.Executor {
+// with their slots and capacity (the caller adds what is in use on each).
+// A draining executor takes none.
+func (c *Core) schedulable(draining map[string]bool) []placement.Executor {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]placement.Executor, 0, len(c.execs))
 	for _, x := range c.execs {
 		if x.takesWork() && !draining[x.id] {
-			out = append(out, placement.Executor{ID: x.id, Slots: x.slots, Used: used[x.id], Capacity: x.capacity, InUse: inUse[x.id]})
+			out = append(out, placement.Executor{ID: x.id, Slots: x.slots, Capacity: x.capacity})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

@@ -168,20 +168,43 @@ type freeExec struct {
 	idx int // its position in the heap, -1 while it has no free slot
 }
 
+// freeSlotsOf calls take with each free slot number of executor e, whose
+// slots in use are used, in order: the slots below its count that are not
+// in use, as many as its count less those in use.
+func freeSlotsOf(e Executor, used map[int]bool, take func(int)) {
+	for s, room, n := 0, e.Slots-len(used), 0; s < e.Slots && n < room; s++ {
+		if !used[s] {
+			take(s)
+			n++
+		}
+	}
+}
+
+// FreeSlots is the number of slots Plan may place on, over executors.
+func FreeSlots(executors []Executor) int {
+	n := 0
+	for _, e := range executors {
+		freeSlotsOf(e, usedSet(e), func(int) { n++ })
+	}
+	return n
+}
+
+// usedSet is the set of e's slots in use.
+func usedSet(e Executor) map[int]bool {
+	used := make(map[int]bool, len(e.Used))
+	for _, u := range e.Used {
+		used[u] = true
+	}
+	return used
+}
+
 func newFreeHeap(executors []Executor) *freeHeap {
 	h := &freeHeap{all: make([]*freeExec, 0, len(executors))}
 	for _, e := range executors {
-		used := make(map[int]bool, len(e.Used))
-		for _, u := range e.Used {
-			used[u] = true
-		}
+		used := usedSet(e)
 		fe := &freeExec{id: e.ID, idx: -1, res: jobspec.Resources{CPUMillis: e.Capacity.CPUMillis - e.InUse.CPUMillis,
 			MemoryMB: e.Capacity.MemoryMB - e.InUse.MemoryMB}}
-		for s, room := 0, e.Slots-len(used); s < e.Slots && len(fe.slots) < room; s++ {
-			if !used[s] {
-				fe.slots = append(fe.slots, s)
-			}
-		}
+		freeSlotsOf(e, used, func(s int) { fe.slots = append(fe.slots, s) })
 		h.all = append(h.all, fe)
 		if len(fe.slots) > 0 {
 			fe.idx = len(h.items)
