@@ -15,14 +15,16 @@ import (
 
 // PeerReads are the routes a page may read from another master than its
 // own: what the UI shows. Neither the operator endpoints (a snapshot holds
-// every job's env) nor the token list are among them.
+// every job's env) nor the token list are among them. A task's log is (its
+// token decides, as on the page's own master: a submit token).
 var PeerReads = map[string]bool{
-	"/v1/jobs":       true,
-	"/v1/jobs/{id}":  true,
-	"/v1/cluster":    true,
-	"/v1/events":     true,
-	"/v1/state/hash": true,
-	"/v1/health":     true,
+	"/v1/jobs":           true,
+	"/v1/jobs/{id}":      true,
+	"/v1/jobs/{id}/logs": true,
+	"/v1/cluster":        true,
+	"/v1/events":         true,
+	"/v1/state/hash":     true,
+	"/v1/health":         true,
 }
 
 // CrossOrigin is what a master does with a request from another origin.
@@ -63,8 +65,13 @@ func Decide(method, pattern, origin string, preflightMethod, preflightHeaders st
 // TokenHeader is the one header a page sends across origins.
 const TokenHeader = "X-Jobmaster-Token"
 
-// IndexHeader is the answer header a page reads across origins.
-const IndexHeader = "X-Jobmaster-Index"
+// IndexHeader and ExecutorHeader are the answer headers a page reads
+// across origins: the index a read of the state was made at, the executor
+// a task's log was read from.
+const (
+	IndexHeader    = "X-Jobmaster-Index"
+	ExecutorHeader = "X-Jobmaster-Executor"
+)
 
 // SetCORS sets the headers of an allowed cross-origin read or preflight.
 // No credentials: the token travels in a header, never in a cookie.
@@ -77,7 +84,7 @@ func SetCORS(h http.Header, origin string, preflight bool) {
 		h.Set("Access-Control-Max-Age", "600")
 		return
 	}
-	h.Set("Access-Control-Expose-Headers", IndexHeader)
+	h.Set("Access-Control-Expose-Headers", IndexHeader+", "+ExecutorHeader)
 }
 
 // Origins are the origins of masters at the HTTP addresses (host:port):

@@ -29,6 +29,10 @@ func TestDecide(t *testing.T) {
 		{"GET", "/v1/events", "HTTP://127.0.0.1:7402", "", "", AllowRead},
 		{"OPTIONS", "/v1/events", peer, "GET", "x-jobmaster-token", AnswerPreflight},
 		{"OPTIONS", "/v1/jobs", peer, "GET", "", AnswerPreflight},
+		// A task's log, which the job page shows (its token decides).
+		{"GET", "/v1/jobs/{id}/logs", peer, "", "", AllowRead},
+		{"OPTIONS", "/v1/jobs/{id}/logs", peer, "GET", "x-jobmaster-token", AnswerPreflight},
+		{"GET", "/v1/jobs/{id}/logs", "http://evil.example", "", "", Refuse},
 		// Writes stay same-origin, preflighted or not.
 		{"POST", "/v1/jobs/{id}/cancel", peer, "", "", Refuse},
 		{"PUT", "/v1/jobs/{id}", peer, "", "", Refuse},
