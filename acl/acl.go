@@ -18,7 +18,10 @@
 //
 // The policy table is Routes below. A route without a row needs a
 // management token: an endpoint added without a thought for ACLs is closed
-// rather than open.
+// rather than open. Not every GET is a read: a task's log (GET
+// /v1/jobs/{id}/logs) needs a submit token, as in Nomad, since it holds
+// whatever the task printed (its secrets too), and whoever may submit may
+// run a task that prints anything anyway. Why says so in a refusal.
 package acl
 
 import (
@@ -130,6 +133,8 @@ var Routes = map[Route]Need{
 	{"PUT", "/v1/jobs/{id}"}:         NeedSubmit,
 	{"POST", "/v1/jobs"}:             NeedSubmit,
 	{"POST", "/v1/jobs/{id}/cancel"}: NeedSubmit,
+	// A task's log, relayed from its executor: no read (see Why).
+	{"GET", LogsPattern}: NeedSubmit,
 
 	// management: the operator endpoints and tokens, their reads included
 	// (a snapshot holds every job spec with its env; the token list names
@@ -156,6 +161,25 @@ var Routes = map[Route]Need{
 	{"GET", "/v1/internal/raft-position"}:    Node,
 	{"POST", "/v1/internal/submit-batch"}:    Node,
 	{"GET", "/v1/internal/acl-token"}:        Node,
+}
+
+// LogsPattern is the route of a task's log, relayed by a master from the
+// executor that ran the task.
+const LogsPattern = "/v1/jobs/{id}/logs"
+
+// whys says, for a route whose need a user may not expect, why it is what
+// it is.
+var whys = map[Route]string{
+	{"GET", LogsPattern}: "a task's log holds whatever the task printed, its secrets too, so reading it is not part of the read policy",
+}
+
+// Why is the reason of a route's need, for a refusal to say ("" when the
+// need speaks for itself). HEAD is GET.
+func Why(method, pattern string) string {
+	if method == "HEAD" {
+		method = "GET"
+	}
+	return whys[Route{method, pattern}]
 }
 
 // CatchAll is the pattern of the router's catch-all, which only answers

@@ -29,6 +29,9 @@ func TestAllowed(t *testing.T) {
 		{"PUT", "/v1/jobs/{id}", no, yes, yes},
 		{"POST", "/v1/jobs", no, yes, yes},
 		{"POST", "/v1/jobs/{id}/cancel", no, yes, yes},
+		// A task's log may hold its secrets: a GET that read may not make.
+		{"GET", "/v1/jobs/{id}/logs", no, yes, yes},
+		{"HEAD", "/v1/jobs/{id}/logs", no, yes, yes},
 		{"GET", "/v1/operator/snapshot", no, no, yes},
 		{"PUT", "/v1/operator/snapshot", no, no, yes},
 		{"GET", "/v1/operator/raft/peers", no, no, yes},
@@ -65,6 +68,9 @@ func TestNeeds(t *testing.T) {
 		{"GET", "/v1/internal/executor-update", NeedManagement},
 		{"GET", "/v1/jobs", NeedRead},
 		{"PUT", "/v1/jobs/{id}", NeedSubmit},
+		{"GET", "/v1/jobs/{id}/logs", NeedSubmit},
+		{"HEAD", "/v1/jobs/{id}/logs", NeedSubmit},
+		{"POST", "/v1/jobs/{id}/logs", NeedManagement},
 		{"GET", "/v1/acl/tokens", NeedManagement},
 		{"GET", "/v1/nothing/here", NeedManagement},
 		{"PUT", "/", Nothing},
@@ -100,5 +106,19 @@ func TestRoutesAreWellFormed(t *testing.T) {
 	for r := range Routes {
 		require.Contains(t, []string{"GET", "PUT", "POST", "DELETE"}, r.Method, r.String())
 		require.Regexp(t, `^/(v1|ui)/`, r.Pattern, r.String())
+	}
+}
+
+// A route whose need is no plain consequence of its method says why; the
+// others say nothing more than their need.
+func TestWhy(t *testing.T) {
+	for _, m := range []string{"GET", "HEAD"} {
+		require.Contains(t, Why(m, LogsPattern), "not part of the read policy", m)
+	}
+	require.Empty(t, Why("POST", LogsPattern))
+	require.Empty(t, Why("GET", "/v1/jobs/{id}"))
+	for r := range whys {
+		_, ok := Routes[r]
+		require.True(t, ok, "%s has a reason and no row", r)
 	}
 }

@@ -220,10 +220,15 @@ func (m *Master) confirmCaller(w http.ResponseWriter, r *http.Request) (*http.Re
 	return withCaller(r, &caller{token: t, need: c.need}), true
 }
 
-// denied is the message of a 403.
+// denied is the message of a 403, with the reason of the route's need
+// when it has one (acl.Why; r.Pattern is the route's, set by guard).
 func denied(t fsm.ACLToken, r *http.Request, need acl.Need) string {
-	return fmt.Sprintf("permission denied: token %s (policy %s) may not %s %s: it needs %s",
+	msg := fmt.Sprintf("permission denied: token %s (policy %s) may not %s %s: it needs %s",
 		tokenName(t), t.Policy, r.Method, r.URL.Path, acl.Describe(need))
+	if why := acl.Why(r.Method, r.Pattern); why != "" {
+		msg += " (" + why + ")"
+	}
+	return msg
 }
 
 // tokenName names a token in messages and logs: its name, else its

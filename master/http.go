@@ -40,6 +40,9 @@ func (m *Master) router() *router {
 	rt.handle("/v1/jobs/{id}/cancel", map[string]http.HandlerFunc{
 		http.MethodPost: m.leaderWrite(m.cancelJob),
 	})
+	rt.handle(acl.LogsPattern, map[string]http.HandlerFunc{
+		http.MethodGet: takes(m.taskLogs, logParams...),
+	})
 	rt.handle("/v1/cluster", map[string]http.HandlerFunc{
 		http.MethodGet: takes(m.leaderRead(m.cluster), "stale"),
 	})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"jobmaster/acl"
 	"jobmaster/buildinfo"
 	"jobmaster/fsm"
 	"jobmaster/leader"
@@ -57,7 +58,9 @@ func newMasterMetrics(m *Master) *masterMetrics {
 	x := &masterMetrics{
 		reg: reg,
 		http: metrics.NewHTTP(reg, func(r *http.Request) bool {
-			return r.Pattern == eventsPath // a stream lasts as long as its reader
+			// A stream lasts as long as its reader; a log as its executor
+			// takes to answer, and its task to end when followed.
+			return r.Pattern == eventsPath || r.Pattern == acl.LogsPattern
 		}),
 		reconcile: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_actions_total",
 			Help: "What the leader's reconciliation of executor reports did, by action."}, []string{"action"}),

@@ -101,6 +101,8 @@ type Master struct {
 	// bigReadWrite bounds the writing of a big read's answer
 	// (bigReadWriteTimeout; tests shorten it).
 	bigReadWrite time.Duration
+	// logRelays holds a place per task log being relayed (api_logs.go).
+	logRelays chan struct{}
 
 	mu      sync.Mutex
 	session *session // the established leader session, or nil
@@ -150,6 +152,7 @@ func New(cfg Config) (*Master, error) {
 		bigReadWrite:   bigReadWriteTimeout,
 		tokenAsks:      make(chan struct{}, maxTokenAsks),
 		hashing:        make(chan struct{}, 1),
+		logRelays:      make(chan struct{}, maxLogRelays),
 		stop:           make(chan struct{}),
 		sessionChanged: make(chan struct{}),
 		replaceCh:      make(chan replaceRequest),

@@ -1,0 +1,469 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"jobmaster/api"
+	"jobmaster/fsm"
+	"jobmaster/jobspec"
+	"jobmaster/membership"
+	"jobmaster/strictjson"
+	"jobmaster/transport"
+	"jobmaster/wire"
+)
+
+// A task's log through a master: GET /v1/jobs/{id}/logs?execution=ID
+// [&stream=stdout|stderr][&tail=N][&follow=1] (docs/api.md).
+//
+// Any master serves it from its own replicated state and never forwards
+// it: the state names the executor an execution was placed on, gossip the
+// address that executor listens at. The master reads the executor's own log
+// endpoint (wire.PathLogs) with its own client (with TLS: its server
+// certificate, and an answer taken only from the certificate of the
+// executor named: doExecutor) and copies the answer through. The decisions
+// are pure: parseLogQuery (the request), lookupLog and planLogs (what the
+// state says, and whom to ask), logTargets (where, from gossip) and
+// logFailure (the answer when no executor gave the log); taskLogs gathers
+// their inputs and relayLog carries the bytes.
+//
+// A followed log's answer ends cleanly only when the log is complete: its
+// task has ended and every byte was relayed, and it then carries the
+// trailer X-Jobmaster-End: complete, as the executor's does. When the
+// executor's answer breaks off, or this master stops, or the caller's
+// token is deleted, the connection is broken off instead: a reader that
+// cannot see trailers (a browser's fetch) still tells a complete log from
+// a cut one.
+
+// Bounds of the log reads a master relays.
+const (
+	// maxLogRelays is how many log reads one master relays at once; more
+	// are answered 503.
+	maxLogRelays = 256
+	// maxLogSearch is how many executors an earlier attempt's log is
+	// looked for on (its executor is not in the state).
+	maxLogSearch = 64
+	// logAnswerTimeout bounds the wait for an executor's answer's headers.
+	logAnswerTimeout = 10 * time.Second
+	// logTokenCheck is how often a followed log checks that its caller's
+	// token still allows it.
+	logTokenCheck = time.Second
+)
+
+// logParams are the query parameters of a log read.
+var logParams = []string{"execution", "stream", "tail", "follow"}
+
+// logQuery is a log read's request, checked.
+type logQuery struct {
+	job       string
+	execution string // <job>/<vertex>/<subtask>/<attempt>
+	vertex    string
+	subtask   int
+	attempt   int
+	stream    string // stdout or stderr
+	tail      int64  // the last bytes of the log to send
+	follow    bool
+}
+
+// parseLogQuery checks the query of a log read of job (takes has refused
+// unknown parameters): each parameter at most once, an execution id of
+// the job, a stream, a tail within api.LogTailMax (api.LogTailDefault when
+// not given) and follow 0 or 1.
+func parseLogQuery(job string, q url.Values) (logQuery, error) {
+	lq := logQuery{job: job, stream: "stdout", tail: api.LogTailDefault}
+	for _, k := range logParams {
+		if len(q[k]) > 1 {
+			return lq, fmt.Errorf("query parameter %s given %d times: give it once", k, len(q[k]))
+		}
+	}
+	id := q.Get("execution")
+	if id == "" {
+		return lq, errors.New("missing query parameter execution: the execution id, <job>/<vertex>/<subtask>/<attempt>, as GET /v1/jobs/{id} lists it")
+	}
+	parts := strings.Split(id, "/")
+	if len(parts) != 4 {
+		return lq, fmt.Errorf("execution %q: want an execution id, <job>/<vertex>/<subtask>/<attempt>", strictjson.Short(id))
+	}
+	if parts[0] != job {
+		return lq, fmt.Errorf("execution %q is not of job %q: read it under /v1/jobs/%s/logs", strictjson.Short(id), job, strictjson.Short(parts[0]))
+	}
+	if err := jobspec.CheckID(parts[1]); err != nil {
+		return lq, fmt.Errorf("execution %q: vertex: %v", strictjson.Short(id), err)
+	}
+	sub, ok := parseIndex(parts[2])
+	if !ok {
+		return lq, fmt.Errorf("execution %q: subtask %q is no subtask index (0, 1, ...)", strictjson.Short(id), strictjson.Short(parts[2]))
+	}
+	att, ok := parseIndex(parts[3])
+	if !ok {
+		return lq, fmt.Errorf("execution %q: attempt %q is no attempt number (0, 1, ...)", strictjson.Short(id), strictjson.Short(parts[3]))
+	}
+	lq.execution, lq.vertex, lq.subtask, lq.attempt = id, parts[1], sub, att
+	switch s := q.Get("stream"); s {
+	case "", "stdout":
+	case "stderr":
+		lq.stream = s
+	default:
+		return lq, fmt.Errorf("stream %q: want stdout or stderr", strictjson.Short(s))
+	}
+	if s := q.Get("tail"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return lq, fmt.Errorf("tail %q: want a number of bytes, from 0 to %d", strictjson.Short(s), api.LogTailMax)
+		}
+		if n > api.LogTailMax {
+			return lq, fmt.Errorf("tail %d: a master relays at most the last %d bytes (16 MiB) of a log; read a whole log from its executor (jobmaster job logs)", n, api.LogTailMax)
+		}
+		lq.tail = n
+	}
+	switch s := q.Get("follow"); s {
+	case "", "0":
+	case "1":
+		lq.follow = true
+	default:
+		return lq, fmt.Errorf("follow %q: want 0 or 1", strictjson.Short(s))
+	}
+	return lq, nil
+}
+
+// parseIndex parses a subtask index or attempt number: decimal digits, no sign,
+// no leading zero, as execution ids write them.
+func parseIndex(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	return n, err == nil && n >= 0 && strconv.Itoa(n) == s
+}
+
+// logLookup is what the replicated state says of a log read's execution.
+type logLookup struct {
+	job bool // the job exists
+	// current: the execution is its subtask's current attempt, exec.
+	current bool
+	exec    fsm.Execution
+	// Otherwise: the job's vertices, the parallelism of the execution's
+	// vertex (0: no such vertex), its subtask's current attempt and that
+	// attempt's executor ("" when not placed).
+	vertices        []string
+	parallelism     int
+	currentAttempt  int
+	currentExecutor string
+}
+
+// lookupLog reads what the state says of q's execution. The current
+// attempt is found by its id; an earlier one takes a view of the job.
+func lookupLog(st *fsm.State, q logQuery) logLookup {
+	l := logLookup{job: st.HasJob(q.job)}
+	if !l.job {
+		return l
+	}
+	if e, ok := st.Execution(q.execution); ok {
+		l.current, l.exec = true, e
+		return l
+	}
+	v, _ := st.Job(q.job)
+	for _, vv := range v.Vertices {
+		l.vertices = append(l.vertices, vv.ID)
+		if vv.ID != q.vertex {
+			continue
+		}
+		l.parallelism = vv.Parallelism
+		for _, e := range vv.Subtasks {
+			if e.Subtask == q.subtask {
+				l.currentAttempt, l.currentExecutor = e.Attempt, e.Executor
+			}
+		}
+	}
+	return l
+}
+
+// logPlan is what a log read does: answer at once (status, msg), or ask
+// executors for the log.
+type logPlan struct {
+	status int
+	msg    string
+	// first is the executor to ask first ("": none). search: the log is
+	// an earlier attempt's, whose executor the state no longer names; the
+	// executors gossip lists alive are asked after first.
+	first  string
+	search bool
+	// state is the execution's when it is the current attempt: one placed
+	// and not started yet (SCHEDULED, DEPLOYING) may not be on its
+	// executor yet.
+	state wire.State
+}
+
+// planLogs decides a log read from what the state says of it.
+func planLogs(q logQuery, l logLookup) logPlan {
+	switch {
+	case !l.job:
+		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("job %q not found", q.job)}
+	case l.current && l.exec.Executor == "":
+		return logPlan{status: http.StatusConflict, msg: fmt.Sprintf("execution %s has not been placed on an executor yet (it is %s): it has no log until it runs", q.execution, l.exec.State)}
+	case l.current:
+		return logPlan{first: l.exec.Executor, state: l.exec.State}
+	case l.parallelism == 0:
+		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("job %q has no vertex %q (its vertices: %s)", q.job, q.vertex, strings.Join(l.vertices, ", "))}
+	case q.subtask >= l.parallelism:
+		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("vertex %q of job %q has no subtask %d (it has subtasks 0 to %d)", q.vertex, q.job, q.subtask, l.parallelism-1)}
+	case q.attempt > l.currentAttempt:
+		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("execution %s not found: subtask %s/%d of job %q is at attempt %d", q.execution, q.vertex, q.subtask, q.job, l.currentAttempt)}
+	}
+	return logPlan{first: l.currentExecutor, search: true}
+}
+
+// logTarget is an executor a log read asks: its id, the HTTP address and
+// the status gossip gives it.
+type logTarget struct {
+	id, addr, status string
+}
+
+// logTargets are the executors a plan asks, in order, with their addresses
+// from gossip (members: the executors gossip knows, by id): the first,
+// whatever its status (gossip may be wrong about it), then, for a search,
+// every other that gossip lists alive, at most maxLogSearch in all. An
+// executor gossip does not list, or without an address, is not asked.
+func logTargets(p logPlan, members []membership.Member) []logTarget {
+	var out []logTarget
+	for _, m := range members {
+		if m.ID == p.first && m.Meta.Role == membership.RoleExecutor && m.Meta.HTTPAddr != "" {
+			out = append(out, logTarget{id: m.ID, addr: m.Meta.HTTPAddr, status: m.Status})
+		}
+	}
+	if !p.search {
+		return out
+	}
+	for _, m := range members {
+		if len(out) >= maxLogSearch {
+			break
+		}
+		if m.ID != p.first && m.Meta.Role == membership.RoleExecutor && m.Meta.HTTPAddr != "" && m.Status == membership.StatusAlive {
+			out = append(out, logTarget{id: m.ID, addr: m.Meta.HTTPAddr, status: m.Status})
+		}
+	}
+	return out
+}
+
+// logAsked is how an executor answered a log read that got no log from
+// it: status 0 when it did not answer (err says why), else its status and
+// error message.
+type logAsked struct {
+	target logTarget
+	status int
+	msg    string
+	err    error
+}
+
+// logFailure is the answer of a log read that got the log from none of
+// the executors asked.
+func logFailure(q logQuery, p logPlan, asked []logAsked) (int, string) {
+	if !p.search {
+		if len(asked) == 0 {
+			return http.StatusBadGateway, fmt.Sprintf("executor %s, which runs or ran %s, is not known to this master's gossip: it is gone, and the log with it (or this master has not heard of it yet)", p.first, q.execution)
+		}
+		a := asked[0]
+		switch {
+		case a.status == 0:
+			return http.StatusBadGateway, fmt.Sprintf("executor %s at %s, which runs or ran %s, does not answer (gossip says it is %s): %v; the log is on that executor, unreachable while it is, and gone if it is gone for good",
+				a.target.id, a.target.addr, q.execution, a.target.status, a.err)
+		case a.status == http.StatusNotFound && (p.state == wire.StateScheduled || p.state == wire.StateDeploying):
+			return http.StatusConflict, fmt.Sprintf("execution %s has not started on executor %s yet (it is %s): it has no log until it runs", q.execution, a.target.id, p.state)
+		case a.status == http.StatusNotFound:
+			return http.StatusNotFound, fmt.Sprintf("executor %s no longer has the log of %s: it deletes a task's directory --gc-retention after the task ended (sooner when its disk fills), or it lost its data directory", a.target.id, q.execution)
+		}
+		return http.StatusBadGateway, fmt.Sprintf("executor %s refused the log of %s: HTTP %d: %s", a.target.id, q.execution, a.status, a.msg)
+	}
+	var names, failed []string
+	for _, a := range asked {
+		names = append(names, a.target.id)
+		switch {
+		case a.status == 0:
+			failed = append(failed, fmt.Sprintf("%s (no answer: %v)", a.target.id, a.err))
+		case a.status != http.StatusNotFound:
+			failed = append(failed, fmt.Sprintf("%s (HTTP %d: %s)", a.target.id, a.status, a.msg))
+		}
+	}
+	if len(asked) == 0 {
+		return http.StatusNotFound, fmt.Sprintf("no executor has the log of %s, an earlier attempt: gossip lists no executor alive to ask", q.execution)
+	}
+	if len(failed) > 0 {
+		return http.StatusBadGateway, fmt.Sprintf("no executor gave the log of %s, an earlier attempt, whose executor the state no longer names; not reached: %s", q.execution, strings.Join(failed, ", "))
+	}
+	return http.StatusNotFound, fmt.Sprintf("no executor has the log of %s, an earlier attempt (asked: %s): the one that ran it deleted it (--gc-retention) or is gone", q.execution, strings.Join(names, ", "))
+}
+
+// taskLogs: GET /v1/jobs/{id}/logs. Served by this master, from its own
+// state; see the top of this file.
+func (m *Master) taskLogs(w http.ResponseWriter, r *http.Request) {
+	job, ok := jobID(w, r)
+	if !ok {
+		return
+	}
+	q, err := parseLogQuery(job, r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var l logLookup
+	m.fsm.Read(func(st *fsm.State) { l = lookupLog(st, q) })
+	p := planLogs(q, l)
+	if p.status != 0 {
+		writeError(w, p.status, p.msg)
+		return
+	}
+	select {
+	case m.logRelays <- struct{}{}:
+		defer func() { <-m.logRelays }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("master %s relays %d logs already, the most it relays at once: retry shortly, or ask another master", m.cfg.NodeID, maxLogRelays))
+		return
+	}
+	var asked []logAsked
+	for _, t := range logTargets(p, m.gossip.Role(membership.RoleExecutor)) {
+		ans, a := m.askLog(r.Context(), t, q)
+		if ans != nil {
+			m.relayLog(w, r, t, q, ans)
+			return
+		}
+		if r.Context().Err() != nil {
+			return // the caller went
+		}
+		asked = append(asked, a)
+	}
+	status, msg := logFailure(q, p, asked)
+	writeError(w, status, msg)
+}
+
+// logAnswer is an executor's 200 to a log read, with what releases it.
+type logAnswer struct {
+	resp   *http.Response
+	cancel context.CancelFunc
+}
+
+// askLog asks the executor t for q's log. Its answer's headers must come
+// within logAnswerTimeout; its body is then read under ctx alone. It
+// returns the answer of a 200, else how t answered.
+func (m *Master) askLog(ctx context.Context, t logTarget, q logQuery) (*logAnswer, logAsked) {
+	a := logAsked{target: t}
+	v := url.Values{"id": {q.execution}, "stream": {q.stream}, "tail": {strconv.FormatInt(q.tail, 10)}}
+	if q.follow {
+		v.Set("follow", "1")
+	}
+	u, err := transport.PeerURL(m.client, t.addr, wire.PathLogs+"?"+v.Encode())
+	if err != nil {
+		a.err = fmt.Errorf("its address: %w", err)
+		return nil, a
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(logAnswerTimeout, cancel)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		timer.Stop()
+		cancel()
+		a.err = err
+		return nil, a
+	}
+	resp, err := doExecutor(m.client, hr, t.id)
+	if !timer.Stop() && err != nil {
+		err = fmt.Errorf("no answer within %v", logAnswerTimeout)
+	}
+	if err == nil && resp.Header.Get(transport.RoleHeader) != transport.RoleExecutor {
+		_ = resp.Body.Close()
+		err = fmt.Errorf("what answers at %s is no executor", t.addr)
+	}
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = ue.Err // the URL is the executor's, named already
+	}
+	if err != nil {
+		cancel()
+		a.err = err
+		return nil, a
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
+		cancel()
+		a.status, a.msg = resp.StatusCode, strictjson.Short(transport.ErrorMessage(body))
+		return nil, a
+	}
+	return &logAnswer{resp: resp, cancel: cancel}, a
+}
+
+// relayLog copies an executor's answer to the caller: at most q.tail
+// bytes of a log read at once; a followed log as it comes, until the
+// executor's answer ends. An answer that breaks off breaks the caller's
+// off too (http.ErrAbortHandler), but for the caller's own going.
+func (m *Master) relayLog(w http.ResponseWriter, r *http.Request, t logTarget, q logQuery, ans *logAnswer) {
+	defer ans.cancel()
+	defer ans.resp.Body.Close()
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set(api.LogExecutorHeader, t.id)
+	if q.follow {
+		h.Set("Trailer", wire.HeaderEnd)
+		h.Set("X-Accel-Buffering", "no") // proxies must not hold the log back
+	} else if n := ans.resp.ContentLength; n >= 0 && n <= q.tail {
+		h.Set("Content-Length", strconv.FormatInt(n, 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	if !q.follow {
+		if _, err := io.Copy(w, io.LimitReader(ans.resp.Body, q.tail)); err != nil && r.Context().Err() == nil {
+			panic(http.ErrAbortHandler)
+		}
+		return
+	}
+	// The follow ends, broken off, when this master stops or the caller's
+	// token is deleted: the executor's answer is cancelled.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(logTokenCheck)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-m.stop:
+				ans.cancel()
+				return
+			case <-tick.C:
+				if !m.stillAllowed(r) {
+					ans.cancel()
+					return
+				}
+			}
+		}
+	}()
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := ans.resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return // the caller went
+			}
+			if rc.Flush() != nil {
+				return
+			}
+		}
+		if errors.Is(err, io.EOF) && ans.resp.Trailer.Get(wire.HeaderEnd) == wire.EndComplete {
+			h.Set(wire.HeaderEnd, wire.EndComplete)
+			return
+		}
+		if err != nil {
+			if r.Context().Err() != nil {
+				return
+			}
+			panic(http.ErrAbortHandler) // cut short: the caller must not take it as whole
+		}
+	}
+}

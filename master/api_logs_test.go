@@ -1,0 +1,337 @@
+package master
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"jobmaster/api"
+	"jobmaster/fsm"
+	"jobmaster/membership"
+	"jobmaster/transport"
+	"jobmaster/wire"
+)
+
+func TestParseLogQuery(t *testing.T) {
+	for _, c := range []struct {
+		query string
+		want  logQuery // compared when err is ""
+		err   string
+	}{
+		{query: "execution=j/v/0/0", want: logQuery{job: "j", execution: "j/v/0/0", vertex: "v", stream: "stdout", tail: api.LogTailDefault}},
+		{query: "execution=j/v/3/12&stream=stderr&tail=0&follow=1",
+			want: logQuery{job: "j", execution: "j/v/3/12", vertex: "v", subtask: 3, attempt: 12, stream: "stderr", tail: 0, follow: true}},
+		{query: "execution=j/v/0/0&stream=stdout&tail=16777216&follow=0",
+			want: logQuery{job: "j", execution: "j/v/0/0", vertex: "v", stream: "stdout", tail: api.LogTailMax}},
+		{query: "", err: "missing query parameter execution"},
+		{query: "execution=", err: "missing query parameter execution"},
+		{query: "execution=j/v/0", err: `execution "j/v/0": want an execution id`},
+		{query: "execution=j/v/0/0/1", err: "want an execution id"},
+		{query: "execution=other/v/0/0", err: `execution "other/v/0/0" is not of job "j"`},
+		{query: "execution=j/a%20b/0/0", err: "vertex:"},
+		{query: "execution=j/v/-1/0", err: `subtask "-1" is no subtask index`},
+		{query: "execution=j/v/01/0", err: `subtask "01" is no subtask index`},
+		{query: "execution=j/v/0/x", err: `attempt "x" is no attempt number`},
+		{query: "execution=j/v/0/99999999999999999999", err: "is no attempt number"},
+		{query: "execution=j/v/0/0&execution=j/v/1/0", err: "query parameter execution given 2 times"},
+		{query: "execution=j/v/0/0&stream=both", err: `stream "both": want stdout or stderr`},
+		{query: "execution=j/v/0/0&tail=-1", err: `tail "-1": want a number of bytes`},
+		{query: "execution=j/v/0/0&tail=1k", err: `tail "1k"`},
+		{query: "execution=j/v/0/0&tail=16777217", err: "tail 16777217: a master relays at most the last 16777216 bytes"},
+		{query: "execution=j/v/0/0&follow=yes", err: `follow "yes": want 0 or 1`},
+		{query: "execution=j/v/0/0&follow=1&follow=1", err: "follow given 2 times"},
+	} {
+		q, err := url.ParseQuery(c.query)
+		require.NoError(t, err, c.query)
+		got, err := parseLogQuery("j", q)
+		if c.err != "" {
+			require.ErrorContains(t, err, c.err, c.query)
+			continue
+		}
+		require.NoError(t, err, c.query)
+		require.Equal(t, c.want, got, c.query)
+	}
+}
+
+func TestPlanLogs(t *testing.T) {
+	q := func(id string) logQuery {
+		v, err := parseLogQuery("j", url.Values{"execution": {id}})
+		require.NoError(t, err)
+		return v
+	}
+	earlier := logLookup{job: true, vertices: []string{"a", "v"}, parallelism: 2, currentAttempt: 3, currentExecutor: "e2"}
+	for _, c := range []struct {
+		name   string
+		q      logQuery
+		l      logLookup
+		want   logPlan
+		status int
+		msg    string
+	}{
+		{name: "unknown job", q: q("j/v/0/0"), l: logLookup{},
+			status: http.StatusNotFound, msg: `job "j" not found`},
+		{name: "current, never placed", q: q("j/v/0/0"), l: logLookup{job: true, current: true, exec: fsm.Execution{State: wire.StateScheduled}},
+			status: http.StatusConflict, msg: "execution j/v/0/0 has not been placed on an executor yet (it is SCHEDULED)"},
+		{name: "current, placed", q: q("j/v/0/0"), l: logLookup{job: true, current: true, exec: fsm.Execution{Executor: "e1", State: wire.StateRunning}},
+			want: logPlan{first: "e1", state: wire.StateRunning}},
+		{name: "current, ended", q: q("j/v/0/0"), l: logLookup{job: true, current: true, exec: fsm.Execution{Executor: "e1", State: wire.StateFailed}},
+			want: logPlan{first: "e1", state: wire.StateFailed}},
+		{name: "no such vertex", q: q("j/x/0/0"), l: logLookup{job: true, vertices: []string{"a", "v"}},
+			status: http.StatusNotFound, msg: `job "j" has no vertex "x" (its vertices: a, v)`},
+		{name: "no such subtask", q: q("j/v/2/0"), l: earlier,
+			status: http.StatusNotFound, msg: `vertex "v" of job "j" has no subtask 2 (it has subtasks 0 to 1)`},
+		{name: "an attempt not made", q: q("j/v/1/4"), l: earlier,
+			status: http.StatusNotFound, msg: `execution j/v/1/4 not found: subtask v/1 of job "j" is at attempt 3`},
+		{name: "an earlier attempt", q: q("j/v/1/2"), l: earlier,
+			want: logPlan{first: "e2", search: true}},
+		{name: "an earlier attempt, the current one not placed", q: q("j/v/1/0"), l: logLookup{job: true, parallelism: 2, currentAttempt: 1},
+			want: logPlan{search: true}},
+	} {
+		got := planLogs(c.q, c.l)
+		if c.status != 0 {
+			require.Equal(t, c.status, got.status, c.name)
+			require.Contains(t, got.msg, c.msg, c.name)
+			continue
+		}
+		require.Equal(t, c.want, got, c.name)
+	}
+}
+
+func TestLogTargets(t *testing.T) {
+	member := func(id, role, addr, status string) membership.Member {
+		return membership.Member{ID: id, Status: status, Meta: membership.Meta{Role: role, HTTPAddr: addr}}
+	}
+	members := []membership.Member{
+		member("e1", membership.RoleExecutor, "127.0.0.1:1", membership.StatusAlive),
+		member("e2", membership.RoleExecutor, "127.0.0.1:2", membership.StatusDead),
+		member("e3", membership.RoleExecutor, "127.0.0.1:3", membership.StatusAlive),
+		member("e4", membership.RoleExecutor, "", membership.StatusAlive),
+		member("m1", membership.RoleMaster, "127.0.0.1:9", membership.StatusAlive),
+	}
+	ids := func(ts []logTarget) []string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.id+"@"+t.addr+"/"+t.status)
+		}
+		return out
+	}
+	// The executor the state names, whatever gossip says of it.
+	require.Equal(t, []string{"e2@127.0.0.1:2/dead"}, ids(logTargets(logPlan{first: "e2"}, members)))
+	require.Empty(t, logTargets(logPlan{first: "e9"}, members), "an executor gossip does not know")
+	require.Empty(t, logTargets(logPlan{first: "m1"}, members), "a master is no executor")
+	require.Empty(t, logTargets(logPlan{first: "e4"}, members), "no address")
+	// A search: that one first, then the others alive.
+	require.Equal(t, []string{"e2@127.0.0.1:2/dead", "e1@127.0.0.1:1/alive", "e3@127.0.0.1:3/alive"},
+		ids(logTargets(logPlan{first: "e2", search: true}, members)))
+	require.Equal(t, []string{"e1@127.0.0.1:1/alive", "e3@127.0.0.1:3/alive"},
+		ids(logTargets(logPlan{search: true}, members)))
+	// At most maxLogSearch executors.
+	var many []membership.Member
+	for i := range maxLogSearch + 10 {
+		many = append(many, member(strings.Repeat("x", i+1), membership.RoleExecutor, "127.0.0.1:1", membership.StatusAlive))
+	}
+	require.Len(t, logTargets(logPlan{first: "x", search: true}, many), maxLogSearch)
+}
+
+func TestLogFailure(t *testing.T) {
+	q, err := parseLogQuery("j", url.Values{"execution": {"j/v/0/1"}})
+	require.NoError(t, err)
+	e1 := logTarget{id: "e1", addr: "127.0.0.1:7431", status: membership.StatusDead}
+	e2 := logTarget{id: "e2", addr: "127.0.0.1:7432", status: membership.StatusAlive}
+	for _, c := range []struct {
+		name   string
+		p      logPlan
+		asked  []logAsked
+		status int
+		msg    string
+	}{
+		{"the executor unknown to gossip", logPlan{first: "e1", state: wire.StateRunning}, nil,
+			http.StatusBadGateway, "executor e1, which runs or ran j/v/0/1, is not known to this master's gossip: it is gone, and the log with it"},
+		{"the executor does not answer", logPlan{first: "e1", state: wire.StateRunning}, []logAsked{{target: e1, err: errors.New("connection refused")}},
+			http.StatusBadGateway, "executor e1 at 127.0.0.1:7431, which runs or ran j/v/0/1, does not answer (gossip says it is dead): connection refused"},
+		{"not on the executor yet", logPlan{first: "e1", state: wire.StateDeploying}, []logAsked{{target: e1, status: http.StatusNotFound}},
+			http.StatusConflict, "execution j/v/0/1 has not started on executor e1 yet (it is DEPLOYING)"},
+		{"deleted on the executor", logPlan{first: "e1", state: wire.StateFinished}, []logAsked{{target: e1, status: http.StatusNotFound}},
+			http.StatusNotFound, "executor e1 no longer has the log of j/v/0/1: it deletes a task's directory --gc-retention after the task ended"},
+		{"refused by the executor", logPlan{first: "e1", state: wire.StateRunning}, []logAsked{{target: e1, status: http.StatusForbidden, msg: "no certificate"}},
+			http.StatusBadGateway, "executor e1 refused the log of j/v/0/1: HTTP 403: no certificate"},
+		{"a search with nobody to ask", logPlan{search: true}, nil,
+			http.StatusNotFound, "gossip lists no executor alive to ask"},
+		{"a search that every executor answers 404", logPlan{first: "e1", search: true},
+			[]logAsked{{target: e1, status: http.StatusNotFound}, {target: e2, status: http.StatusNotFound}},
+			http.StatusNotFound, "no executor has the log of j/v/0/1, an earlier attempt (asked: e1, e2)"},
+		{"a search that an executor does not answer", logPlan{first: "e1", search: true},
+			[]logAsked{{target: e1, err: errors.New("timeout")}, {target: e2, status: http.StatusNotFound}},
+			http.StatusBadGateway, "not reached: e1 (no answer: timeout)"},
+	} {
+		status, msg := logFailure(q, c.p, c.asked)
+		assert.Equal(t, c.status, status, c.name)
+		assert.Contains(t, msg, c.msg, c.name)
+	}
+}
+
+// A log relayed as it comes: whole, with the executor's trailer, when the
+// executor's answer says it is complete; broken off when the executor's
+// answer ends without it, so that a reader that cannot see trailers still
+// tells a cut log from a whole one. At once, at most tail bytes.
+func TestRelayLogEndsCleanlyOnlyWhenComplete(t *testing.T) {
+	complete := make(chan bool, 1)
+	exe := httptest.NewServer(transport.Role(transport.RoleExecutor, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, wire.PathLogs, r.URL.Path)
+		assert.Equal(t, "j/v/0/0", r.URL.Query().Get("id"))
+		if r.URL.Query().Get("follow") != "1" {
+			_, _ = io.WriteString(w, "0123456789") // more than the tail asked: the master cuts it
+			return
+		}
+		w.Header().Set("Trailer", wire.HeaderEnd)
+		_, _ = io.WriteString(w, "line 1\n")
+		http.NewResponseController(w).Flush()
+		_, _ = io.WriteString(w, "line 2\n")
+		if <-complete {
+			w.Header().Set(wire.HeaderEnd, wire.EndComplete)
+		}
+	})))
+	defer exe.Close()
+	m := &Master{client: transport.NewClient(transport.ClientOptions{}), stop: make(chan struct{})}
+	target := logTarget{id: "e1", addr: strings.TrimPrefix(exe.URL, "http://"), status: membership.StatusAlive}
+	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, err := parseLogQuery("j", r.URL.Query())
+		assert.NoError(t, err)
+		ans, asked := m.askLog(r.Context(), target, q)
+		if !assert.NotNil(t, ans, "%+v", asked) {
+			return
+		}
+		m.relayLog(w, r, target, q, ans)
+	}))
+	defer relay.Close()
+
+	get := func(query string) (*http.Response, []byte, error) {
+		resp, err := http.Get(relay.URL + "/?" + query)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp, body, err
+	}
+	complete <- true
+	resp, body, err := get("execution=j/v/0/0&follow=1")
+	require.NoError(t, err)
+	require.Equal(t, "line 1\nline 2\n", string(body))
+	require.Equal(t, wire.EndComplete, resp.Trailer.Get(wire.HeaderEnd))
+	require.Equal(t, "e1", resp.Header.Get(api.LogExecutorHeader))
+	require.Equal(t, "text/plain; charset=utf-8", resp.Header.Get("Content-Type"))
+
+	complete <- false
+	_, body, err = get("execution=j/v/0/0&follow=1")
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "a cut log must not read as a whole one")
+	require.Equal(t, "line 1\nline 2\n", string(body))
+
+	resp, body, err = get("execution=j/v/0/0&tail=4")
+	require.NoError(t, err)
+	require.Equal(t, "0123", string(body))
+	require.Empty(t, resp.Trailer.Get(wire.HeaderEnd))
+}
+
+// A followed log ends, broken off, when the master stops.
+func TestRelayLogStopsWithTheMaster(t *testing.T) {
+	exe := httptest.NewServer(transport.Role(transport.RoleExecutor, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", wire.HeaderEnd)
+		_, _ = io.WriteString(w, "started\n")
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // the task never ends
+	})))
+	defer exe.Close()
+	m := &Master{client: transport.NewClient(transport.ClientOptions{}), stop: make(chan struct{})}
+	target := logTarget{id: "e1", addr: strings.TrimPrefix(exe.URL, "http://")}
+	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, _ := parseLogQuery("j", r.URL.Query())
+		ans, asked := m.askLog(r.Context(), target, q)
+		if !assert.NotNil(t, ans, "%+v", asked) {
+			return
+		}
+		m.relayLog(w, r, target, q, ans)
+	}))
+	defer relay.Close()
+	resp, err := http.Get(relay.URL + "/?execution=j/v/0/0&follow=1")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	line := make([]byte, len("started\n"))
+	_, err = io.ReadFull(resp.Body, line)
+	require.NoError(t, err)
+	close(m.stop)
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadAll(resp.Body); done <- err }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follow went on after the master stopped")
+	}
+}
+
+// The route on a cluster without executors: a read token may not read a
+// log, and is told why; a submit token gets the answers of the state (a
+// job's subtasks never placed, an attempt not made, an unknown job), from
+// a follower and from another master's page alike; bad parameters are
+// 400s naming them.
+func TestTaskLogsRoute(t *testing.T) {
+	c, _ := aclCluster(t)
+	l, f := c.leader(), c.follower()
+	root := tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/bootstrap"), nil))
+	reader := tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/tokens"), []byte(`{"name":"dashboard","policy":"read"}`), auth(root.SecretID)...))
+	submitter := tokenOf(t, do(t, "POST", c.url(l, "/v1/acl/tokens"), []byte(`{"name":"ci","policy":"submit"}`), auth(root.SecretID)...))
+	requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/lg"), []byte(simpleJob), auth(root.SecretID)...))
+	waitFor(t, "the job on the follower", func() bool {
+		return do(t, "GET", c.url(f, "/v1/jobs/lg?stale"), nil, auth(root.SecretID)...).status == http.StatusOK
+	})
+
+	r := do(t, "GET", c.url(f, "/v1/jobs/lg/logs?execution=lg/v/0/0"), nil, auth(reader.SecretID)...)
+	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), `token \"dashboard\" (policy read) may not GET /v1/jobs/lg/logs: it needs a submit or management token`)
+	assert.Contains(t, string(r.body), "not part of the read policy")
+	r = do(t, "GET", c.url(f, "/v1/jobs/lg/logs?execution=lg/v/0/0"), nil)
+	require.Equal(t, http.StatusUnauthorized, r.status, "%s", r.body)
+
+	for _, x := range []struct {
+		path   string
+		status int
+		msg    string
+	}{
+		{"/v1/jobs/lg/logs?execution=lg/v/0/0", http.StatusConflict, "execution lg/v/0/0 has not been placed on an executor yet (it is SCHEDULED)"},
+		{"/v1/jobs/lg/logs?execution=lg/v/1/0&stream=stderr&follow=1", http.StatusConflict, "has not been placed"},
+		{"/v1/jobs/lg/logs?execution=lg/v/0/3", http.StatusNotFound, `execution lg/v/0/3 not found: subtask v/0 of job \"lg\" is at attempt 0`},
+		{"/v1/jobs/lg/logs?execution=lg/w/0/0", http.StatusNotFound, `job \"lg\" has no vertex \"w\" (its vertices: v)`},
+		{"/v1/jobs/nope/logs?execution=nope/v/0/0", http.StatusNotFound, `job \"nope\" not found`},
+		{"/v1/jobs/lg/logs", http.StatusBadRequest, "missing query parameter execution"},
+		{"/v1/jobs/lg/logs?execution=lg/v/0/0&tial=5", http.StatusBadRequest, `unknown query parameter \"tial\": this endpoint takes execution, stream, tail, follow`},
+		{"/v1/jobs/lg/logs?execution=lg/v/0/0&tail=99999999", http.StatusBadRequest, "a master relays at most the last 16777216 bytes"},
+		{"/v1/jobs/lg/logs?execution=x/v/0/0", http.StatusBadRequest, `is not of job \"lg\"`},
+		{"/v1/jobs/a%20b/logs?execution=x/v/0/0", http.StatusBadRequest, "job id:"},
+	} {
+		r := do(t, "GET", c.url(f, x.path), nil, auth(submitter.SecretID)...)
+		require.Equal(t, x.status, r.status, "%s: %s", x.path, r.body)
+		assert.Contains(t, string(r.body), x.msg, x.path)
+	}
+	r = do(t, "POST", c.url(f, "/v1/jobs/lg/logs?execution=lg/v/0/0"), nil, auth(submitter.SecretID)...)
+	assert.Equal(t, http.StatusMethodNotAllowed, r.status, "%s", r.body)
+
+	// From the page of another master: its answer is the page's to read.
+	peer := "http://" + c.masters[l].HTTPAddr()
+	r = do(t, "GET", c.url(f, "/v1/jobs/lg/logs?execution=lg/v/0/0"), nil, append(auth(reader.SecretID), "Origin", peer)...)
+	assert.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+	assert.Equal(t, peer, r.header.Get("Access-Control-Allow-Origin"), "the page reads why it was refused")
+	assert.Contains(t, r.header.Get("Access-Control-Expose-Headers"), api.LogExecutorHeader)
+	r = do(t, "OPTIONS", c.url(f, "/v1/jobs/lg/logs"), nil, "Origin", peer,
+		"Access-Control-Request-Method", "GET", "Access-Control-Request-Headers", "x-jobmaster-token")
+	assert.Equal(t, http.StatusNoContent, r.status, "%s", r.body)
+	r = do(t, "GET", c.url(f, "/v1/jobs/lg/logs?execution=lg/v/0/0"), nil, append(auth(submitter.SecretID), "Origin", "http://evil.example")...)
+	assert.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+	assert.Empty(t, r.header.Get("Access-Control-Allow-Origin"))
+}
