@@ -1,5 +1,5 @@
-// The jobmaster UI: one page per route (#/jobs, #/jobs/ID, #/executors,
-// #/masters), each refreshed from the API when the event stream says that
+// The jobmaster UI: one page per route (#/jobs, #/jobs/ID with its tasks'
+// logs, #/executors, #/masters), each refreshed from the API when the event stream says that
 // something it shows changed.
 import { conn, get, AuthError, APIError, Stream } from './conn.js';
 import { h, fmtTime } from './dom.js';
@@ -107,8 +107,8 @@ function login(err) {
   const input = h('input', { type: 'password', id: 'token', name: 'token', autocomplete: 'off', placeholder: 'secret id', required: true, spellcheck: 'false' });
   const form = h('form', { class: 'login', id: 'login' },
     h('h1', {}, 'Sign in'),
-    h('p', {}, 'This cluster has ACLs on. Enter a token\u2019s secret: a ', h('code', {}, 'read'), ' token shows everything, a ',
-      h('code', {}, 'submit'), ' token may also cancel jobs. It is kept in this tab only (sessionStorage) and sent in the ',
+    h('p', {}, 'This cluster has ACLs on. Enter a token\u2019s secret: a ', h('code', {}, 'read'), ' token shows everything but the tasks\u2019 logs, a ',
+      h('code', {}, 'submit'), ' token may also read the logs and cancel jobs. It is kept in this tab only (sessionStorage) and sent in the ',
       h('code', {}, 'X-Jobmaster-Token'), ' header.'),
     h('p', { class: 'muted' }, 'Where to get one: ', h('code', {}, 'jobmaster dev'), ' prints its management token (and keeps it in ',
       h('code', {}, '<data-dir>/tls/management.token'), '); a token’s holder makes more with ',

@@ -139,6 +139,82 @@ export async function post(path) {
   return res.json();
 }
 
+// LogCut is the error of a log whose answer broke off before its end: a
+// master breaks off a followed log that is cut short (its executor went
+// away, or the master did), so that a page, which cannot see trailers,
+// tells it from a complete one (docs/api.md, GET /v1/jobs/{id}/logs).
+export class LogCut extends Error {}
+
+// readLog reads a task's log (GET /v1/jobs/{job}/logs?params) through the
+// first master that answers, passing each piece of text to onText as it
+// comes, and onStart({executor, via}) first. It resolves {executor, via,
+// bytes} once the answer has ended: the whole log asked for, or, followed,
+// the log up to its task's end. It rejects with LogCut when the answer
+// broke off, AuthError for a token the masters do not know (401), and
+// APIError for a master's answer, a 403 included (a read token may read
+// the job, not its tasks' logs: the page says so, rather than signing
+// out). The answer's headers must come within REQUEST_TIMEOUT_MS; its body
+// takes as long as its task, until signal aborts it.
+export async function readLog(job, params, { onStart, onText, signal }) {
+  const path = `/v1/jobs/${encodeURIComponent(job)}/logs?${new URLSearchParams(params)}`;
+  let lastErr = null;
+  for (let i = 0; i < conn.bases.length; i++) {
+    const base = conn.base();
+    const ctrl = new AbortController();
+    const abort = () => ctrl.abort();
+    if (signal) {
+      if (signal.aborted) throw new DOMException('aborted', 'AbortError');
+      signal.addEventListener('abort', abort);
+    }
+    const timer = setTimeout(abort, REQUEST_TIMEOUT_MS);
+    try {
+      let res;
+      try {
+        res = await fetch(base + path, { headers: conn.headers(), signal: ctrl.signal, cache: 'no-store' });
+      } catch (e) {
+        if (signal && signal.aborted) throw e;
+        if (!lastErr || lastErr.status === 0) lastErr = new APIError(0, `${hostOf(base)} does not answer`);
+        conn.next(base);
+        continue;
+      } finally {
+        clearTimeout(timer);
+      }
+      if (res.status === 401) throw new AuthError(res.status, await errorOf(res));
+      if (res.status === 503) {
+        // No leader is needed: this master is busy or stopping.
+        lastErr = new APIError(res.status, await errorOf(res));
+        conn.next(base);
+        continue;
+      }
+      if (!res.ok) throw new APIError(res.status, await errorOf(res));
+      const executor = res.headers.get('X-Jobmaster-Executor') || '';
+      const via = hostOf(base);
+      if (onStart) onStart({ executor, via });
+      const reader = res.body.getReader();
+      const dec = new TextDecoder();
+      let bytes = 0;
+      for (;;) {
+        let part;
+        try {
+          part = await reader.read();
+        } catch (e) {
+          if (signal && signal.aborted) throw e;
+          throw new LogCut(`the answer from ${via} broke off before the log's end: its executor or that master went away`);
+        }
+        if (part.done) break;
+        bytes += part.value.length;
+        onText(dec.decode(part.value, { stream: true }));
+      }
+      onText(dec.decode());
+      return { executor, via, bytes };
+    } finally {
+      clearTimeout(timer);
+      if (signal) signal.removeEventListener('abort', abort);
+    }
+  }
+  throw lastErr || new APIError(0, 'no master answers');
+}
+
 // Stream follows GET /v1/events?query from the cursor, on whichever master
 // answers, resuming where it left off after a break (the resume rule of
 // docs/api.md: the cursor of the last line read). onEvent gets each event

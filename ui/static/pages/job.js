@@ -1,8 +1,9 @@
-// A job: its graph, its subtasks, what happened to it (from its events,
-// since the start of the log) and a cancel button.
+// A job: its graph, its subtasks (each with its log), what happened to it
+// (from its events, since the start of the log) and a cancel button.
 import { get, post, Stream, AuthError } from '../conn.js';
 import { h, pill, fmtAgo, fmtDuration, fmtTime, debounce, setText, Rows, TERMINAL_JOB } from '../dom.js';
 import { dag } from './dag.js';
+import { logPanel } from './log.js';
 
 const HISTORY_MAX = 300;
 // SUBTASKS_MAX bounds the subtask table's rows (parallelism goes to 10000).
@@ -38,6 +39,8 @@ export function mount(root, { arg: id, fail }) {
   const graph = h('div', { class: 'graph' });
   const subtasks = h('tbody', { id: 'subtasks-body' });
   const subtasksMore = h('p', { class: 'muted small' });
+  // The log of a subtask's attempt, opened from its row.
+  const logs = logPanel(id, { stateOf, fail });
   const history = h('ol', { class: 'history', id: 'history' });
   const historyNote = h('p', { class: 'muted small', id: 'history-note' });
   // Shown instead of the page while the job is unknown; the page comes
@@ -52,16 +55,25 @@ export function mount(root, { arg: id, fail }) {
     h('h2', {}, 'Graph'), graph,
     h('h2', {}, 'Subtasks'),
     h('table', { class: 'grid', id: 'subtasks' },
-      h('thead', {}, h('tr', {}, ['Vertex', 'Subtask', 'Attempt', 'State', 'Executor', 'Start', 'End', 'Duration', 'Why it ended / previous attempt']
+      h('thead', {}, h('tr', {}, ['Vertex', 'Subtask', 'Attempt', 'State', 'Executor', 'Start', 'End', 'Duration', 'Why it ended / previous attempt', 'Log']
         .map((c, i) => h('th', { class: i === 1 || i === 2 || i === 7 ? 'num' : '' }, c)))),
       subtasks),
     subtasksMore,
+    logs.el,
     h('h2', {}, 'History: restarts, failures, status'), historyNote, history);
   root.append(missing, page);
 
   let job = null;
   let events = [];
   let armed = null;
+
+  // stateOf is the state this page shows of an execution, '' if none.
+  function stateOf(execution) {
+    for (const v of (job && job.vertices) || []) {
+      for (const t of v.subtasks) if (t.execution_id === execution) return t.state;
+    }
+    return '';
+  }
 
   function renderHeader() {
     const now = Date.now();
@@ -114,11 +126,14 @@ export function mount(root, { arg: id, fail }) {
     r.executor.className = 'mono';
     r.start.className = r.end.className = 'muted';
     r.why.className = 'why';
+    // The current attempt's log; the row's execution id says which.
+    const open = h('button', { type: 'button', class: 'link log-open', title: 'its stdout and stderr' }, 'Log');
+    open.addEventListener('click', () => logs.open(r.tr.dataset.execution));
     r.tr = h('tr', { 'data-vertex': v.id, 'data-subtask': t.index },
-      h('td', { class: 'mono' }, v.id), h('td', { class: 'num' }, String(t.index)), c.map((k) => r[k]));
+      h('td', { class: 'mono' }, v.id), h('td', { class: 'num' }, String(t.index)), c.map((k) => r[k]), h('td', {}, open));
     r.key = '';
     return r;
-  }, (r, { t }) => {
+  }, (r, { v, t }) => {
     const now = rows.now;
     setText(r.duration, t.start_time_ms ? fmtDuration((t.end_time_ms || now) - t.start_time_ms) : '');
     const p = t.previous_attempt;
@@ -136,8 +151,10 @@ export function mount(root, { arg: id, fail }) {
     // The reason this attempt ended, and how the one before it did.
     const ended = (t.state === 'FAILED' || t.state === 'CANCELED') && t.message
       ? [h('span', { class: 'reason', 'data-state': t.state }, t.message)] : [];
+    const prev = p ? `${id}/${v.id}/${t.index}/${p.attempt}` : '';
     const before = p ? [h('span', { class: 'muted' }, `${ended.length ? '; ' : ''}attempt ${p.attempt} `),
-      h('span', { class: 'reason previous', 'data-state': p.state }, `${p.state}${p.message ? ': ' + p.message : ''}`)] : [];
+      h('span', { class: 'reason previous', 'data-state': p.state }, `${p.state}${p.message ? ': ' + p.message : ''}`), ' ',
+      h('button', { type: 'button', class: 'link log-previous', title: `the log of attempt ${p.attempt}`, onclick: () => logs.open(prev) }, '(its log)')] : [];
     const warn = quiet ? [h('span', { class: 'warn', title: 'it may be gone: it is shown as it was until the executor timeout declares its executor lost' }, quiet)] : [];
     r.why.replaceChildren(...warn, ...ended, ...before);
   });
@@ -162,7 +179,7 @@ export function mount(root, { arg: id, fail }) {
       shown = items.filter((it) => keep.has(it));
       subtasksMore.textContent = `Showing ${SUBTASKS_MAX} of ${items.length} subtasks: those that failed, say why they ended or ran again first ('jobmaster job status' lists all).`;
     }
-    rows.show(shown, ({ v, t }) => `${v.id}/${t.index}`, h('tr', {}, h('td', { colspan: 9, class: 'none' }, 'No subtasks.')));
+    rows.show(shown, ({ v, t }) => `${v.id}/${t.index}`, h('tr', {}, h('td', { colspan: 10, class: 'none' }, 'No subtasks.')));
   }
 
   function renderHistory() {
@@ -299,7 +316,7 @@ export function mount(root, { arg: id, fail }) {
       renderSubtasks();
     },
     onEvent() {}, // this page follows its own stream
-    unmount() { stream.stop(); disarm(); },
+    unmount() { stream.stop(); disarm(); logs.close(); },
   };
 }
 
