@@ -35,6 +35,14 @@ func (c *Cluster) runSleeper(t *testing.T, name string) string {
 	return ex
 }
 
+// countOf is how many elements match the CSS selector in the page.
+func countOf(t *testing.T, ctx context.Context, selector string) int {
+	t.Helper()
+	var n int
+	browse(t, ctx, "count "+selector, uiWait, eval(`document.querySelectorAll(`+q(selector)+`).length`, &n))
+	return n
+}
+
 // uiSignIn opens the UI of the master at addr and signs in with the
 // secret, as a user of a cluster with ACLs does.
 func uiSignIn(t *testing.T, c *Cluster, ctx context.Context, addr, secret string) {
@@ -218,6 +226,83 @@ func TestUI(t *testing.T) {
 			js(`document.querySelector('#job-status')?.textContent === 'FINISHED'`),
 			js(`document.querySelector('#job-missing').hidden`),
 			chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="v"][data-state="FINISHED"]`)))
+	})
+	// The logs are read through a master that does not lead, from a page
+	// it served.
+	var follower *Node
+	for _, m := range c.Masters {
+		if m.ID != leader.ID {
+			follower = m
+			break
+		}
+	}
+	t.Run("a subtask's log opens in its job's page, as text, stdout and stderr", func(t *testing.T) {
+		c.Submit("ui-log", `{"name": "ui-log", "vertices": [{"id": "v", "parallelism": 1, "command": ["sh", "-c",
+			"echo hello from ui-log; echo '<b>not markup</b>'; echo to stderr >&2"]}]}`)
+		c.WaitJob("ui-log", uiWait, "FINISHED")
+		uiSignIn(t, c, ctx, follower.HTTPAddr, c.ManagementToken)
+		var text, from string
+		browse(t, ctx, "ui-log's stdout", uiWait,
+			chromedp.Navigate(c.URL(follower.HTTPAddr, "/ui/#/jobs/ui-log")),
+			chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="v"][data-state="FINISHED"] .log-open`)),
+			chromedp.Click(chromedp.CSS(`#subtasks tr[data-vertex="v"] .log-open`)),
+			js(`document.querySelector('#log')?.dataset.state === 'shown'`),
+			js(`document.querySelector('#log-execution').textContent === 'ui-log/v/0/0'`),
+			eval(`document.querySelector('#log-text').textContent`, &text),
+			eval(`document.querySelector('#log-from').textContent`, &from))
+		require.Equal(t, "hello from ui-log\n<b>not markup</b>\n", text)
+		require.Zero(t, countOf(t, ctx, `#log-text b`), "the log's text was read as markup")
+		require.Contains(t, from, "through "+follower.HTTPAddr)
+		browse(t, ctx, "ui-log's stderr", uiWait,
+			chromedp.Click(chromedp.CSS(`#log .seg[data-stream="stderr"]`)),
+			js(`document.querySelector('#log').dataset.state === 'shown' && document.querySelector('#log-text').textContent === 'to stderr\n'`))
+	})
+	t.Run("a followed log shows a line printed later, and says when its task ended", func(t *testing.T) {
+		gate := filepath.Join(t.TempDir(), "go")
+		c.Submit("ui-follow", fmt.Sprintf(`{"name": "ui-follow", "vertices": [{"id": "v", "parallelism": 1, "command": ["sh", "-c", %q]}]}`,
+			"echo early line; "+awaitFile(gate)+"echo later line"))
+		// Whatever happens here, the task ends: the tests after this one
+		// need its slot.
+		defer func() { _ = os.WriteFile(gate, nil, 0o600) }()
+		browse(t, ctx, "ui-follow's log, followed", uiWait,
+			chromedp.Navigate(c.URL(follower.HTTPAddr, "/ui/#/jobs/ui-follow")),
+			chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="v"][data-state="RUNNING"] .log-open`)),
+			chromedp.Click(chromedp.CSS(`#subtasks tr[data-vertex="v"] .log-open`)),
+			chromedp.WaitVisible(chromedp.CSS(`#log-follow`)),
+			chromedp.Click(chromedp.CSS(`#log-follow`)),
+			js(`document.querySelector('#log').dataset.state === 'following' && document.querySelector('#log-text').textContent === 'early line\n'`))
+		require.NoError(t, os.WriteFile(gate, nil, 0o600))
+		var status string
+		browse(t, ctx, "the later line, and the task's end", uiWait,
+			js(`document.querySelector('#log-text').textContent === 'early line\nlater line\n'`),
+			js(`document.querySelector('#log').dataset.state === 'ended'`),
+			eval(`document.querySelector('#log-status').textContent`, &status))
+		require.Contains(t, status, "The task has ended")
+		require.Contains(t, status, "its log is complete")
+	})
+	t.Run("a read token is told that logs need a submit or management token", func(t *testing.T) {
+		read := c.Token("read", "ui-reader")
+		browse(t, ctx, "signed out", uiWait,
+			chromedp.Navigate(c.URL(follower.HTTPAddr, "/ui/#/jobs")),
+			chromedp.WaitVisible(chromedp.CSS("#signout")),
+			chromedp.Click(chromedp.CSS("#signout")),
+			chromedp.WaitVisible(chromedp.CSS("#login #token")))
+		uiSignIn(t, c, ctx, follower.HTTPAddr, read)
+		var status, text string
+		browse(t, ctx, "the log refused to a read token", uiWait,
+			chromedp.Navigate(c.URL(follower.HTTPAddr, "/ui/#/jobs/ui-log")),
+			chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="v"] .log-open`)),
+			chromedp.Click(chromedp.CSS(`#subtasks tr[data-vertex="v"] .log-open`)),
+			js(`document.querySelector('#log')?.dataset.state === 'forbidden'`),
+			eval(`document.querySelector('#log-status').textContent`, &status),
+			eval(`document.querySelector('#log-text').textContent`, &text),
+			// Still signed in: the page goes on showing the job.
+			js(`document.querySelector('#job-status')?.textContent === 'FINISHED' && !document.querySelector('#login')`),
+			chromedp.Click(chromedp.CSS("#signout")),
+			chromedp.WaitVisible(chromedp.CSS("#login #token")))
+		require.Contains(t, status, "needs a submit or management token")
+		require.Empty(t, text)
+		// Left signed out: a test below signs in on this master's page.
 	})
 	t.Run("the masters page recovers from the death of its own master, the leader", func(t *testing.T) {
 		browse(t, ctx, "the masters page", uiWait,
