@@ -69,6 +69,16 @@ func TestUIScreenshots(t *testing.T) {
 		js(`document.querySelectorAll('#history li[data-type="job-restart"]').length > 0`),
 		chromedp.Sleep(300*time.Millisecond), // the last repaint
 	)
+	// The stderr of parse[1]'s failed first attempt.
+	shoot("log",
+		chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs/wordcount-7f3a")),
+		chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="parse"][data-subtask="1"] .log-previous`)),
+		chromedp.Click(chromedp.CSS(`#subtasks tr[data-vertex="parse"][data-subtask="1"] .log-previous`)),
+		chromedp.WaitVisible(chromedp.CSS(`#log .seg[data-stream="stderr"]`)),
+		chromedp.Click(chromedp.CSS(`#log .seg[data-stream="stderr"]`)),
+		js(`document.querySelector('#log').dataset.state === 'shown' && document.querySelector('#log-text').textContent.includes('bad record')`),
+		chromedp.Sleep(300*time.Millisecond),
+	)
 	require.NoError(t, c.Client.CancelJob(c.ctx(), "backfill"))
 	shoot("jobs",
 		chromedp.Navigate(c.URL(leader.HTTPAddr, "/ui/#/jobs")),

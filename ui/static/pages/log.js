@@ -99,7 +99,9 @@ export function logPanel(job, { stateOf, fail }) {
       } else if (res.bytes >= TAIL) {
         say('shown', 'The last 1 MiB of the log: what came before is not shown (jobmaster job logs prints it whole).');
       } else {
-        say('shown', `The whole log so far, ${res.bytes} bytes.`);
+        const st = stateOf(execution);
+        const live = st === 'SCHEDULED' || st === 'DEPLOYING' || st === 'RUNNING' || st === 'CANCELING';
+        say('shown', `The whole log${live ? ' so far' : ''}, ${res.bytes} bytes.`);
       }
       if (cutOlder) setText(status, `${status.textContent} Older lines were dropped from this page to keep it small.`);
     } catch (err) {
