@@ -370,7 +370,12 @@ func (m *Master) askLog(ctx context.Context, t logTarget, q logQuery) (*logAnswe
 		return nil, a
 	}
 	resp, err := doExecutor(m.client, hr, t.id)
-	if !timer.Stop() && err != nil {
+	if !timer.Stop() {
+		// The timer cancelled the request, also if its answer came just
+		// before: its body can no longer be read.
+		if err == nil {
+			_ = resp.Body.Close()
+		}
 		err = fmt.Errorf("no answer within %v", logAnswerTimeout)
 	}
 	if err == nil && resp.Header.Get(transport.RoleHeader) != transport.RoleExecutor {
