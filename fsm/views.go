@@ -185,6 +185,33 @@ func (s *State) Execution(id string) (Execution, bool) {
 	return *e, true
 }
 
+// CurrentOf is the current attempt of subtask i of vertex of job (ok:
+// the job has that subtask, and it has a current attempt), with the job's
+// vertex ids and that vertex's parallelism (0: no such vertex), for
+// answers that name what there is. It costs the job's vertices, not its
+// subtasks.
+func (s *State) CurrentOf(job, vertex string, i int) (cur Execution, ok bool, vertices []string, parallelism int) {
+	j := s.jobs[job]
+	if j == nil {
+		return Execution{}, false, nil, 0
+	}
+	vi := -1
+	for k := range j.Spec.Vertices {
+		vertices = append(vertices, j.Spec.Vertices[k].ID)
+		if j.Spec.Vertices[k].ID == vertex {
+			vi = k
+		}
+	}
+	if vi < 0 {
+		return Execution{}, false, vertices, 0
+	}
+	parallelism = j.Spec.Vertices[vi].Parallelism
+	if c := s.current[job]; i >= 0 && i < parallelism && c != nil && c[vi][i] != nil {
+		return *c[vi][i], true, vertices, parallelism
+	}
+	return Execution{}, false, vertices, parallelism
+}
+
 // NumJobs and NumExecutions count what the state holds.
 func (s *State) NumJobs() int { return len(s.jobs) }
 

@@ -98,3 +98,28 @@ func TestAJobViewNamesTheDrainItsReadyRegionWaitsFor(t *testing.T) {
 	require.Zero(t, h.job("j").WaitingForDrainDeadline)
 	require.Equal(t, 2, h.job("j").WaitingSlots)
 }
+
+// CurrentOf names a subtask's current attempt, and what the job has when
+// it has no such subtask.
+func TestCurrentOf(t *testing.T) {
+	h := newHarness(t)
+	h.establish("m1")
+	require.NoError(t, h.submit("j", `{"vertices":[{"id":"a","parallelism":3,"command":["x"]},{"id":"b","parallelism":2,"command":["x"]}]}`).Err)
+	h.placeAll("e1")
+	cur, ok, vertices, n := h.s.CurrentOf("j", "b", 1)
+	require.True(t, ok)
+	require.Equal(t, "j/b/1/0", cur.ID)
+	require.Equal(t, "e1", cur.Executor)
+	require.Equal(t, []string{"a", "b"}, vertices)
+	require.Equal(t, 2, n)
+	_, ok, _, n = h.s.CurrentOf("j", "b", 2)
+	require.False(t, ok, "no subtask 2")
+	require.Equal(t, 2, n)
+	_, ok, vertices, n = h.s.CurrentOf("j", "c", 0)
+	require.False(t, ok)
+	require.Equal(t, []string{"a", "b"}, vertices)
+	require.Zero(t, n, "no vertex c")
+	_, ok, vertices, _ = h.s.CurrentOf("nope", "a", 0)
+	require.False(t, ok)
+	require.Nil(t, vertices)
+}

@@ -156,7 +156,9 @@ type logLookup struct {
 }
 
 // lookupLog reads what the state says of q's execution. The current
-// attempt is found by its id; an earlier one takes a view of the job.
+// attempt is found by its id; for an earlier one, its subtask's current
+// attempt (State.CurrentOf: the job's vertices, not a view of its
+// subtasks).
 func lookupLog(st *fsm.State, q logQuery) logLookup {
 	l := logLookup{job: st.HasJob(q.job)}
 	if !l.job {
@@ -166,18 +168,10 @@ func lookupLog(st *fsm.State, q logQuery) logLookup {
 		l.current, l.exec = true, e
 		return l
 	}
-	v, _ := st.Job(q.job)
-	for _, vv := range v.Vertices {
-		l.vertices = append(l.vertices, vv.ID)
-		if vv.ID != q.vertex {
-			continue
-		}
-		l.parallelism = vv.Parallelism
-		for _, e := range vv.Subtasks {
-			if e.Subtask == q.subtask {
-				l.currentAttempt, l.currentExecutor = e.Attempt, e.Executor
-			}
-		}
+	cur, ok, vertices, parallelism := st.CurrentOf(q.job, q.vertex, q.subtask)
+	l.vertices, l.parallelism = vertices, parallelism
+	if ok {
+		l.currentAttempt, l.currentExecutor = cur.Attempt, cur.Executor
 	}
 	return l
 }
