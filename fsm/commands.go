@@ -28,10 +28,11 @@ const (
 	TypeDrainExecutor       CommandType = 14
 	TypeUndrainExecutor     CommandType = 15
 	TypeMoveExecutor        CommandType = 16
+	TypeRestoreIntent       CommandType = 17
 )
 
 // lastType is the highest command type number.
-const lastType = TypeMoveExecutor
+const lastType = TypeRestoreIntent
 
 // LastCommandType is the newest command type this version applies, as
 // `jobmaster version` reports it.
@@ -71,6 +72,8 @@ func (t CommandType) String() string {
 		return "undrain-executor"
 	case TypeMoveExecutor:
 		return "move-executor"
+	case TypeRestoreIntent:
+		return "restore-intent"
 	}
 	return "unknown"
 }
@@ -103,6 +106,10 @@ func (f Fenced) when() int64 { return f.Time }
 type EstablishLeadership struct {
 	Node    string `codec:"n"`
 	Cluster string `codec:"c,omitempty"`
+	// Aborted names the cluster id of a restore announced (RestoreIntent)
+	// that the new leader's state does not have: it did not take, and a
+	// master whose state has that id diverged (restoreintent.go).
+	Aborted string `codec:"ab,omitempty"`
 }
 
 // SubmitJob adds a job. Submitting the same spec under the same id again is a
@@ -257,6 +264,8 @@ func newCommand(t CommandType) Command {
 		return &UndrainExecutor{}
 	case TypeMoveExecutor:
 		return &MoveExecutor{}
+	case TypeRestoreIntent:
+		return &RestoreIntent{}
 	}
 	return nil
 }

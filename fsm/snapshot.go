@@ -42,6 +42,9 @@ type snapshotHeader struct {
 	Leader string `codec:"leader"`
 	// Cluster: format 2, may be empty.
 	Cluster string `codec:"cluster,omitempty"`
+	// Restoring: a restore announced and not settled (restoreintent.go);
+	// an older version drops it.
+	Restoring string `codec:"restoring,omitempty"`
 	Jobs    int    `codec:"jobs"`
 	Execs   int    `codec:"execs"`
 	// Tombstones: format 2.
@@ -73,7 +76,7 @@ type Capture struct {
 // Capture copies the state.
 func (s *State) Capture() *Capture {
 	c := &Capture{
-		header: snapshotHeader{Format: snapshotFormat, Index: s.index, Epoch: s.epoch, Leader: s.leader, Cluster: s.cluster,
+		header: snapshotHeader{Format: snapshotFormat, Index: s.index, Epoch: s.epoch, Leader: s.leader, Cluster: s.cluster, Restoring: s.restoring,
 			Jobs: len(s.jobs), Execs: len(s.execs), Tombstones: len(s.forgotten), Partitions: len(s.partitions),
 			Tokens: len(s.tokens), ACLBootstrap: s.aclBootstrap, Drains: len(s.drains), Floors: len(s.floors)},
 		jobs:   make([]*Job, 0, len(s.jobs)),
@@ -266,7 +269,7 @@ func restoreSized(r io.Reader, size int64) (*State, error) {
 		return nil, err
 	}
 	s := NewState()
-	s.index, s.epoch, s.leader, s.cluster = h.Index, h.Epoch, h.Leader, h.Cluster
+	s.index, s.epoch, s.leader, s.cluster, s.restoring = h.Index, h.Epoch, h.Leader, h.Cluster, h.Restoring
 	s.aclBootstrap = h.ACLBootstrap
 	s.jobs = make(map[string]*Job, min(h.Jobs, maxPrealloc))
 	s.execs = make(map[string]*Execution, min(h.Execs, maxPrealloc))

@@ -127,6 +127,12 @@ type State struct {
 	aclBootstrap uint64
 	// drains are the executors that drain, by id (drain.go).
 	drains map[string]*Drain
+	// restoring is the cluster id of a snapshot restore announced and not
+	// settled yet by a leader (restoreintent.go).
+	restoring string
+	// diverged, not part of the state, is set on a master whose state is a
+	// restore the leader named as aborted (restoreintent.go).
+	diverged string
 
 	// derived
 	byExecutor map[string]execSet         // live, placed executions
@@ -280,6 +286,7 @@ func (s *State) apply(index uint64, c Command) Result {
 		if c.Cluster != "" {
 			s.cluster = c.Cluster
 		}
+		s.settleRestore(c)
 		s.emit(Event{Topic: TopicLeader, Type: EventLeader, Node: c.Node, Token: index})
 		return Result{Epoch: index}
 	case *SubmitJob:
@@ -310,6 +317,8 @@ func (s *State) apply(index uint64, c Command) Result {
 		return s.applyDrain(c)
 	case *UndrainExecutor:
 		return s.applyUndrain(c)
+	case *RestoreIntent:
+		return s.applyRestoreIntent(c)
 	case *MoveExecutor:
 		return s.applyMove(c)
 	}

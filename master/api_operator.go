@@ -70,7 +70,8 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	body := &sizedBody{ReadCloser: http.MaxBytesReader(w, r.Body, m.cfg.MaxSnapshotBytes)}
 	r.Body = body
-	if s := m.currentSession(); s == nil {
+	s := m.currentSession()
+	if s == nil {
 		addr := m.leaderHTTPAddr()
 		// One hop only: a master that was forwarded this and does not lead
 		// either has a stale view; the caller retries.
@@ -121,7 +122,19 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	// A restored cluster is a new cluster to the executors (its tokens start
 	// over from the snapshot's): it gets a new id, written into the state
 	// Raft installs, so the old cluster is fenced off whoever leads next.
-	st.RenameCluster(newClusterID())
+	// The id is announced first, committed (fsm.RestoreIntent): should this
+	// leader stop before the others have the restored state, the next
+	// leader names it as a restore that did not take, and this master, if
+	// it comes back with that state, learns it diverged and stops
+	// (fsm/restoreintent.go).
+	id := newClusterID()
+	if _, err := m.prop.ProposeOne(r.Context(), &fsm.RestoreIntent{Fenced: s.fenced(), Cluster: id}); err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the restore could not be announced (%v); nothing was restored", err))
+		return
+	}
+	st.RenameCluster(id)
+	st.SetRestoring(id)
 	var status int
 	restore := func() error {
 		// With no session running (replaceState), nothing more is

@@ -190,10 +190,17 @@ func (s *session) establish() (token uint64, cluster string, barrier time.Durati
 		barrier = m.cfg.Now().Sub(b0)
 		if err == nil {
 			cmd := &fsm.EstablishLeadership{Node: m.cfg.NodeID}
-			m.fsm.Read(func(st *fsm.State) { cluster = st.Cluster() })
+			var restoring string
+			m.fsm.Read(func(st *fsm.State) { cluster, restoring = st.Cluster(), st.Restoring() })
 			if cluster == "" {
 				cluster = newClusterID()
 				cmd.Cluster = cluster
+			}
+			if restoring != "" && restoring != cluster {
+				// A restore was announced and this state is not it: it did
+				// not take (its leader stopped before the others had it).
+				cmd.Aborted = restoring
+				m.log.Warn("a snapshot restore did not complete: its leader stopped before the others had the restored state; the state is the one before it", "restore_cluster", restoring, "cluster", cluster)
 			}
 			var r fsm.Result
 			r, err = m.prop.ProposeOne(s.ctx, cmd)

@@ -119,6 +119,10 @@ type Master struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	shutOnce sync.Once
+	// halted is closed when this master finds its state is not the
+	// cluster's (watchDivergence); haltErr says why.
+	halted  chan struct{}
+	haltErr error
 }
 
 // New starts a master: Raft, gossip, the HTTP API, and bootstrap.
@@ -154,6 +158,7 @@ func New(cfg Config) (*Master, error) {
 		hashing:        make(chan struct{}, 1),
 		logRelays:      make(chan struct{}, maxLogRelays),
 		stop:           make(chan struct{}),
+		halted:         make(chan struct{}),
 		sessionChanged: make(chan struct{}),
 		replaceCh:      make(chan replaceRequest),
 		tls:            tl,
@@ -232,7 +237,47 @@ func New(cfg Config) (*Master, error) {
 	if !cfg.ACL {
 		m.goFunc(m.warnACLOff)
 	}
+	m.goFunc(m.watchDivergence)
 	return m, nil
+}
+
+// Halted is closed when this master must stop: its state is a snapshot
+// restore that did not take (fsm.State.Diverged). HaltErr then says why
+// and what to do; the process shuts the master down and exits.
+func (m *Master) Halted() <-chan struct{} { return m.halted }
+
+// HaltErr is why the master halted (nil before Halted is closed).
+func (m *Master) HaltErr() error {
+	select {
+	case <-m.halted:
+		return m.haltErr
+	default:
+		return nil
+	}
+}
+
+// watchDivergence halts the master once its state turns out to be a
+// snapshot restore its leader began and the cluster did not commit
+// (fsm/restoreintent.go): serving it, or leading with it, would replace
+// the cluster's state with one nobody acknowledged, and move the
+// executors to its cluster id.
+func (m *Master) watchDivergence() {
+	for {
+		changed := m.fsm.Changed()
+		var id string
+		m.fsm.Read(func(st *fsm.State) { id = st.Diverged() })
+		if id != "" {
+			m.haltErr = fmt.Errorf("this master's state is a snapshot restore (cluster %s) that its leader began and the cluster did not commit: it is not the cluster's state, and this master stops. Remove its data directory (%s) and start it again: it rejoins and takes the cluster's state from the leader (docs/operations.md, \"Restore\")", id, m.cfg.DataDir)
+			m.log.Error("halting: " + m.haltErr.Error())
+			close(m.halted)
+			return
+		}
+		select {
+		case <-changed:
+		case <-m.stop:
+			return
+		}
+	}
 }
 
 // warnACLOff says, once, that this master has ACLs off in a cluster whose

@@ -52,17 +52,20 @@ func requireFlags(cmd *cobra.Command, names ...string) error {
 	return nil
 }
 
-// serveUntilDone waits until ctx ends, and on every SIGHUP calls reload
+// serveUntilDone waits until ctx ends or halted is closed (nil: never),
+// and on every SIGHUP calls reload
 // (certificates and gossip keys are reread, as Nomad rereads its
 // configuration), which logs what it reloaded and what it kept (a part
 // that fails to load is kept as it was).
-func serveUntilDone(ctx context.Context, reload func() error) {
+func serveUntilDone(ctx context.Context, halted <-chan struct{}, reload func() error) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-halted:
 			return
 		case <-hup:
 			_ = reload() // logged by the node

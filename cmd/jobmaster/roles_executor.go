@@ -75,7 +75,7 @@ runs finish, and has what is left moved elsewhere, then stops.`,
 			if !strings.EqualFold(o.LogFormat, "json") { // in JSON, "executor started" says it
 				fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster executor %s: %d slots, HTTP on %s\n", cfg.NodeID, slots, e.Addr())
 			}
-			serveUntilDone(cmd.Context(), e.Reload)
+			serveUntilDone(cmd.Context(), nil, e.Reload)
 			if cfg.DrainGrace > 0 {
 				dctx, dcancel := context.WithTimeout(context.Background(), cfg.DrainGrace+cfg.CancelGrace+5*time.Second)
 				_ = e.Drain(dctx, cfg.DrainGrace) // a failed drain stops at once; Drain logs why

@@ -64,10 +64,14 @@ certificates and the --gossip-keyring file.`,
 			if !cfg.RaftLogJSON { // in JSON, "master started" says it, and stderr stays JSON
 				fmt.Fprintf(cmd.ErrOrStderr(), "jobmaster server %s: HTTP API on %s\n", cfg.NodeID, m.HTTPAddr())
 			}
-			serveUntilDone(cmd.Context(), m.Reload)
+			serveUntilDone(cmd.Context(), m.Halted(), m.Reload)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
-			return m.Shutdown(ctx)
+			err = m.Shutdown(ctx)
+			if herr := m.HaltErr(); herr != nil {
+				return herr
+			}
+			return err
 		},
 	}
 	launch.ServerFlags(cmd.Flags(), &o)
