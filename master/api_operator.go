@@ -175,6 +175,9 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusServiceUnavailable
 			return err
 		}
+		if m.cfg.beforeRestore != nil {
+			m.cfg.beforeRestore()
+		}
 		meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: st.Index(), Term: 1,
 			Configuration: cfg.Configuration(), ConfigurationIndex: cfg.Index(), Size: size}
 		if err := m.raft.Restore(meta, renamed, time.Minute); err != nil {

@@ -115,6 +115,9 @@ type Config struct {
 	// GossipTimings, when set, replaces gossip's timings
 	// (membership.Config.Slow); only tests set it.
 	GossipTimings *membership.Timings
+	// beforeRestore, when set, is called by a snapshot restore between
+	// its announcement and Raft's restore; only tests set it.
+	beforeRestore func()
 }
 
 // Defaults.

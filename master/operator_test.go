@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/fsm"
 )
 
 func TestSnapshotSaveAndRestore(t *testing.T) {
@@ -105,4 +106,62 @@ func TestRemoveDeadMaster(t *testing.T) {
 	peers = decode[api.RaftPeers](t, do(t, "GET", c.url(l, "/v1/operator/raft/peers"), nil))
 	require.Len(t, peers.Peers, 2)
 	require.Equal(t, http.StatusNotFound, do(t, "DELETE", c.url(l, "/v1/operator/raft/peers/nobody"), nil).status)
+}
+
+// A leader that stops during a restore, before the others have the
+// restored state: the next leader's state is the one before it, and names
+// the restore as aborted; the stopped leader, back with the restored
+// state, never leads with it. Here its log lacks the entry before the
+// restored snapshot (Raft's restore leaves a hole), so it refuses the
+// leader's entries and stays behind; one that applies them halts
+// (TestARestoreThatDidNotTakeIsNamedAndItsHolderDiverges, in fsm, and
+// watchDivergence).
+func TestALeaderStoppedDuringARestoreNeverLeadsWithIt(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/kept"), []byte(simpleJob)))
+	backup := do(t, "GET", c.url(l, "/v1/operator/snapshot"), nil)
+	require.Equal(t, http.StatusOK, backup.status)
+	requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/after"), []byte(simpleJob)))
+	before := decode[api.Cluster](t, do(t, "GET", c.url(l, "/v1/cluster"), nil)).ClusterID
+	var others []int
+	for i := range c.masters {
+		if i != l {
+			others = append(others, i)
+		}
+	}
+	// The announcement commits; then the others go, so the restored state
+	// reaches no one but the leader.
+	c.masters[l].cfg.beforeRestore = func() {
+		for _, i := range others {
+			c.stop(i)
+		}
+	}
+	r := do(t, "PUT", c.url(l, "/v1/operator/snapshot"), backup.body)
+	require.NotEqual(t, http.StatusOK, r.status, "the restore cannot commit: %s", r.body)
+	c.stop(l)
+	for _, i := range others {
+		c.start(i)
+	}
+	n := c.leader()
+	require.Equal(t, before, decode[api.Cluster](t, do(t, "GET", c.url(n, "/v1/cluster"), nil)).ClusterID, "the restore did not take")
+	require.Equal(t, http.StatusOK, do(t, "GET", c.url(n, "/v1/jobs/after"), nil).status, "the state is the one before the restore")
+	var aborted string
+	c.masters[n].FSM().Read(func(st *fsm.State) { aborted = st.Restoring() })
+	require.Empty(t, aborted, "the new leader settled the announcement")
+	c.start(l)
+	// Whatever the others do, the master back with the restore never leads.
+	for range 3 {
+		c.stop(n)
+		c.start(n)
+		n = c.leader()
+		require.NotEqual(t, l, n, "the master holding the restore that did not take leads")
+		select {
+		case <-c.masters[l].Halted():
+			require.ErrorContains(t, c.masters[l].HaltErr(), "did not commit")
+		default:
+		}
+		requireAccepted(t, do(t, "PUT", c.url(n, "/v1/jobs/later"), []byte(simpleJob)))
+		require.Equal(t, before, decode[api.Cluster](t, do(t, "GET", c.url(n, "/v1/cluster"), nil)).ClusterID)
+	}
 }
