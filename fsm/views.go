@@ -378,9 +378,12 @@ func (s *State) ReadyRegions() []ReadyRegion {
 //   - a region that needs more than the free slots left by those before it
 //     that surely take some, of a job none of whose regions is listed, and
 //     every region after those that surely take all the free slots, or
-//     after maxSkipped regions in a row left out, but for the rest of the
-//     regions of the job last listed (a job's regions are next to each
-//     other in the queue, and may share the slots placed for it): a pass
+//     after maxSkipped regions in a row left out so (those too big for
+//     every free slot are not counted), but for the rest of the regions of
+//     the job last listed (a job's regions are next to each other in the
+//     queue, and may share the slots placed for it) and the regions that
+//     need no new slot (they share slots their job holds), found from the
+//     jobs that hold slots: a pass
 //     placing a few
 //     regions of a queue of thousands listed them all (18,000 queued jobs
 //     of ten subtasks made every pass 0.2 s under the lock), and now reads
@@ -415,8 +418,9 @@ func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
 			}
 			least := s.leastNewSlots(it.ref)
 			if least > free {
+				// Not counted in skipped: a small region after a
+				// thousand too big for every free slot is still reached.
 				tooBig = append(tooBig, ReadyRegion{Job: it.ref.job, Region: it.ref.region, SubmitIndex: it.submit})
-				skipped++
 				return true
 			}
 			if least > free-sure && l == nil {
@@ -436,15 +440,40 @@ func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
 		ready = append(ready, rr)
 		return true
 	})
+	if free < 0 {
+		return ready, tooBig
+	}
+	// After the cut: a region of a job that holds slots and that needs no
+	// new one (it shares its job's held slots) takes nothing from the
+	// others, and is listed wherever it stands in the queue.
+	var more []readyItem
+	for job := range s.slotOf {
+		if listed[job] != nil {
+			continue
+		}
+		j := s.jobs[job]
+		for ri := range j.Regions {
+			ref := regionRef{job, ri}
+			if s.ready.has(ref) && s.leastNewSlots(ref) == 0 {
+				more = append(more, readyItem{ref, j.SubmitIndex})
+			}
+		}
+	}
+	slices.SortFunc(more, readyItem.compare)
+	for _, it := range more {
+		ready = append(ready, s.readyRegion(it.ref))
+	}
 	return ready, tooBig
 }
 
 // surely is what the regions of one job listed by a scheduling pass
 // surely take (ReadyRegionsWithin): whether all of them surely take their
-// slots, and then the slot keys they take.
+// slots, and then the slot keys they take: the first region's (its keys
+// are distinct), gathered in keys only once a second one comes.
 type surely struct {
-	all  bool
-	keys map[groupIndex]bool
+	all   bool
+	first []SlotNeed
+	keys  map[groupIndex]bool
 }
 
 type groupIndex struct {
@@ -462,6 +491,12 @@ func (l *surely) takes(r *ReadyRegion, left int) int {
 	if !l.all {
 		return 0
 	}
+	if l.first != nil && l.keys == nil {
+		l.keys = make(map[groupIndex]bool, len(l.first)+len(r.Keys))
+		for _, k := range l.first {
+			l.keys[groupIndex{k.Group, k.Index}] = true
+		}
+	}
 	n := 0
 	for i := range r.Keys {
 		k := &r.Keys[i]
@@ -477,8 +512,9 @@ func (l *surely) takes(r *ReadyRegion, left int) int {
 		l.all = false
 		return 0
 	}
-	if l.keys == nil {
-		l.keys = make(map[groupIndex]bool, len(r.Keys))
+	if l.first == nil {
+		l.first = r.Keys
+		return n
 	}
 	for i := range r.Keys {
 		l.keys[groupIndex{r.Keys[i].Group, r.Keys[i].Index}] = true

@@ -1,0 +1,102 @@
+package leader
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"jobmaster/fsm"
+	"jobmaster/wire"
+)
+
+func placedOf(p Plan) []Region {
+	var out []Region
+	for _, c := range p.Propose {
+		pr := c.(*fsm.PlaceRegion)
+		out = append(out, Region{pr.Job, pr.Region})
+	}
+	return out
+}
+
+func slotsWorld(t *testing.T, now time.Time, slots int) *world {
+	w := &world{t: t, st: fsm.NewState(), now: now}
+	w.core = New(Config{Heartbeat: time.Second, Timeout: time.Hour}, w.apply(&fsm.EstablishLeadership{Node: "m1"})[0].Epoch, now)
+	w.core.Refresh(now, []Member{{ID: "e0", Addr: "e0:1", Slots: slots}}, nil)
+	h, _ := w.core.Heartbeat(w.read, "e0", now)
+	w.commit(w.core.HeartbeatAnswered(w.read, h, &wire.Report{Version: wire.Version, Executor: "e0", Slots: slots}, now))
+	return w
+}
+
+// Behind 1,000 waiting regions that need more slots than are free, a job
+// that fits the free slots is placed (docs/architecture.md: "A region that
+// does not fit is skipped; smaller ones after it may still be placed"):
+// regions too big for every free slot do not count towards the pass's
+// bound on regions passed over.
+func TestASmallJobIsPlacedBehindAThousandBigOnes(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	w := slotsWorld(t, t0, 2)
+	w.submit("long", `{"vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`)
+	if d := w.schedule(); len(d) != 1 {
+		t.Fatalf("long: %v", d)
+	}
+	for i := range 1000 {
+		w.submit(fmt.Sprintf("big%04d", i), `{"vertices":[{"id":"v","parallelism":2,"command":["x"]}]}`)
+	}
+	w.submit("small", `{"vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`)
+	for range 5 {
+		p := w.core.Schedule(w.read, t0)
+		if got := placedOf(p); len(got) != 0 {
+			return
+		}
+		w.commit(p.Ready)
+	}
+	var free int
+	w.read(func(st *fsm.State) { free = 2 - st.SlotsInUse()["e0"] })
+	t.Fatalf("after 5 passes, job small (1 slot) is still not placed with %d slot free", free)
+}
+
+// A region that needs no new slot (its keys held by its job's running
+// region) is placed in the pass whose older regions take the free slots:
+// left after the cut, it would wait for an unrelated slot to free, since
+// no pass runs without a free slot.
+func TestARegionSharingHeldSlotsIsPlacedInThePassOfTheCut(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	w := slotsWorld(t, t0, 3)
+	w.submit("x", `{"vertices":[{"id":"v","parallelism":2,"command":["x"]}]}`)
+	pass := func() []Region { p := w.core.Schedule(w.read, t0); w.commit(p.Ready); return placedOf(p) }
+	if d := pass(); len(d) != 1 {
+		t.Fatalf("x: %v", d)
+	}
+	w.submit("a", `{"vertices":[{"id":"v","parallelism":2,"command":["x"]}]}`) // waits: 1 free
+	// b: two independent regions sharing slot key (default, 0).
+	w.submit("b", `{"restart":{"strategy":"fixed-delay","attempts":10,"delay":"0s"},"failover":"region","vertices":[{"id":"p","parallelism":1,"command":["x"]},{"id":"q","parallelism":1,"command":["x"]}]}`)
+	if d := pass(); len(d) != 2 {
+		t.Fatalf("b: %v", d)
+	}
+	report := func(id string, st wire.State) {
+		w.commit(Ready{Propose: []fsm.Command{&fsm.ReportExecutions{Fenced: w.core.fenced(t0), Executor: "e0",
+			Updates: []fsm.ReportUpdate{{ID: id, State: st}}}}})
+	}
+	report("b/p/0/0", wire.StateRunning)
+	report("b/q/0/0", wire.StateFailed) // region 1 of b restarts, sharing b/p's slot
+	r, _ := w.core.Restarts(w.read, t0.Add(time.Second))
+	w.commit(r)
+	// The cluster is full: no pass (as ever).
+	if p := w.core.Schedule(w.read, t0); !p.NoFreeSlot {
+		t.Fatalf("want no free slot, got %+v", placedOf(p))
+	}
+	// x ends: two slots free. a takes both.
+	report("x/v/0/0", wire.StateFinished)
+	report("x/v/1/0", wire.StateFinished)
+	p := w.core.Schedule(w.read, t0)
+	got := placedOf(p)
+	w.commit(p.Ready)
+	var ready []fsm.ReadyRegion
+	w.read(func(st *fsm.State) { ready = st.ReadyRegions() })
+	if len(ready) == 0 {
+		return
+	}
+	p2 := w.core.Schedule(w.read, t0)
+	t.Fatalf("pass placed %v; still ready %s/%d (keys %+v, needs no new slot); next pass NoFreeSlot=%v placed %v",
+		got, ready[0].Job, ready[0].Region, ready[0].Keys, p2.NoFreeSlot, placedOf(p2))
+}
