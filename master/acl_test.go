@@ -371,11 +371,13 @@ func TestQuotasRefuseSubmits(t *testing.T) {
 
 func TestQuotaError(t *testing.T) {
 	h := quotas{jobs: 10, execs: 100, specBytes: 1000}
-	require.NoError(t, quotaError(h, 50, 500, quotas{}), "no quota")
-	require.NoError(t, quotaError(quotas{jobs: 9, execs: 100, specBytes: 1000}, 50, 500, quotas{jobs: 10, execs: 150, specBytes: 1500}))
-	require.ErrorContains(t, quotaError(h, 50, 500, quotas{jobs: 10}), "--max-jobs")
-	require.ErrorContains(t, quotaError(quotas{execs: 101}, 50, 0, quotas{execs: 150}), "--max-executions")
-	require.ErrorContains(t, quotaError(h, 0, 501, quotas{specBytes: 1500}), "quota reached: the cluster's job specs take 1000 bytes, and this job's 501 would pass --max-spec-bytes (1500)")
+	job := func(execs int, bytes int64) quotas { return quotas{jobs: 1, execs: execs, specBytes: bytes} }
+	require.NoError(t, quotaError(h, job(50, 500), quotas{}), "no quota")
+	require.NoError(t, quotaError(quotas{jobs: 9, execs: 100, specBytes: 1000}, job(50, 500), quotas{jobs: 10, execs: 150, specBytes: 1500}))
+	require.ErrorContains(t, quotaError(h, job(50, 500), quotas{jobs: 10}), "--max-jobs")
+	require.NoError(t, quotaError(h, quotas{execs: 1}, quotas{jobs: 10}), "more room for a job already counted is no new job")
+	require.ErrorContains(t, quotaError(quotas{execs: 101}, job(50, 0), quotas{execs: 150}), "--max-executions")
+	require.ErrorContains(t, quotaError(h, job(0, 501), quotas{specBytes: 1500}), "quota reached: the cluster's job specs take 1000 bytes, and this job's 501 would pass --max-spec-bytes (1500)")
 }
 
 // The specs' footprints are a quota too: a submit whose spec would pass
@@ -797,4 +799,29 @@ func TestARestoreDoesNotResetTheACLsUnasked(t *testing.T) {
 	waitFor(t, "the ACLs bootstrapped again", func() bool {
 		return do(t, "POST", c.url(c.leader(), "/v1/acl/bootstrap"), nil).status == http.StatusCreated
 	})
+}
+
+// A second submission of a job in flight with another spec is no plain
+// retry: should the first caller leave, it creates the job, so the room it
+// needs beyond the first's is checked against the quotas, and held.
+func TestAConflictingRetryInFlightIsChecked(t *testing.T) {
+	small := mustSpec(t, simpleJob)
+	big := mustSpec(t, `{"vertices":[{"id":"v","parallelism":5000,"command":["x","`+strings.Repeat("y", 100_000)+`"]}]}`)
+	var q quotaLedger
+	f := fsm.New()
+	limits := quotas{execs: 100, specBytes: 2 * small.Footprint()}
+	in, releaseFirst := q.admit(f, []submission{{ID: "x", Spec: small}}, []int{0}, limits, func(int, error) {})
+	require.Len(t, in, 1)
+	var refused error
+	in, _ = q.admit(f, []submission{{ID: "x", Spec: big}}, []int{0}, limits, func(_ int, err error) { refused = err })
+	require.Empty(t, in)
+	require.ErrorContains(t, refused, "--max-executions")
+	// One within the quotas holds the larger place.
+	wider := mustSpec(t, `{"vertices":[{"id":"v","parallelism":3,"command":["true"]}]}`)
+	in, releaseSecond := q.admit(f, []submission{{ID: "x", Spec: wider}}, []int{0}, limits, func(int, error) {})
+	require.Len(t, in, 1)
+	releaseFirst()
+	require.Equal(t, 3, q.pending["x"].subtasks, "the place held is the larger one's, as long as either is in flight")
+	releaseSecond()
+	require.Empty(t, q.pending)
 }

@@ -30,17 +30,17 @@ type quotas struct {
 
 func (q quotas) none() bool { return q.jobs <= 0 && q.execs <= 0 && q.specBytes <= 0 }
 
-// quotaError is the refusal of a submit, or nil when it fits: a job of
-// subtasks subtasks and a spec of footprint bytes, new to a state that
-// holds h, under quotas q.
-func quotaError(h quotas, subtasks int, footprint int64, q quotas) error {
+// quotaError is the refusal of a submit, or nil when it fits: one that
+// adds add (a new job: one job, its subtasks and its spec's footprint) to
+// a state that holds h, under quotas q.
+func quotaError(h, add, q quotas) error {
 	switch {
-	case q.jobs > 0 && h.jobs+1 > q.jobs:
+	case q.jobs > 0 && add.jobs > 0 && h.jobs+add.jobs > q.jobs:
 		return fmt.Errorf("quota reached: the cluster holds %d jobs, and --max-jobs is %d; wait for ended jobs to be forgotten (--job-retention), or raise the quota", h.jobs, q.jobs)
-	case q.execs > 0 && h.execs+subtasks > q.execs:
-		return fmt.Errorf("quota reached: the cluster holds %d executions, and this job's %d subtasks would pass --max-executions (%d); wait for ended jobs to be forgotten (--job-retention), or raise the quota", h.execs, subtasks, q.execs)
-	case q.specBytes > 0 && h.specBytes+footprint > q.specBytes:
-		return fmt.Errorf("quota reached: the cluster's job specs take %d bytes, and this job's %d would pass --max-spec-bytes (%d); wait for ended jobs to be forgotten (--job-retention), or raise the quota", h.specBytes, footprint, q.specBytes)
+	case q.execs > 0 && add.execs > 0 && h.execs+add.execs > q.execs:
+		return fmt.Errorf("quota reached: the cluster holds %d executions, and this job's %d subtasks would pass --max-executions (%d); wait for ended jobs to be forgotten (--job-retention), or raise the quota", h.execs, add.execs, q.execs)
+	case q.specBytes > 0 && add.specBytes > 0 && h.specBytes+add.specBytes > q.specBytes:
+		return fmt.Errorf("quota reached: the cluster's job specs take %d bytes, and this job's %d would pass --max-spec-bytes (%d); wait for ended jobs to be forgotten (--job-retention), or raise the quota", h.specBytes, add.specBytes, q.specBytes)
 	}
 	return nil
 }
@@ -104,20 +104,35 @@ func (q *quotaLedger) admit(f *fsm.FSM, subs []submission, at []int, limits quot
 		p, inFlight := q.pending[id]
 		switch {
 		case exists[k]:
-		case inFlight && mine[id]:
-		case inFlight: // a retry of a job in flight: held as long as either is
-			p.refs++
-			mine[id] = true
-		default:
+		case inFlight:
+			// A retry of a job in flight, held as long as either is. Its
+			// spec may differ (a conflict, or the first caller may leave
+			// and this one create the job): the place held grows to the
+			// larger of the two, checked as any new room is.
 			n, fp := subtasksOf(subs[i].Spec), subs[i].Spec.Footprint()
-			if err := quotaError(h, n, fp, limits); err != nil {
+			more := quotas{execs: max(0, n-p.subtasks), specBytes: max(0, fp-p.specBytes)}
+			if err := quotaError(h, more, limits); err != nil {
+				refuse(i, err)
+				continue
+			}
+			h.execs += more.execs
+			h.specBytes += more.specBytes
+			p.subtasks += more.execs
+			p.specBytes += more.specBytes
+			if !mine[id] {
+				p.refs++
+				mine[id] = true
+			}
+		default:
+			add := quotas{jobs: 1, execs: subtasksOf(subs[i].Spec), specBytes: subs[i].Spec.Footprint()}
+			if err := quotaError(h, add, limits); err != nil {
 				refuse(i, err)
 				continue
 			}
 			h.jobs++
-			h.execs += n
-			h.specBytes += fp
-			q.pending[id] = &pendingJob{subtasks: n, specBytes: fp, refs: 1}
+			h.execs += add.execs
+			h.specBytes += add.specBytes
+			q.pending[id] = &pendingJob{subtasks: add.execs, specBytes: add.specBytes, refs: 1}
 			mine[id] = true
 		}
 		within = append(within, i)
