@@ -187,7 +187,10 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := m.replaceState(restore); err != nil {
 		if status == 0 {
-			status = http.StatusInternalServerError
+			// Raft's restore began, or this master stopped meanwhile: the
+			// restored state may have reached the others, or not.
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the restore's outcome is unknown (%v): 'jobmaster members' shows the cluster id, a new one (%s) if it took; if not, restore again", err, id))
+			return
 		}
 		writeError(w, status, err.Error())
 		return

@@ -38,6 +38,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -141,6 +143,14 @@ func New(cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	} else if was != 0 {
 		cfg.Logger.Warn("data directory made private: it holds every job spec with its env", "node", cfg.NodeID, "dir", cfg.DataDir, "was", was.String(), "now", "drwx------")
+	}
+	// A restore's uploads (api_operator.go) are removed once it ends; one
+	// that a stop cut short leaves them, each up to --max-snapshot-bytes.
+	if left, _ := filepath.Glob(filepath.Join(cfg.DataDir, "restore-*.snap")); len(left) > 0 {
+		for _, f := range left {
+			_ = os.Remove(f)
+		}
+		cfg.Logger.Info("removed the uploads of a snapshot restore cut short", "node", cfg.NodeID, "files", len(left))
 	}
 	// Before Raft and gossip start, so that their first metrics count.
 	if _, err := metrics.RouteLibraries(); err != nil {

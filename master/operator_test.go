@@ -3,6 +3,8 @@ package master
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -138,7 +140,8 @@ func TestALeaderStoppedDuringARestoreNeverLeadsWithIt(t *testing.T) {
 		}
 	}
 	r := do(t, "PUT", c.url(l, "/v1/operator/snapshot"), backup.body)
-	require.NotEqual(t, http.StatusOK, r.status, "the restore cannot commit: %s", r.body)
+	require.Equal(t, http.StatusServiceUnavailable, r.status, "the restore cannot commit: %s", r.body)
+	require.Contains(t, string(r.body), "the restore's outcome is unknown")
 	c.stop(l)
 	for _, i := range others {
 		c.start(i)
@@ -149,7 +152,11 @@ func TestALeaderStoppedDuringARestoreNeverLeadsWithIt(t *testing.T) {
 	var aborted string
 	c.masters[n].FSM().Read(func(st *fsm.State) { aborted = st.Restoring() })
 	require.Empty(t, aborted, "the new leader settled the announcement")
+	// An upload a stop cut short (a kill leaves it) is removed at start.
+	left := filepath.Join(c.cfgs[l].DataDir, "restore-123.snap")
+	require.NoError(t, os.WriteFile(left, []byte("cut short"), 0o600))
 	c.start(l)
+	require.NoFileExists(t, left)
 	// Whatever the others do, the master back with the restore never leads.
 	for range 3 {
 		c.stop(n)
