@@ -28,7 +28,8 @@ func main() {
 		os.Exit(executor.RunShim(os.Args[2:]))
 	}
 	// The commands' context ends on the first SIGINT or SIGTERM; a second
-	// one gets the default behaviour (the process dies).
+	// one gets the default behaviour (the process dies), but while an
+	// executor drains, where it ends the drain (roles_executor.go).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
 	code := run(ctx, os.Args[1:], &cliEnv{

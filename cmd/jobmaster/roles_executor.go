@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,7 +80,18 @@ runs finish, and has what is left moved elsewhere, then stops.`,
 			serveUntilDone(cmd.Context(), nil, e.Reload)
 			if cfg.DrainGrace > 0 {
 				dctx, dcancel := context.WithTimeout(context.Background(), cfg.DrainGrace+cfg.CancelGrace+5*time.Second)
+				// A second SIGINT or SIGTERM ends the drain: the executor
+				// then stops as it would without one (its tasks stopped,
+				// the leader told, gossip left). A third one kills it.
+				dctx, unnotify := signal.NotifyContext(dctx, os.Interrupt, syscall.SIGTERM)
+				stopNow := context.AfterFunc(dctx, func() {
+					if dctx.Err() == context.Canceled {
+						logger.Warn("second signal: the drain stops, and the executor stops its tasks now (a third signal kills it)")
+					}
+				})
 				_ = e.Drain(dctx, cfg.DrainGrace) // a failed drain stops at once; Drain logs why
+				stopNow()
+				unnotify()
 				dcancel()
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.CancelGrace+10*time.Second)
