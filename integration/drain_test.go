@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -250,4 +251,32 @@ func TestDrainNeedsAManagementTokenAndTLSSelfDrain(t *testing.T) {
 	for k, s := range subtasks(j) {
 		require.NotEqual(t, n.ID, s.Executor, k)
 	}
+}
+
+// A second SIGTERM while an executor drains ends the drain: the executor
+// stops as it would without one (its tasks stopped, their states pushed,
+// gossip left) rather than dying where it stands.
+func TestASecondSIGTERMEndsTheDrainGracefully(t *testing.T) {
+	c := NewCluster(t, Options{Executors: 2, Slots: 4, DrainGrace: time.Hour})
+	c.Submit("twice", jobSpec(t, "twice", noRestart, vertex{ID: "v", Parallelism: 1, Command: []string{"sh", "-c", "exec sleep 600"}}))
+	on := c.runningOn(t, "twice")
+	n := c.Node(on["v/0"])
+	n.mu.Lock()
+	cmd := n.cmd
+	n.mu.Unlock()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	WaitFor(t, n.ID+" to drain", 30*time.Second, func() bool {
+		x, ok := c.findExecutor(n.ID)
+		return ok && x.Draining
+	})
+	n.Stop() // the second
+	logs, err := os.ReadFile(n.LogPath)
+	require.NoError(t, err)
+	require.Contains(t, string(logs), "second signal: the drain stops")
+	require.Contains(t, string(logs), "executor stopped", "it stopped in order")
+	// Its task was stopped and its state pushed: the job ends at once,
+	// the executor is not declared lost.
+	j := c.WaitJob("twice", 60*time.Second, "FAILED", "FINISHED", "CANCELED")
+	require.Equal(t, "FAILED", j.Status)
+	require.NotContains(t, j.Message, "lost", "the executor said how its task ended")
 }
