@@ -20,6 +20,7 @@ import (
 	"jobmaster/internal/privatedir"
 	"jobmaster/membership"
 	"jobmaster/metrics"
+	"jobmaster/pki"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -201,6 +202,9 @@ func New(cfg Config) (*Executor, error) {
 	e.fetchCl = transport.NewClient(transport.ClientOptions{DialTimeout: fetchDialTimeout, MaxIdleConnsPerHost: 16,
 		TLS: tl, PeerCheck: transport.ExecutorOnly})
 	e.metrics = newExecutorMetrics(e)
+	if tl != nil {
+		metrics.RegisterCertExpiry(e.metrics.reg, tl.NotAfter, cfg.Now)
+	}
 	e.fetcher = &partition.Fetcher{Client: e.fetchCl, Bound: cfg.FetchTimeout, Fence: e.newestFence, Log: e.log, Observe: e.metrics.fetched}
 	return e, nil
 }
@@ -268,6 +272,19 @@ func (e *Executor) Start() error {
 	e.writeLeaseFileLocked()
 	e.mu.Unlock()
 	e.loops.Add(4)
+	if e.tls != nil {
+		e.loops.Add(1)
+		go func() {
+			defer e.loops.Done()
+			pki.WatchExpiry(e.tls.NotAfter, e.cfg.Now, time.Hour, e.quit, func(msg string, expired bool) {
+				if expired {
+					e.log.Error(msg)
+				} else {
+					e.log.Warn(msg)
+				}
+			})
+		}()
+	}
 	go func() {
 		defer close(e.served)
 		if err := transport.Serve(e.srv, ln); err != nil {

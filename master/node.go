@@ -52,6 +52,7 @@ import (
 	"jobmaster/internal/privatedir"
 	"jobmaster/membership"
 	"jobmaster/metrics"
+	"jobmaster/pki"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -218,6 +219,9 @@ func New(cfg Config) (*Master, error) {
 	}
 	m.gossip = g
 	m.metrics = newMasterMetrics(m)
+	if tl != nil {
+		metrics.RegisterCertExpiry(m.metrics.reg, tl.NotAfter, cfg.Now)
+	}
 	m.succession = newSuccessionWatch(m)
 	m.relay = newRelay(m)
 	m.leaderForTokens = func() (string, string) {
@@ -248,6 +252,17 @@ func New(cfg Config) (*Master, error) {
 		m.goFunc(m.warnACLOff)
 	}
 	m.goFunc(m.watchDivergence)
+	if tl != nil {
+		m.goFunc(func() {
+			pki.WatchExpiry(tl.NotAfter, m.cfg.Now, time.Hour, m.stop, func(msg string, expired bool) {
+				if expired {
+					m.log.Error(msg)
+				} else {
+					m.log.Warn(msg)
+				}
+			})
+		})
+	}
 	return m, nil
 }
 

@@ -142,6 +142,11 @@ func TestTLSClusterFormsAndForwards(t *testing.T) {
 	require.NoError(t, peers.Error())
 	assert.Len(t, peers.Configuration().Servers, 3, "every master was verified and bootstrapped")
 
+	// Its certificate's time left is a metric.
+	r = doWith(t, user, http.MethodGet, url(f, "/v1/metrics"), nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Regexp(t, `(?m)^jobmaster_tls_cert_expiry_seconds [0-9.e+]+$`, string(r.body))
+
 	// Plain HTTP to the HTTPS port gets nothing.
 	plain := transport.NewClient(transport.ClientOptions{})
 	r = doWith(t, plain, http.MethodGet, transport.URL(plain, c.masters[f].HTTPAddr(), "/v1/jobs"), nil)

@@ -80,3 +80,12 @@ func Handler(reg *prometheus.Registry) http.Handler {
 	}
 	return promhttp.HandlerFor(gs, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
+
+// RegisterCertExpiry adds jobmaster_tls_cert_expiry_seconds to reg: the
+// seconds until the node's TLS certificate (notAfter, rereads included)
+// expires at now, negative once it has.
+func RegisterCertExpiry(reg *prometheus.Registry, notAfter, now func() time.Time) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "tls_cert_expiry_seconds",
+		Help: "Seconds until this node's TLS certificate expires (negative once it has)."},
+		func() float64 { return notAfter().Sub(now()).Seconds() }))
+}
