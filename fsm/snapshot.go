@@ -45,8 +45,8 @@ type snapshotHeader struct {
 	// Restoring: a restore announced and not settled (restoreintent.go);
 	// an older version drops it.
 	Restoring string `codec:"restoring,omitempty"`
-	Jobs    int    `codec:"jobs"`
-	Execs   int    `codec:"execs"`
+	Jobs      int    `codec:"jobs"`
+	Execs     int    `codec:"execs"`
 	// Tombstones: format 2.
 	Tombstones int `codec:"tombs,omitempty"`
 	// Partitions: format 4.
