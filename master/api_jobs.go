@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"jobmaster/api"
 	"jobmaster/fsm"
@@ -164,12 +165,21 @@ func (m *Master) getJob(w http.ResponseWriter, r *http.Request, _ []byte, _ *ses
 		return nil
 	}
 	var v *fsm.JobView
+	var gone fsm.Tombstone
+	var forgotten bool
 	m.fsm.Read(func(st *fsm.State) {
 		v, ok = st.Job(id)
+		if !ok {
+			gone, forgotten = st.Tombstone(id)
+		}
 		m.setIndex(w, st)
 	})
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("job %q not found", id))
+		msg := fmt.Sprintf("job %q not found", id)
+		if forgotten {
+			msg += fmt.Sprintf(": a job of this id ended and was forgotten at %s (ended jobs are kept for --job-retention)", time.UnixMilli(gone.At).UTC().Format(time.RFC3339))
+		}
+		writeError(w, http.StatusNotFound, msg)
 		return nil
 	}
 	writeJSON(w, http.StatusOK, jobToAPI(v))

@@ -251,6 +251,7 @@ func TestEndedJobsAreForgottenAfterTheRetention(t *testing.T) {
 	waitFor(t, "the ended job to be forgotten", func() bool {
 		return do(t, "GET", c.url(l, "/v1/jobs/old"), nil).status == http.StatusNotFound
 	})
+	require.Contains(t, string(do(t, "GET", c.url(l, "/v1/jobs/old"), nil).body), "a job of this id ended and was forgotten at", "the answer says why")
 	waitFor(t, "its tombstone to be pruned after another retention", func() bool {
 		var oldest int64
 		c.masters[l].FSM().Read(func(st *fsm.State) { oldest = st.OldestTombstone() })

@@ -434,9 +434,14 @@ func (v *liveView) close() {
 	fmt.Fprint(v.w, ansiShowCursor)
 }
 
-// notFound turns a 404 for job id into a plain "not found" error.
+// notFound turns a 404 for job id into a plain "not found" error, with
+// what the master says of the id (that a job of it was forgotten).
 func notFound(err error, id string) error {
 	if client.IsNotFound(err) {
+		var ae *client.APIError
+		if prefix := fmt.Sprintf("job %q not found: ", id); errors.As(err, &ae) && strings.HasPrefix(ae.Message, prefix) {
+			return errors.New(ae.Message)
+		}
 		return fmt.Errorf("job %q not found", id)
 	}
 	return err

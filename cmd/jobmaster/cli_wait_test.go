@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/client"
 	"jobmaster/jobspec"
 	"jobmaster/wire"
 )
@@ -276,4 +279,14 @@ func TestWaitNoteNamesTheDrain(t *testing.T) {
 	assert.Contains(t, note, "Waiting: its next region shares slots with its tasks on e1, which is draining and takes no new work")
 	assert.Contains(t, note, "at the drain's deadline at the latest (in 1m")
 	assert.Contains(t, drainNote(job, now.Add(2*time.Minute)), "now that the drain's deadline has passed")
+}
+
+// A 404 that says more of the id (a job of it was forgotten) is passed
+// on; a plain one, or one of another shape, is the plain message.
+func TestNotFoundSaysWhatTheMasterSays(t *testing.T) {
+	forgotten := &client.APIError{StatusCode: http.StatusNotFound, Message: `job "a" not found: a job of this id ended and was forgotten at 2026-12-07T12:00:00Z (ended jobs are kept for --job-retention)`}
+	require.EqualError(t, notFound(forgotten, "a"), forgotten.Message)
+	require.EqualError(t, notFound(&client.APIError{StatusCode: http.StatusNotFound, Message: "no route"}, "a"), `job "a" not found`)
+	other := errors.New("boom")
+	require.Equal(t, other, notFound(other, "a"))
 }
