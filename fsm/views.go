@@ -375,32 +375,29 @@ func (s *State) ReadyRegions() []ReadyRegion {
 //     would otherwise have its keys listed at every pass while it waits (a
 //     thousand waiting regions of a hundred subtasks each made each pass a
 //     hundred thousand steps under the state's lock);
-//   - a region that needs more than the free slots left by those before it
-//     that surely take some, of a job none of whose regions is listed, and
-//     every region after those that surely take all the free slots, or
-//     after maxSkipped regions in a row left out so (those too big for
-//     every free slot are not counted), but for the rest of the regions of
-//     the job last listed (a job's regions are next to each other in the
-//     queue, and may share the slots placed for it) and the regions that
-//     need no new slot (they share slots their job holds), found from the
-//     jobs that hold slots: a pass
-//     placing a few
-//     regions of a queue of thousands listed them all (18,000 queued jobs
-//     of ten subtasks made every pass 0.2 s under the lock), and now reads
-//     the few from the ready queue's top.
+//   - a region of a job none of whose regions is listed that needs more
+//     than the free slots left by the regions before it that surely take
+//     some;
+//   - every region after those that surely take all the free slots, or
+//     after maxSkipped regions in a row left out as the second kind: a
+//     pass placing a few regions of a queue of thousands listed them all
+//     (18,000 queued jobs of ten subtasks made every pass 0.2 s under the
+//     lock), and now reads the few from the ready queue's top. Past that
+//     cut it still lists the rest of the regions of the job last listed
+//     (a job's regions are next to each other in the queue, and may share
+//     the slots placed for it), and the regions that need no new slot
+//     (they share slots their job holds), found from the jobs that hold
+//     slots.
 //
 // A region surely takes its keys' slots when none of its keys is held
 // (nothing can keep it off a draining executor), none declares resources
 // (any free slot fits it), its job's regions listed before it surely take
 // theirs (it takes the keys they did not), and the slots those before it
-// surely take leave enough (surely.takes). A placement that walks the list in order
-// (placement.Plan) and places what fits then places what it would have
-// placed from the whole queue, given free is exactly the free slots it
-// places on, unless a region that did not surely take slots took some:
-// then a region left out waits a pass while that one was placed. A region
-// after the cut that would have needed no new slot (a re-run sharing the
-// slots of its job's running subtasks) waits for the regions before it, as
-// every region does.
+// surely take leave enough (surely.takes). A placement that walks the
+// list in order (placement.Plan) and places what fits then places what it
+// would have placed from the whole queue, given free is exactly the free
+// slots it places on, unless a region that did not surely take slots took
+// some: then a region left out waits a pass while that one was placed.
 //
 // tooBig lists the regions of the first kind met before the cut, with
 // their job, region and submit index only.
