@@ -98,7 +98,7 @@ func (s *State) newAttempts(j *Job, ri int, next bool, now int64) {
 					if e.State == wire.StateFinished && msg == "" {
 						msg = ranAgain
 					}
-					v.Previous[i] = PreviousAttempt{Attempt: e.Attempt, State: e.State, Message: msg, EndTime: e.EndTime}
+					v.Previous[i] = PreviousAttempt{Attempt: e.Attempt, State: e.State, Message: msg, EndTime: e.EndTime, Executor: e.Executor}
 				}
 				s.dropPartition(s.partitions[old])
 				delete(s.execs, old)

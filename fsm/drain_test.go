@@ -79,7 +79,7 @@ func TestDrainMovesNeededPartitionsAndDropsTheRest(t *testing.T) {
 	h.apply(&RestartRegions{Fenced: h.fenced(), Job: "d"})
 	v, _ = h.s.Job("d")
 	for i, p := range v.Vertices[0].Previous {
-		require.Equal(t, PreviousAttempt{Attempt: 0, State: wire.StateFinished, EndTime: p.EndTime,
+		require.Equal(t, PreviousAttempt{Attempt: 0, State: wire.StateFinished, EndTime: p.EndTime, Executor: "e1",
 			Message: "ran again: partitions of gen/0, gen/1 moved off draining executor e1"}, p, "gen/%d: a FINISHED attempt that ran again says why", i)
 	}
 	h.placeAll("e2")

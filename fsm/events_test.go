@@ -89,7 +89,7 @@ func TestEventsOfAFailureAndItsRestart(t *testing.T) {
 	// snapshot too.
 	prev := h.job("j").Vertices[0].Previous
 	require.Len(t, prev, 2)
-	require.Equal(t, PreviousAttempt{Attempt: 0, State: wire.StateFailed, Message: "command not found: x", EndTime: h.now}, prev[1])
+	require.Equal(t, PreviousAttempt{Attempt: 0, State: wire.StateFailed, Message: "command not found: x", EndTime: h.now, Executor: "e1"}, prev[1])
 	require.Equal(t, wire.StateCanceled, prev[0].State)
 	var snap bytes.Buffer
 	_, err := h.s.Capture().WriteTo(&snap)

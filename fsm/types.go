@@ -97,12 +97,19 @@ type VertexState struct {
 }
 
 // PreviousAttempt is how a replaced attempt of a subtask ended: what job
-// status shows as its last failure.
+// status shows as its last failure, and where it ran, so that its log can
+// be read through a master (the only earlier attempt whose executor the
+// state keeps).
 type PreviousAttempt struct {
 	Attempt int        `codec:"a"`
 	State   wire.State `codec:"s,omitempty" json:",omitempty"`
 	Message string     `codec:"m,omitempty" json:",omitempty"`
 	EndTime int64      `codec:"et,omitempty" json:",omitempty"`
+	// Executor is the executor the attempt was placed on: "" when it was
+	// replaced before it was placed, or recorded by a master that predates
+	// this field (which drops it from snapshots, and reads them all the
+	// same).
+	Executor string `codec:"e,omitempty" json:",omitempty"`
 }
 
 // RegionState is the per-region part of a job's state. The region's shape

@@ -185,31 +185,52 @@ func (s *State) Execution(id string) (Execution, bool) {
 	return *e, true
 }
 
-// CurrentOf is the current attempt of subtask i of vertex of job (ok:
-// the job has that subtask, and it has a current attempt), with the job's
-// vertex ids and that vertex's parallelism (0: no such vertex), for
-// answers that name what there is. It costs the job's vertices, not its
-// subtasks.
-func (s *State) CurrentOf(job, vertex string, i int) (cur Execution, ok bool, vertices []string, parallelism int) {
+// SubtaskAttempts is what the state knows of one subtask's attempts: the
+// current one and the one before it, the only two whose executors it
+// keeps, with the job's vertex ids and the vertex's parallelism, for
+// answers that name what there is.
+type SubtaskAttempts struct {
+	// Vertices are the job's vertex ids (nil: no such job); Parallelism
+	// is the vertex's (0: no such vertex).
+	Vertices    []string
+	Parallelism int
+	// Current is the subtask's current attempt, when HasCurrent.
+	Current    Execution
+	HasCurrent bool
+	// Previous is how the attempt before the current one ended, and where
+	// it ran; its State is "" while the subtask is at its first attempt.
+	Previous PreviousAttempt
+}
+
+// AttemptsOf is what the state knows of the attempts of subtask i of
+// vertex of job. It costs the job's vertices, not its subtasks.
+func (s *State) AttemptsOf(job, vertex string, i int) SubtaskAttempts {
+	var a SubtaskAttempts
 	j := s.jobs[job]
 	if j == nil {
-		return Execution{}, false, nil, 0
+		return a
 	}
 	vi := -1
 	for k := range j.Spec.Vertices {
-		vertices = append(vertices, j.Spec.Vertices[k].ID)
+		a.Vertices = append(a.Vertices, j.Spec.Vertices[k].ID)
 		if j.Spec.Vertices[k].ID == vertex {
 			vi = k
 		}
 	}
 	if vi < 0 {
-		return Execution{}, false, vertices, 0
+		return a
 	}
-	parallelism = j.Spec.Vertices[vi].Parallelism
-	if c := s.current[job]; i >= 0 && i < parallelism && c != nil && c[vi][i] != nil {
-		return *c[vi][i], true, vertices, parallelism
+	a.Parallelism = j.Spec.Vertices[vi].Parallelism
+	if i < 0 || i >= a.Parallelism {
+		return a
 	}
-	return Execution{}, false, vertices, parallelism
+	if c := s.current[job]; c != nil && c[vi][i] != nil {
+		a.Current, a.HasCurrent = *c[vi][i], true
+	}
+	if p := j.Vertices[vi].Previous; i < len(p) {
+		a.Previous = p[i]
+	}
+	return a
 }
 
 // NumJobs and NumExecutions count what the state holds.

@@ -99,27 +99,45 @@ func TestAJobViewNamesTheDrainItsReadyRegionWaitsFor(t *testing.T) {
 	require.Equal(t, 2, h.job("j").WaitingSlots)
 }
 
-// CurrentOf names a subtask's current attempt, and what the job has when
-// it has no such subtask.
-func TestCurrentOf(t *testing.T) {
+// AttemptsOf names a subtask's current attempt and, once it restarted,
+// the one before it with the executor it ran on, and what the job has
+// when it has not that subtask.
+func TestAttemptsOf(t *testing.T) {
 	h := newHarness(t)
 	h.establish("m1")
-	require.NoError(t, h.submit("j", `{"vertices":[{"id":"a","parallelism":3,"command":["x"]},{"id":"b","parallelism":2,"command":["x"]}]}`).Err)
+	require.NoError(t, h.submit("j", `{"vertices":[{"id":"a","parallelism":3,"command":["x"]},{"id":"b","parallelism":2,"command":["x"]}],"restart":{"strategy":"fixed-delay","attempts":3,"delay":"0s"}}`).Err)
 	h.placeAll("e1")
-	cur, ok, vertices, n := h.s.CurrentOf("j", "b", 1)
-	require.True(t, ok)
-	require.Equal(t, "j/b/1/0", cur.ID)
-	require.Equal(t, "e1", cur.Executor)
-	require.Equal(t, []string{"a", "b"}, vertices)
-	require.Equal(t, 2, n)
-	_, ok, _, n = h.s.CurrentOf("j", "b", 2)
-	require.False(t, ok, "no subtask 2")
-	require.Equal(t, 2, n)
-	_, ok, vertices, n = h.s.CurrentOf("j", "c", 0)
-	require.False(t, ok)
-	require.Equal(t, []string{"a", "b"}, vertices)
-	require.Zero(t, n, "no vertex c")
-	_, ok, vertices, _ = h.s.CurrentOf("nope", "a", 0)
-	require.False(t, ok)
-	require.Nil(t, vertices)
+	a := h.s.AttemptsOf("j", "b", 1)
+	require.True(t, a.HasCurrent)
+	require.Equal(t, "j/b/1/0", a.Current.ID)
+	require.Equal(t, "e1", a.Current.Executor)
+	require.Equal(t, []string{"a", "b"}, a.Vertices)
+	require.Equal(t, 2, a.Parallelism)
+	require.Zero(t, a.Previous, "at its first attempt")
+
+	// Restarted: the attempt before the current one, and where it ran.
+	h.report("e1", ReportUpdate{ID: "j/b/1/0", State: wire.StateFailed, Message: "boom"})
+	for _, e := range h.s.Expected("e1") {
+		if e.State == wire.StateCanceling {
+			h.report("e1", ReportUpdate{ID: e.ID, State: wire.StateCanceled})
+		}
+	}
+	require.NoError(t, h.apply(&RestartRegions{Fenced: h.fenced(), Job: "j"}).Err)
+	a = h.s.AttemptsOf("j", "b", 1)
+	require.True(t, a.HasCurrent)
+	require.Equal(t, "j/b/1/1", a.Current.ID)
+	require.Empty(t, a.Current.Executor, "not placed yet")
+	require.Equal(t, PreviousAttempt{Attempt: 0, State: wire.StateFailed, Message: "boom", EndTime: h.now, Executor: "e1"}, a.Previous)
+
+	a = h.s.AttemptsOf("j", "b", 2)
+	require.False(t, a.HasCurrent, "no subtask 2")
+	require.Zero(t, a.Previous)
+	require.Equal(t, 2, a.Parallelism)
+	a = h.s.AttemptsOf("j", "c", 0)
+	require.False(t, a.HasCurrent)
+	require.Equal(t, []string{"a", "b"}, a.Vertices)
+	require.Zero(t, a.Parallelism, "no vertex c")
+	a = h.s.AttemptsOf("nope", "a", 0)
+	require.False(t, a.HasCurrent)
+	require.Nil(t, a.Vertices)
 }

@@ -24,15 +24,18 @@ import (
 // [&stream=stdout|stderr][&tail=N][&follow=1] (docs/api.md).
 //
 // Any master serves it from its own replicated state and never forwards
-// it: the state names the executor an execution was placed on, gossip the
-// address that executor listens at. The master reads the executor's own log
-// endpoint (wire.PathLogs) with its own client (with TLS: its server
-// certificate, and an answer taken only from the certificate of the
-// executor named: doExecutor) and copies the answer through. The decisions
-// are pure: parseLogQuery (the request), lookupLog and planLogs (what the
-// state says, and whom to ask), logTargets (where, from gossip) and
-// logFailure (the answer when no executor gave the log); taskLogs gathers
-// their inputs and relayLog carries the bytes.
+// it: the state names the executor an execution was placed on (a
+// subtask's current attempt, or the one before it: fsm.PreviousAttempt),
+// gossip the address that executor listens at. The master reads the
+// executor's own log endpoint (wire.PathLogs) with its own client (with
+// TLS: its server certificate, and an answer taken only from the
+// certificate of the executor named: doExecutor) and copies the answer
+// through. No other executor is asked: an older attempt's log is read
+// from the executors (jobmaster job logs --attempt), not through the
+// masters. The decisions are pure: parseLogQuery (the request), lookupLog
+// and planLogs (what the state says, and whom to ask), targetOf (where,
+// from gossip) and logFailure (the answer when the executor gave no log);
+// taskLogs gathers their inputs and relayLog carries the bytes.
 //
 // A followed log's answer ends cleanly only when the log is complete: its
 // task has ended and every byte was relayed, and it then carries the
@@ -47,9 +50,6 @@ const (
 	// maxLogRelays is how many log reads one master relays at once; more
 	// are answered 503.
 	maxLogRelays = 256
-	// maxLogSearch is how many executors an earlier attempt's log is
-	// looked for on (its executor is not in the state).
-	maxLogSearch = 64
 	// logAnswerTimeout bounds the wait for an executor's answer's headers.
 	logAnswerTimeout = 10 * time.Second
 	// logTokenCheck is how often a followed log checks that its caller's
@@ -140,107 +140,89 @@ func parseIndex(s string) (int, bool) {
 	return n, err == nil && n >= 0 && strconv.Itoa(n) == s
 }
 
-// logLookup is what the replicated state says of a log read's execution.
+// logLookup is what the replicated state says of a log read's execution:
+// whether its job exists, and what it knows of its subtask's attempts.
 type logLookup struct {
-	job bool // the job exists
-	// current: the execution is its subtask's current attempt, exec.
-	current bool
-	exec    fsm.Execution
-	// Otherwise: the job's vertices, the parallelism of the execution's
-	// vertex (0: no such vertex), its subtask's current attempt and that
-	// attempt's executor ("" when not placed).
-	vertices        []string
-	parallelism     int
-	currentAttempt  int
-	currentExecutor string
+	job bool
+	fsm.SubtaskAttempts
 }
 
-// lookupLog reads what the state says of q's execution. The current
-// attempt is found by its id; for an earlier one, its subtask's current
-// attempt (State.CurrentOf: the job's vertices, not a view of its
-// subtasks).
+// lookupLog reads what the state says of q's execution (State.AttemptsOf:
+// the job's vertices, not a view of its subtasks).
 func lookupLog(st *fsm.State, q logQuery) logLookup {
-	l := logLookup{job: st.HasJob(q.job)}
-	if !l.job {
-		return l
-	}
-	if e, ok := st.Execution(q.execution); ok {
-		l.current, l.exec = true, e
-		return l
-	}
-	cur, ok, vertices, parallelism := st.CurrentOf(q.job, q.vertex, q.subtask)
-	l.vertices, l.parallelism = vertices, parallelism
-	if ok {
-		l.currentAttempt, l.currentExecutor = cur.Attempt, cur.Executor
-	}
-	return l
+	return logLookup{job: st.HasJob(q.job), SubtaskAttempts: st.AttemptsOf(q.job, q.vertex, q.subtask)}
 }
 
 // logPlan is what a log read does: answer at once (status, msg), or ask
-// executors for the log.
+// the executor the state names for the log.
 type logPlan struct {
 	status int
 	msg    string
-	// first is the executor to ask first ("": none). search: the log is
-	// an earlier attempt's, whose executor the state no longer names; the
-	// executors gossip lists alive are asked after first.
-	first  string
-	search bool
+	// executor is the executor to ask: the one the current attempt was
+	// placed on, or, for the attempt before it (earlier), the one that
+	// attempt ran on.
+	executor string
+	earlier  bool
 	// state is the execution's when it is the current attempt: one placed
 	// and not started yet (SCHEDULED, DEPLOYING) may not be on its
 	// executor yet.
 	state wire.State
 }
 
-// planLogs decides a log read from what the state says of it.
+// planLogs decides a log read from what the state says of it. The state
+// keeps the executor of a subtask's current attempt and of the one before
+// it, no other: an older attempt's log is not read through the masters,
+// which would have to trust some executor's word that it ran it (any
+// executor could answer for any attempt, and a job under a reused id would
+// be answered with the logs of the job before it).
 func planLogs(q logQuery, l logLookup) logPlan {
+	cur, prev := l.Current, l.Previous
 	switch {
 	case !l.job:
 		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("job %q not found", q.job)}
-	case l.current && l.exec.Executor == "":
-		return logPlan{status: http.StatusConflict, msg: fmt.Sprintf("execution %s has not been placed on an executor yet (it is %s): it has no log until it runs", q.execution, l.exec.State)}
-	case l.current:
-		return logPlan{first: l.exec.Executor, state: l.exec.State}
-	case l.parallelism == 0:
-		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("job %q has no vertex %q (its vertices: %s)", q.job, q.vertex, strings.Join(l.vertices, ", "))}
-	case q.subtask >= l.parallelism:
-		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("vertex %q of job %q has no subtask %d (it has subtasks 0 to %d)", q.vertex, q.job, q.subtask, l.parallelism-1)}
-	case q.attempt > l.currentAttempt:
-		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("execution %s not found: subtask %s/%d of job %q is at attempt %d", q.execution, q.vertex, q.subtask, q.job, l.currentAttempt)}
+	case l.Parallelism == 0:
+		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("job %q has no vertex %q (its vertices: %s)", q.job, q.vertex, strings.Join(l.Vertices, ", "))}
+	case q.subtask >= l.Parallelism:
+		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("vertex %q of job %q has no subtask %d (it has subtasks 0 to %d)", q.vertex, q.job, q.subtask, l.Parallelism-1)}
+	case l.HasCurrent && q.attempt == cur.Attempt && cur.Executor == "":
+		return logPlan{status: http.StatusConflict, msg: fmt.Sprintf("execution %s has not been placed on an executor yet (it is %s): it has no log until it runs", q.execution, cur.State)}
+	case l.HasCurrent && q.attempt == cur.Attempt:
+		return logPlan{executor: cur.Executor, state: cur.State}
+	case !l.HasCurrent || q.attempt > cur.Attempt:
+		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("execution %s not found: subtask %s/%d of job %q is at attempt %d", q.execution, q.vertex, q.subtask, q.job, cur.Attempt)}
+	case prev.State != "" && q.attempt == prev.Attempt && prev.Executor != "":
+		return logPlan{executor: prev.Executor, earlier: true}
 	}
-	return logPlan{first: l.currentExecutor, search: true}
+	older := fmt.Sprintf("read older ones from the executors: jobmaster job logs %s %s %d --attempt %d", q.job, q.vertex, q.subtask, q.attempt)
+	if prev.State != "" && q.attempt == prev.Attempt {
+		return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("execution %s, the attempt before the current one, has no executor in the masters' state: it was replaced before it was placed, or a master of an earlier release recorded it; the masters know only where the attempt before the current one ran, once recorded; %s",
+			q.execution, older)}
+	}
+	before := ""
+	if prev.State != "" {
+		before = fmt.Sprintf(" (%d)", prev.Attempt)
+	}
+	return logPlan{status: http.StatusNotFound, msg: fmt.Sprintf("execution %s is neither the current attempt of subtask %s/%d of job %q (%d) nor the one before it%s: the masters know only where the attempt before the current one ran; %s",
+		q.execution, q.vertex, q.subtask, q.job, cur.Attempt, before, older)}
 }
 
-// logTarget is an executor a log read asks: its id, the HTTP address and
+// logTarget is the executor a log read asks: its id, the HTTP address and
 // the status gossip gives it.
 type logTarget struct {
 	id, addr, status string
 }
 
-// logTargets are the executors a plan asks, in order, with their addresses
-// from gossip (members: the executors gossip knows, by id): the first,
-// whatever its status (gossip may be wrong about it), then, for a search,
-// every other that gossip lists alive, at most maxLogSearch in all. An
-// executor gossip does not list, or without an address, is not asked.
-func logTargets(p logPlan, members []membership.Member) []logTarget {
-	var out []logTarget
+// targetOf is the executor a plan asks, with its address from gossip
+// (members: the executors gossip knows), whatever its status (gossip may be
+// wrong about it); false when gossip does not list it, or without an
+// address.
+func targetOf(p logPlan, members []membership.Member) (logTarget, bool) {
 	for _, m := range members {
-		if m.ID == p.first && m.Meta.Role == membership.RoleExecutor && m.Meta.HTTPAddr != "" {
-			out = append(out, logTarget{id: m.ID, addr: m.Meta.HTTPAddr, status: m.Status})
+		if m.ID == p.executor && m.Meta.Role == membership.RoleExecutor && m.Meta.HTTPAddr != "" {
+			return logTarget{id: m.ID, addr: m.Meta.HTTPAddr, status: m.Status}, true
 		}
 	}
-	if !p.search {
-		return out
-	}
-	for _, m := range members {
-		if len(out) >= maxLogSearch {
-			break
-		}
-		if m.ID != p.first && m.Meta.Role == membership.RoleExecutor && m.Meta.HTTPAddr != "" && m.Status == membership.StatusAlive {
-			out = append(out, logTarget{id: m.ID, addr: m.Meta.HTTPAddr, status: m.Status})
-		}
-	}
-	return out
+	return logTarget{}, false
 }
 
 // logAsked is how an executor answered a log read that got no log from
@@ -253,42 +235,28 @@ type logAsked struct {
 	err    error
 }
 
-// logFailure is the answer of a log read that got the log from none of
-// the executors asked.
-func logFailure(q logQuery, p logPlan, asked []logAsked) (int, string) {
-	if !p.search {
-		if len(asked) == 0 {
-			return http.StatusBadGateway, fmt.Sprintf("executor %s, which runs or ran %s, is not known to this master's gossip: it is gone, and the log with it (or this master has not heard of it yet)", p.first, q.execution)
-		}
-		a := asked[0]
-		switch {
-		case a.status == 0:
-			return http.StatusBadGateway, fmt.Sprintf("executor %s at %s, which runs or ran %s, does not answer (gossip says it is %s): %v; the log is on that executor, unreachable while it is, and gone if it is gone for good",
-				a.target.id, a.target.addr, q.execution, a.target.status, a.err)
-		case a.status == http.StatusNotFound && (p.state == wire.StateScheduled || p.state == wire.StateDeploying):
-			return http.StatusConflict, fmt.Sprintf("execution %s has not started on executor %s yet (it is %s): it has no log until it runs", q.execution, a.target.id, p.state)
-		case a.status == http.StatusNotFound:
-			return http.StatusNotFound, fmt.Sprintf("executor %s no longer has the log of %s: it deletes a task's directory --gc-retention after the task ended (sooner when its disk fills), or it lost its data directory", a.target.id, q.execution)
-		}
-		return http.StatusBadGateway, fmt.Sprintf("executor %s refused the log of %s: HTTP %d: %s", a.target.id, q.execution, a.status, a.msg)
+// logFailure is the answer of a log read that got no log from the
+// executor the state names: asked is how it answered, nil when gossip
+// does not know it.
+func logFailure(q logQuery, p logPlan, asked *logAsked) (int, string) {
+	runs := "runs or ran"
+	if p.earlier {
+		runs = "ran"
 	}
-	var names, failed []string
-	for _, a := range asked {
-		names = append(names, a.target.id)
-		switch {
-		case a.status == 0:
-			failed = append(failed, fmt.Sprintf("%s (no answer: %v)", a.target.id, a.err))
-		case a.status != http.StatusNotFound:
-			failed = append(failed, fmt.Sprintf("%s (HTTP %d: %s)", a.target.id, a.status, a.msg))
-		}
+	if asked == nil {
+		return http.StatusBadGateway, fmt.Sprintf("executor %s, which %s %s, is not known to this master's gossip: it is gone, and the log with it (or this master has not heard of it yet)", p.executor, runs, q.execution)
 	}
-	if len(asked) == 0 {
-		return http.StatusNotFound, fmt.Sprintf("no executor has the log of %s, an earlier attempt: gossip lists no executor alive to ask", q.execution)
+	a := *asked
+	switch {
+	case a.status == 0:
+		return http.StatusBadGateway, fmt.Sprintf("executor %s at %s, which %s %s, does not answer (gossip says it is %s): %v; the log is on that executor, unreachable while it is, and gone if it is gone for good",
+			a.target.id, a.target.addr, runs, q.execution, a.target.status, a.err)
+	case a.status == http.StatusNotFound && (p.state == wire.StateScheduled || p.state == wire.StateDeploying):
+		return http.StatusConflict, fmt.Sprintf("execution %s has not started on executor %s yet (it is %s): it has no log until it runs", q.execution, a.target.id, p.state)
+	case a.status == http.StatusNotFound:
+		return http.StatusNotFound, fmt.Sprintf("executor %s no longer has the log of %s: it deletes a task's directory --gc-retention after the task ended (sooner when its disk fills), or it lost its data directory", a.target.id, q.execution)
 	}
-	if len(failed) > 0 {
-		return http.StatusBadGateway, fmt.Sprintf("no executor gave the log of %s, an earlier attempt, whose executor the state no longer names; not reached: %s", q.execution, strings.Join(failed, ", "))
-	}
-	return http.StatusNotFound, fmt.Sprintf("no executor has the log of %s, an earlier attempt (asked: %s): the one that ran it deleted it (--gc-retention) or is gone", q.execution, strings.Join(names, ", "))
+	return http.StatusBadGateway, fmt.Sprintf("executor %s refused the log of %s: HTTP %d: %s", a.target.id, q.execution, a.status, a.msg)
 }
 
 // taskLogs: GET /v1/jobs/{id}/logs. Served by this master, from its own
@@ -318,19 +286,21 @@ func (m *Master) taskLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("master %s relays %d logs already, the most it relays at once: retry shortly, or ask another master", m.cfg.NodeID, maxLogRelays))
 		return
 	}
-	var asked []logAsked
-	for _, t := range logTargets(p, m.gossip.Role(membership.RoleExecutor)) {
-		ans, a := m.askLog(r.Context(), t, q)
-		if ans != nil {
-			m.relayLog(w, r, t, q, ans)
-			return
-		}
-		if r.Context().Err() != nil {
-			return // the caller went
-		}
-		asked = append(asked, a)
+	t, ok := targetOf(p, m.gossip.Role(membership.RoleExecutor))
+	if !ok {
+		status, msg := logFailure(q, p, nil)
+		writeError(w, status, msg)
+		return
 	}
-	status, msg := logFailure(q, p, asked)
+	ans, asked := m.askLog(r.Context(), t, q)
+	if ans != nil {
+		m.relayLog(w, r, t, q, ans)
+		return
+	}
+	if r.Context().Err() != nil {
+		return // the caller went
+	}
+	status, msg := logFailure(q, p, &asked)
 	writeError(w, status, msg)
 }
 

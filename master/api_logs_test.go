@@ -67,7 +67,13 @@ func TestPlanLogs(t *testing.T) {
 		require.NoError(t, err)
 		return v
 	}
-	earlier := logLookup{job: true, vertices: []string{"a", "v"}, parallelism: 2, currentAttempt: 3, currentExecutor: "e2"}
+	attempts := func(cur fsm.Execution, prev fsm.PreviousAttempt) logLookup {
+		return logLookup{job: true, SubtaskAttempts: fsm.SubtaskAttempts{Vertices: []string{"a", "v"}, Parallelism: 2,
+			Current: cur, HasCurrent: true, Previous: prev}}
+	}
+	// Subtask v/1 at attempt 3, placed on e2; attempt 2 ran on e1.
+	restarted := attempts(fsm.Execution{Attempt: 3, Executor: "e2", State: wire.StateRunning},
+		fsm.PreviousAttempt{Attempt: 2, State: wire.StateFailed, Executor: "e1"})
 	for _, c := range []struct {
 		name   string
 		q      logQuery
@@ -78,22 +84,32 @@ func TestPlanLogs(t *testing.T) {
 	}{
 		{name: "unknown job", q: q("j/v/0/0"), l: logLookup{},
 			status: http.StatusNotFound, msg: `job "j" not found`},
-		{name: "current, never placed", q: q("j/v/0/0"), l: logLookup{job: true, current: true, exec: fsm.Execution{State: wire.StateScheduled}},
+		{name: "current, never placed", q: q("j/v/0/0"), l: attempts(fsm.Execution{State: wire.StateScheduled}, fsm.PreviousAttempt{}),
 			status: http.StatusConflict, msg: "execution j/v/0/0 has not been placed on an executor yet (it is SCHEDULED)"},
-		{name: "current, placed", q: q("j/v/0/0"), l: logLookup{job: true, current: true, exec: fsm.Execution{Executor: "e1", State: wire.StateRunning}},
-			want: logPlan{first: "e1", state: wire.StateRunning}},
-		{name: "current, ended", q: q("j/v/0/0"), l: logLookup{job: true, current: true, exec: fsm.Execution{Executor: "e1", State: wire.StateFailed}},
-			want: logPlan{first: "e1", state: wire.StateFailed}},
-		{name: "no such vertex", q: q("j/x/0/0"), l: logLookup{job: true, vertices: []string{"a", "v"}},
+		{name: "current, placed", q: q("j/v/0/0"), l: attempts(fsm.Execution{Executor: "e1", State: wire.StateRunning}, fsm.PreviousAttempt{}),
+			want: logPlan{executor: "e1", state: wire.StateRunning}},
+		{name: "current, ended", q: q("j/v/0/0"), l: attempts(fsm.Execution{Executor: "e1", State: wire.StateFailed}, fsm.PreviousAttempt{}),
+			want: logPlan{executor: "e1", state: wire.StateFailed}},
+		{name: "no such vertex", q: q("j/x/0/0"), l: logLookup{job: true, SubtaskAttempts: fsm.SubtaskAttempts{Vertices: []string{"a", "v"}}},
 			status: http.StatusNotFound, msg: `job "j" has no vertex "x" (its vertices: a, v)`},
-		{name: "no such subtask", q: q("j/v/2/0"), l: earlier,
+		{name: "no such subtask", q: q("j/v/2/0"), l: restarted,
 			status: http.StatusNotFound, msg: `vertex "v" of job "j" has no subtask 2 (it has subtasks 0 to 1)`},
-		{name: "an attempt not made", q: q("j/v/1/4"), l: earlier,
+		{name: "an attempt not made", q: q("j/v/1/4"), l: restarted,
 			status: http.StatusNotFound, msg: `execution j/v/1/4 not found: subtask v/1 of job "j" is at attempt 3`},
-		{name: "an earlier attempt", q: q("j/v/1/2"), l: earlier,
-			want: logPlan{first: "e2", search: true}},
-		{name: "an earlier attempt, the current one not placed", q: q("j/v/1/0"), l: logLookup{job: true, parallelism: 2, currentAttempt: 1},
-			want: logPlan{search: true}},
+		{name: "the attempt before the current one: its executor, no other", q: q("j/v/1/2"), l: restarted,
+			want: logPlan{executor: "e1", earlier: true}},
+		{name: "the attempt before the current one, which the current one's executor ran too", q: q("j/v/1/2"),
+			l:    attempts(fsm.Execution{Attempt: 3}, fsm.PreviousAttempt{Attempt: 2, State: wire.StateCanceled, Executor: "e2"}),
+			want: logPlan{executor: "e2", earlier: true}},
+		{name: "an older attempt: no executor is searched", q: q("j/v/1/1"), l: restarted,
+			status: http.StatusNotFound, msg: "execution j/v/1/1 is neither the current attempt of subtask v/1 of job \"j\" (3) nor the one before it (2): " +
+				"the masters know only where the attempt before the current one ran; read older ones from the executors: jobmaster job logs j v 1 --attempt 1"},
+		{name: "the attempt before, its executor not recorded (an earlier release, or never placed)", q: q("j/v/1/2"),
+			l:      attempts(fsm.Execution{Attempt: 3, Executor: "e2"}, fsm.PreviousAttempt{Attempt: 2, State: wire.StateFailed}),
+			status: http.StatusNotFound, msg: "execution j/v/1/2, the attempt before the current one, has no executor in the masters' state"},
+		{name: "a job under a reused id, at its first attempt: the attempts below are the job before it's", q: q("j/v/1/4"),
+			l:      attempts(fsm.Execution{Attempt: 7, Executor: "e2"}, fsm.PreviousAttempt{}),
+			status: http.StatusNotFound, msg: "execution j/v/1/4 is neither the current attempt of subtask v/1 of job \"j\" (7) nor the one before it: the masters know only"},
 	} {
 		got := planLogs(c.q, c.l)
 		if c.status != 0 {
@@ -105,72 +121,54 @@ func TestPlanLogs(t *testing.T) {
 	}
 }
 
-func TestLogTargets(t *testing.T) {
+func TestTargetOf(t *testing.T) {
 	member := func(id, role, addr, status string) membership.Member {
 		return membership.Member{ID: id, Status: status, Meta: membership.Meta{Role: role, HTTPAddr: addr}}
 	}
 	members := []membership.Member{
 		member("e1", membership.RoleExecutor, "127.0.0.1:1", membership.StatusAlive),
 		member("e2", membership.RoleExecutor, "127.0.0.1:2", membership.StatusDead),
-		member("e3", membership.RoleExecutor, "127.0.0.1:3", membership.StatusAlive),
 		member("e4", membership.RoleExecutor, "", membership.StatusAlive),
 		member("m1", membership.RoleMaster, "127.0.0.1:9", membership.StatusAlive),
 	}
-	ids := func(ts []logTarget) []string {
-		var out []string
-		for _, t := range ts {
-			out = append(out, t.id+"@"+t.addr+"/"+t.status)
-		}
-		return out
-	}
 	// The executor the state names, whatever gossip says of it.
-	require.Equal(t, []string{"e2@127.0.0.1:2/dead"}, ids(logTargets(logPlan{first: "e2"}, members)))
-	require.Empty(t, logTargets(logPlan{first: "e9"}, members), "an executor gossip does not know")
-	require.Empty(t, logTargets(logPlan{first: "m1"}, members), "a master is no executor")
-	require.Empty(t, logTargets(logPlan{first: "e4"}, members), "no address")
-	// A search: that one first, then the others alive.
-	require.Equal(t, []string{"e2@127.0.0.1:2/dead", "e1@127.0.0.1:1/alive", "e3@127.0.0.1:3/alive"},
-		ids(logTargets(logPlan{first: "e2", search: true}, members)))
-	require.Equal(t, []string{"e1@127.0.0.1:1/alive", "e3@127.0.0.1:3/alive"},
-		ids(logTargets(logPlan{search: true}, members)))
-	// At most maxLogSearch executors.
-	var many []membership.Member
-	for i := range maxLogSearch + 10 {
-		many = append(many, member(strings.Repeat("x", i+1), membership.RoleExecutor, "127.0.0.1:1", membership.StatusAlive))
+	got, ok := targetOf(logPlan{executor: "e2"}, members)
+	require.True(t, ok)
+	require.Equal(t, logTarget{id: "e2", addr: "127.0.0.1:2", status: membership.StatusDead}, got)
+	got, ok = targetOf(logPlan{executor: "e1", earlier: true}, members)
+	require.True(t, ok)
+	require.Equal(t, "e1", got.id)
+	for _, id := range []string{"e9", "m1", "e4", ""} {
+		_, ok := targetOf(logPlan{executor: id}, members)
+		require.False(t, ok, "%q: unknown to gossip, no executor, or without an address", id)
 	}
-	require.Len(t, logTargets(logPlan{first: "x", search: true}, many), maxLogSearch)
 }
 
 func TestLogFailure(t *testing.T) {
 	q, err := parseLogQuery("j", url.Values{"execution": {"j/v/0/1"}})
 	require.NoError(t, err)
 	e1 := logTarget{id: "e1", addr: "127.0.0.1:7431", status: membership.StatusDead}
-	e2 := logTarget{id: "e2", addr: "127.0.0.1:7432", status: membership.StatusAlive}
 	for _, c := range []struct {
 		name   string
 		p      logPlan
-		asked  []logAsked
+		asked  *logAsked
 		status int
 		msg    string
 	}{
-		{"the executor unknown to gossip", logPlan{first: "e1", state: wire.StateRunning}, nil,
+		{"the executor unknown to gossip", logPlan{executor: "e1", state: wire.StateRunning}, nil,
 			http.StatusBadGateway, "executor e1, which runs or ran j/v/0/1, is not known to this master's gossip: it is gone, and the log with it"},
-		{"the executor does not answer", logPlan{first: "e1", state: wire.StateRunning}, []logAsked{{target: e1, err: errors.New("connection refused")}},
+		{"the executor of the attempt before, unknown to gossip", logPlan{executor: "e1", earlier: true}, nil,
+			http.StatusBadGateway, "executor e1, which ran j/v/0/1, is not known to this master's gossip"},
+		{"the executor does not answer", logPlan{executor: "e1", state: wire.StateRunning}, &logAsked{target: e1, err: errors.New("connection refused")},
 			http.StatusBadGateway, "executor e1 at 127.0.0.1:7431, which runs or ran j/v/0/1, does not answer (gossip says it is dead): connection refused"},
-		{"not on the executor yet", logPlan{first: "e1", state: wire.StateDeploying}, []logAsked{{target: e1, status: http.StatusNotFound}},
+		{"not on the executor yet", logPlan{executor: "e1", state: wire.StateDeploying}, &logAsked{target: e1, status: http.StatusNotFound},
 			http.StatusConflict, "execution j/v/0/1 has not started on executor e1 yet (it is DEPLOYING)"},
-		{"deleted on the executor", logPlan{first: "e1", state: wire.StateFinished}, []logAsked{{target: e1, status: http.StatusNotFound}},
+		{"deleted on the executor", logPlan{executor: "e1", state: wire.StateFinished}, &logAsked{target: e1, status: http.StatusNotFound},
 			http.StatusNotFound, "executor e1 no longer has the log of j/v/0/1: it deletes a task's directory --gc-retention after the task ended"},
-		{"refused by the executor", logPlan{first: "e1", state: wire.StateRunning}, []logAsked{{target: e1, status: http.StatusForbidden, msg: "no certificate"}},
+		{"the attempt before, deleted on its executor", logPlan{executor: "e1", earlier: true}, &logAsked{target: e1, status: http.StatusNotFound},
+			http.StatusNotFound, "executor e1 no longer has the log of j/v/0/1"},
+		{"refused by the executor", logPlan{executor: "e1", state: wire.StateRunning}, &logAsked{target: e1, status: http.StatusForbidden, msg: "no certificate"},
 			http.StatusBadGateway, "executor e1 refused the log of j/v/0/1: HTTP 403: no certificate"},
-		{"a search with nobody to ask", logPlan{search: true}, nil,
-			http.StatusNotFound, "gossip lists no executor alive to ask"},
-		{"a search that every executor answers 404", logPlan{first: "e1", search: true},
-			[]logAsked{{target: e1, status: http.StatusNotFound}, {target: e2, status: http.StatusNotFound}},
-			http.StatusNotFound, "no executor has the log of j/v/0/1, an earlier attempt (asked: e1, e2)"},
-		{"a search that an executor does not answer", logPlan{first: "e1", search: true},
-			[]logAsked{{target: e1, err: errors.New("timeout")}, {target: e2, status: http.StatusNotFound}},
-			http.StatusBadGateway, "not reached: e1 (no answer: timeout)"},
 	} {
 		status, msg := logFailure(q, c.p, c.asked)
 		assert.Equal(t, c.status, status, c.name)
