@@ -384,6 +384,15 @@ func (m *Master) relayLog(w http.ResponseWriter, r *http.Request, t logTarget, q
 	if r.Method == http.MethodHead {
 		return
 	}
+	rc := http.NewResponseController(w)
+	if q.follow {
+		// The headers now, not with the task's first bytes: a task may
+		// write nothing for long (not started yet, quiet, or of the sim
+		// runtime), and a reader waiting for them would give up.
+		if rc.Flush() != nil {
+			return
+		}
+	}
 	if !q.follow {
 		if _, err := io.Copy(w, io.LimitReader(ans.resp.Body, q.tail)); err != nil && r.Context().Err() == nil {
 			panic(http.ErrAbortHandler)
@@ -412,7 +421,6 @@ func (m *Master) relayLog(w http.ResponseWriter, r *http.Request, t logTarget, q
 			}
 		}
 	}()
-	rc := http.NewResponseController(w)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := ans.resp.Body.Read(buf)

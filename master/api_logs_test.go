@@ -237,6 +237,65 @@ func TestRelayLogEndsCleanlyOnlyWhenComplete(t *testing.T) {
 	require.Empty(t, resp.Trailer.Get(wire.HeaderEnd))
 }
 
+// relayServer serves log reads through m from the executor at exe, as
+// taskLogs does once the state has named it.
+func relayServer(t *testing.T, m *Master, exe *httptest.Server) *httptest.Server {
+	t.Helper()
+	target := logTarget{id: "e1", addr: strings.TrimPrefix(exe.URL, "http://"), status: membership.StatusAlive}
+	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, err := parseLogQuery("j", r.URL.Query())
+		if !assert.NoError(t, err) {
+			return
+		}
+		ans, asked := m.askLog(r.Context(), target, q)
+		if !assert.NotNil(t, ans, "%+v", asked) {
+			return
+		}
+		m.relayLog(w, r, target, q, ans)
+	}))
+	t.Cleanup(relay.Close)
+	return relay
+}
+
+// A followed log of a task that writes nothing (not started, quiet, or of
+// the sim runtime) gets its headers at once, not when the task first
+// writes: a reader waiting for them (the UI gives up after 10 s) would
+// take the master for one that does not answer.
+func TestRelayLogFollowedSendsItsHeadersAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	exe := httptest.NewServer(transport.Role(transport.RoleExecutor, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", wire.HeaderEnd)
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+		select { // silent until the test has its headers
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "late\n")
+		w.Header().Set(wire.HeaderEnd, wire.EndComplete)
+	})))
+	defer exe.Close()
+	defer close(release)
+	m := &Master{client: transport.NewClient(transport.ClientOptions{}), stop: make(chan struct{})}
+	relay := relayServer(t, m, exe)
+	got := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.Get(relay.URL + "/?execution=j/v/0/0&follow=1")
+		if assert.NoError(t, err) {
+			got <- resp
+		}
+	}()
+	select {
+	case resp := <-got:
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "e1", resp.Header.Get(api.LogExecutorHeader))
+	case <-time.After(logAnswerTimeout):
+		t.Fatalf("no headers within %v while the task wrote nothing", logAnswerTimeout)
+	}
+}
+
 // A followed log ends, broken off, when the master stops.
 func TestRelayLogStopsWithTheMaster(t *testing.T) {
 	exe := httptest.NewServer(transport.Role(transport.RoleExecutor, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
