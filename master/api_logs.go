@@ -1,10 +1,8 @@
 package master
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,7 +14,6 @@ import (
 	"jobmaster/jobspec"
 	"jobmaster/membership"
 	"jobmaster/strictjson"
-	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -45,13 +42,20 @@ import (
 // cannot see trailers (a browser's fetch) still tells a complete log from
 // a cut one.
 
-// Bounds of the log reads a master relays.
+// Bounds of the log reads a master relays (logLimits).
 const (
 	// maxLogRelays is how many log reads one master relays at once; more
 	// are answered 503.
 	maxLogRelays = 256
 	// logAnswerTimeout bounds the wait for an executor's answer's headers.
 	logAnswerTimeout = 10 * time.Second
+	// logWriteTimeout bounds each write of a relayed log to its caller: a
+	// reader that stops reading holds a relay no longer.
+	logWriteTimeout = 30 * time.Second
+	// logAtOnceTimeout bounds a whole log read at once (not followed),
+	// the executor's answer included: an executor that trickles its bytes
+	// holds a relay no longer.
+	logAtOnceTimeout = time.Minute
 	// logTokenCheck is how often a followed log checks that its caller's
 	// token still allows it.
 	logTokenCheck = time.Second
@@ -294,7 +298,7 @@ func (m *Master) taskLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	ans, asked := m.askLog(r.Context(), t, q)
 	if ans != nil {
-		m.relayLog(w, r, t, q, ans)
+		m.relayLog(w, r, t, q, ans, func() bool { return m.stillAllowed(r) })
 		return
 	}
 	if r.Context().Err() != nil {
@@ -302,145 +306,4 @@ func (m *Master) taskLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	status, msg := logFailure(q, p, &asked)
 	writeError(w, status, msg)
-}
-
-// logAnswer is an executor's 200 to a log read, with what releases it.
-type logAnswer struct {
-	resp   *http.Response
-	cancel context.CancelFunc
-}
-
-// askLog asks the executor t for q's log. Its answer's headers must come
-// within logAnswerTimeout; its body is then read under ctx alone. It
-// returns the answer of a 200, else how t answered.
-func (m *Master) askLog(ctx context.Context, t logTarget, q logQuery) (*logAnswer, logAsked) {
-	a := logAsked{target: t}
-	v := url.Values{"id": {q.execution}, "stream": {q.stream}, "tail": {strconv.FormatInt(q.tail, 10)}}
-	if q.follow {
-		v.Set("follow", "1")
-	}
-	u, err := transport.PeerURL(m.client, t.addr, wire.PathLogs+"?"+v.Encode())
-	if err != nil {
-		a.err = fmt.Errorf("its address: %w", err)
-		return nil, a
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	timer := time.AfterFunc(logAnswerTimeout, cancel)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		timer.Stop()
-		cancel()
-		a.err = err
-		return nil, a
-	}
-	resp, err := doExecutor(m.client, hr, t.id)
-	if !timer.Stop() {
-		// The timer cancelled the request, also if its answer came just
-		// before: its body can no longer be read.
-		if err == nil {
-			_ = resp.Body.Close()
-		}
-		err = fmt.Errorf("no answer within %v", logAnswerTimeout)
-	}
-	if err == nil && resp.Header.Get(transport.RoleHeader) != transport.RoleExecutor {
-		_ = resp.Body.Close()
-		err = fmt.Errorf("what answers at %s is no executor", t.addr)
-	}
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		err = ue.Err // the URL is the executor's, named already
-	}
-	if err != nil {
-		cancel()
-		a.err = err
-		return nil, a
-	}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		_ = resp.Body.Close()
-		cancel()
-		a.status, a.msg = resp.StatusCode, strictjson.Short(transport.ErrorMessage(body))
-		return nil, a
-	}
-	return &logAnswer{resp: resp, cancel: cancel}, a
-}
-
-// relayLog copies an executor's answer to the caller: at most q.tail
-// bytes of a log read at once; a followed log as it comes, until the
-// executor's answer ends. An answer that breaks off breaks the caller's
-// off too (http.ErrAbortHandler), but for the caller's own going.
-func (m *Master) relayLog(w http.ResponseWriter, r *http.Request, t logTarget, q logQuery, ans *logAnswer) {
-	defer ans.cancel()
-	defer ans.resp.Body.Close()
-	h := w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set(api.LogExecutorHeader, t.id)
-	if q.follow {
-		h.Set("Trailer", wire.HeaderEnd)
-		h.Set("X-Accel-Buffering", "no") // proxies must not hold the log back
-	} else if n := ans.resp.ContentLength; n >= 0 && n <= q.tail {
-		h.Set("Content-Length", strconv.FormatInt(n, 10))
-	}
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return
-	}
-	rc := http.NewResponseController(w)
-	if q.follow {
-		// The headers now, not with the task's first bytes: a task may
-		// write nothing for long (not started yet, quiet, or of the sim
-		// runtime), and a reader waiting for them would give up.
-		if rc.Flush() != nil {
-			return
-		}
-	}
-	if !q.follow {
-		if _, err := io.Copy(w, io.LimitReader(ans.resp.Body, q.tail)); err != nil && r.Context().Err() == nil {
-			panic(http.ErrAbortHandler)
-		}
-		return
-	}
-	// The follow ends, broken off, when this master stops or the caller's
-	// token is deleted: the executor's answer is cancelled.
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		tick := time.NewTicker(logTokenCheck)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-m.stop:
-				ans.cancel()
-				return
-			case <-tick.C:
-				if !m.stillAllowed(r) {
-					ans.cancel()
-					return
-				}
-			}
-		}
-	}()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := ans.resp.Body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return // the caller went
-			}
-			if rc.Flush() != nil {
-				return
-			}
-		}
-		if errors.Is(err, io.EOF) && ans.resp.Trailer.Get(wire.HeaderEnd) == wire.EndComplete {
-			h.Set(wire.HeaderEnd, wire.EndComplete)
-			return
-		}
-		if err != nil {
-			if r.Context().Err() != nil {
-				return
-			}
-			panic(http.ErrAbortHandler) // cut short: the caller must not take it as whole
-		}
-	}
 }

@@ -2,13 +2,9 @@ package master
 
 import (
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,7 +12,6 @@ import (
 	"jobmaster/api"
 	"jobmaster/fsm"
 	"jobmaster/membership"
-	"jobmaster/transport"
 	"jobmaster/wire"
 )
 
@@ -173,163 +168,6 @@ func TestLogFailure(t *testing.T) {
 		status, msg := logFailure(q, c.p, c.asked)
 		assert.Equal(t, c.status, status, c.name)
 		assert.Contains(t, msg, c.msg, c.name)
-	}
-}
-
-// A log relayed as it comes: whole, with the executor's trailer, when the
-// executor's answer says it is complete; broken off when the executor's
-// answer ends without it, so that a reader that cannot see trailers still
-// tells a cut log from a whole one. At once, at most tail bytes.
-func TestRelayLogEndsCleanlyOnlyWhenComplete(t *testing.T) {
-	complete := make(chan bool, 1)
-	exe := httptest.NewServer(transport.Role(transport.RoleExecutor, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		assert.Equal(t, wire.PathLogs, r.URL.Path)
-		assert.Equal(t, "j/v/0/0", r.URL.Query().Get("id"))
-		if r.URL.Query().Get("follow") != "1" {
-			_, _ = io.WriteString(w, "0123456789") // more than the tail asked: the master cuts it
-			return
-		}
-		w.Header().Set("Trailer", wire.HeaderEnd)
-		_, _ = io.WriteString(w, "line 1\n")
-		http.NewResponseController(w).Flush()
-		_, _ = io.WriteString(w, "line 2\n")
-		if <-complete {
-			w.Header().Set(wire.HeaderEnd, wire.EndComplete)
-		}
-	})))
-	defer exe.Close()
-	m := &Master{client: transport.NewClient(transport.ClientOptions{}), stop: make(chan struct{})}
-	target := logTarget{id: "e1", addr: strings.TrimPrefix(exe.URL, "http://"), status: membership.StatusAlive}
-	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q, err := parseLogQuery("j", r.URL.Query())
-		assert.NoError(t, err)
-		ans, asked := m.askLog(r.Context(), target, q)
-		if !assert.NotNil(t, ans, "%+v", asked) {
-			return
-		}
-		m.relayLog(w, r, target, q, ans)
-	}))
-	defer relay.Close()
-
-	get := func(query string) (*http.Response, []byte, error) {
-		resp, err := http.Get(relay.URL + "/?" + query)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return resp, body, err
-	}
-	complete <- true
-	resp, body, err := get("execution=j/v/0/0&follow=1")
-	require.NoError(t, err)
-	require.Equal(t, "line 1\nline 2\n", string(body))
-	require.Equal(t, wire.EndComplete, resp.Trailer.Get(wire.HeaderEnd))
-	require.Equal(t, "e1", resp.Header.Get(api.LogExecutorHeader))
-	require.Equal(t, "text/plain; charset=utf-8", resp.Header.Get("Content-Type"))
-
-	complete <- false
-	_, body, err = get("execution=j/v/0/0&follow=1")
-	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "a cut log must not read as a whole one")
-	require.Equal(t, "line 1\nline 2\n", string(body))
-
-	resp, body, err = get("execution=j/v/0/0&tail=4")
-	require.NoError(t, err)
-	require.Equal(t, "0123", string(body))
-	require.Empty(t, resp.Trailer.Get(wire.HeaderEnd))
-}
-
-// relayServer serves log reads through m from the executor at exe, as
-// taskLogs does once the state has named it.
-func relayServer(t *testing.T, m *Master, exe *httptest.Server) *httptest.Server {
-	t.Helper()
-	target := logTarget{id: "e1", addr: strings.TrimPrefix(exe.URL, "http://"), status: membership.StatusAlive}
-	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q, err := parseLogQuery("j", r.URL.Query())
-		if !assert.NoError(t, err) {
-			return
-		}
-		ans, asked := m.askLog(r.Context(), target, q)
-		if !assert.NotNil(t, ans, "%+v", asked) {
-			return
-		}
-		m.relayLog(w, r, target, q, ans)
-	}))
-	t.Cleanup(relay.Close)
-	return relay
-}
-
-// A followed log of a task that writes nothing (not started, quiet, or of
-// the sim runtime) gets its headers at once, not when the task first
-// writes: a reader waiting for them (the UI gives up after 10 s) would
-// take the master for one that does not answer.
-func TestRelayLogFollowedSendsItsHeadersAtOnce(t *testing.T) {
-	release := make(chan struct{})
-	exe := httptest.NewServer(transport.Role(transport.RoleExecutor, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Trailer", wire.HeaderEnd)
-		w.WriteHeader(http.StatusOK)
-		http.NewResponseController(w).Flush()
-		select { // silent until the test has its headers
-		case <-release:
-		case <-r.Context().Done():
-			return
-		}
-		_, _ = io.WriteString(w, "late\n")
-		w.Header().Set(wire.HeaderEnd, wire.EndComplete)
-	})))
-	defer exe.Close()
-	defer close(release)
-	m := &Master{client: transport.NewClient(transport.ClientOptions{}), stop: make(chan struct{})}
-	relay := relayServer(t, m, exe)
-	got := make(chan *http.Response, 1)
-	go func() {
-		resp, err := http.Get(relay.URL + "/?execution=j/v/0/0&follow=1")
-		if assert.NoError(t, err) {
-			got <- resp
-		}
-	}()
-	select {
-	case resp := <-got:
-		defer resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		require.Equal(t, "e1", resp.Header.Get(api.LogExecutorHeader))
-	case <-time.After(logAnswerTimeout):
-		t.Fatalf("no headers within %v while the task wrote nothing", logAnswerTimeout)
-	}
-}
-
-// A followed log ends, broken off, when the master stops.
-func TestRelayLogStopsWithTheMaster(t *testing.T) {
-	exe := httptest.NewServer(transport.Role(transport.RoleExecutor, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Trailer", wire.HeaderEnd)
-		_, _ = io.WriteString(w, "started\n")
-		http.NewResponseController(w).Flush()
-		<-r.Context().Done() // the task never ends
-	})))
-	defer exe.Close()
-	m := &Master{client: transport.NewClient(transport.ClientOptions{}), stop: make(chan struct{})}
-	target := logTarget{id: "e1", addr: strings.TrimPrefix(exe.URL, "http://")}
-	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q, _ := parseLogQuery("j", r.URL.Query())
-		ans, asked := m.askLog(r.Context(), target, q)
-		if !assert.NotNil(t, ans, "%+v", asked) {
-			return
-		}
-		m.relayLog(w, r, target, q, ans)
-	}))
-	defer relay.Close()
-	resp, err := http.Get(relay.URL + "/?execution=j/v/0/0&follow=1")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	line := make([]byte, len("started\n"))
-	_, err = io.ReadFull(resp.Body, line)
-	require.NoError(t, err)
-	close(m.stop)
-	done := make(chan error, 1)
-	go func() { _, err := io.ReadAll(resp.Body); done <- err }()
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, io.ErrUnexpectedEOF)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the follow went on after the master stopped")
 	}
 }
 

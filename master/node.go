@@ -104,8 +104,10 @@ type Master struct {
 	// bigReadWrite bounds the writing of a big read's answer
 	// (bigReadWriteTimeout; tests shorten it).
 	bigReadWrite time.Duration
-	// logRelays holds a place per task log being relayed (api_logs.go).
+	// logRelays holds a place per task log being relayed (api_logs.go);
+	// logLimits bounds each (api_logs_relay.go; tests shorten them).
 	logRelays chan struct{}
+	logLimits logLimits
 
 	mu      sync.Mutex
 	session *session // the established leader session, or nil
@@ -168,6 +170,7 @@ func New(cfg Config) (*Master, error) {
 		tokenAsks:      make(chan struct{}, maxTokenAsks),
 		hashing:        make(chan struct{}, 1),
 		logRelays:      make(chan struct{}, maxLogRelays),
+		logLimits:      defaultLogLimits(),
 		stop:           make(chan struct{}),
 		halted:         make(chan struct{}),
 		sessionChanged: make(chan struct{}),
