@@ -45,8 +45,12 @@ import (
 // Bounds of the log reads a master relays (logLimits).
 const (
 	// maxLogRelays is how many log reads one master relays at once; more
-	// are answered 503.
+	// are answered 503 (logrelays.go).
 	maxLogRelays = 256
+	// maxLogRelaysPerCaller is how many of them one caller (a token, or
+	// with ACLs off an IP address) may have at once; more are answered
+	// 429.
+	maxLogRelaysPerCaller = 16
 	// logAnswerTimeout bounds the wait for an executor's answer's headers.
 	logAnswerTimeout = 10 * time.Second
 	// logWriteTimeout bounds each write of a relayed log to its caller: a
@@ -282,17 +286,16 @@ func (m *Master) taskLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, p.status, p.msg)
 		return
 	}
-	select {
-	case m.logRelays <- struct{}{}:
-		defer func() { <-m.logRelays }()
-	default:
+	release, status, msg := m.logRelays.take(m.cfg.NodeID, relayCallerOf(callerOf(r), r.RemoteAddr))
+	if status != 0 {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("master %s relays %d logs already, the most it relays at once: retry shortly, or ask another master", m.cfg.NodeID, maxLogRelays))
+		writeError(w, status, msg)
 		return
 	}
+	defer release()
 	t, ok := targetOf(p, m.gossip.Role(membership.RoleExecutor))
 	if !ok {
-		status, msg := logFailure(q, p, nil)
+		status, msg = logFailure(q, p, nil)
 		writeError(w, status, msg)
 		return
 	}
@@ -304,6 +307,6 @@ func (m *Master) taskLogs(w http.ResponseWriter, r *http.Request) {
 	if r.Context().Err() != nil {
 		return // the caller went
 	}
-	status, msg := logFailure(q, p, &asked)
+	status, msg = logFailure(q, p, &asked)
 	writeError(w, status, msg)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"jobmaster/api"
+	"jobmaster/fsm"
 	"jobmaster/membership"
 	"jobmaster/transport"
 	"jobmaster/wire"
@@ -290,4 +291,59 @@ func TestRelayLogAtOnceHasADeadline(t *testing.T) {
 	// Broken off before its headers (the bytes so far were buffered) or
 	// after: never a whole answer.
 	require.Error(t, <-read)
+}
+
+// One caller, its token's or, without ACLs, its address's, has at most
+// perCaller log reads relayed at once (429 past it), whatever the room
+// left; the master at most most in all (503 past it).
+func TestRelayRefusal(t *testing.T) {
+	ci := relayCallerOf(&caller{token: fsm.ACLToken{Name: "ci", AccessorID: "a1b2"}}, "10.0.0.7:5000")
+	require.Equal(t, relayCaller{key: "token a1b2", name: `token "ci" (accessor a1b2)`}, ci)
+	anon := relayCallerOf(nil, "10.0.0.7:5000")
+	require.Equal(t, relayCaller{key: "address 10.0.0.7", name: "client 10.0.0.7"}, anon)
+	require.Equal(t, "address ::1", relayCallerOf(nil, "[::1]:80").key)
+	for _, c := range []struct {
+		name               string
+		mine, total        int
+		status             int
+		msg                string
+		perCaller, maxRoom int
+	}{
+		{name: "room", mine: 15, total: 100, perCaller: 16, maxRoom: 256},
+		{name: "the caller at its bound", mine: 16, total: 100, perCaller: 16, maxRoom: 256, status: http.StatusTooManyRequests,
+			msg: `token "ci" (accessor a1b2) has 16 log reads relayed by master m1 already, the most one caller may have at once`},
+		{name: "the caller at its bound, the master full", mine: 16, total: 256, perCaller: 16, maxRoom: 256, status: http.StatusTooManyRequests},
+		{name: "the master full", mine: 0, total: 256, perCaller: 16, maxRoom: 256, status: http.StatusServiceUnavailable,
+			msg: "master m1 relays 256 logs already, the most it relays at once"},
+	} {
+		status, msg := relayRefusal("m1", ci, c.mine, c.total, c.perCaller, c.maxRoom)
+		require.Equal(t, c.status, status, c.name)
+		require.Contains(t, msg, c.msg, c.name)
+	}
+}
+
+// The places a master holds: one caller's bound leaves others room; a
+// place given back is taken again.
+func TestLogRelaysPerCaller(t *testing.T) {
+	l := newLogRelays(5, 2)
+	a, b, c := relayCaller{key: "a", name: "client a"}, relayCaller{key: "b", name: "client b"}, relayCaller{key: "c", name: "client c"}
+	var held []func()
+	for _, who := range []relayCaller{a, a, b, b} {
+		release, status, msg := l.take("m1", who)
+		require.Zero(t, status, msg)
+		held = append(held, release)
+	}
+	_, status, msg := l.take("m1", a)
+	require.Equal(t, http.StatusTooManyRequests, status)
+	require.Contains(t, msg, "client a has 2 log reads relayed by master m1 already")
+	release, status, _ := l.take("m1", c)
+	require.Zero(t, status)
+	_, status, _ = l.take("m1", c)
+	require.Equal(t, http.StatusServiceUnavailable, status, "5 in all")
+	release()
+	release() // once only
+	held[0]()
+	_, status, _ = l.take("m1", a)
+	require.Zero(t, status, "a's place given back")
+	require.Equal(t, 4, l.total)
 }

@@ -104,9 +104,9 @@ type Master struct {
 	// bigReadWrite bounds the writing of a big read's answer
 	// (bigReadWriteTimeout; tests shorten it).
 	bigReadWrite time.Duration
-	// logRelays holds a place per task log being relayed (api_logs.go);
+	// logRelays holds a place per task log being relayed (logrelays.go);
 	// logLimits bounds each (api_logs_relay.go; tests shorten them).
-	logRelays chan struct{}
+	logRelays *logRelays
 	logLimits logLimits
 
 	mu      sync.Mutex
@@ -169,7 +169,7 @@ func New(cfg Config) (*Master, error) {
 		bigReadWrite:   bigReadWriteTimeout,
 		tokenAsks:      make(chan struct{}, maxTokenAsks),
 		hashing:        make(chan struct{}, 1),
-		logRelays:      make(chan struct{}, maxLogRelays),
+		logRelays:      newLogRelays(maxLogRelays, maxLogRelaysPerCaller),
 		logLimits:      defaultLogLimits(),
 		stop:           make(chan struct{}),
 		halted:         make(chan struct{}),
