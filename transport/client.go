@@ -17,6 +17,10 @@ const (
 	// keepAlive is the interval of TCP keep-alive probes on every
 	// connection.
 	keepAlive = 30 * time.Second
+	// MaxResponseHeaderBytes bounds the header block of an answer a
+	// client reads (Go's default is 10 MB); a larger one fails the
+	// request. A node's answers carry a few hundred bytes of headers.
+	MaxResponseHeaderBytes = 64 << 10
 )
 
 // ClientOptions shapes the client of one role. The zero value is a client
@@ -74,9 +78,10 @@ func NewClient(o ClientOptions) *http.Client {
 	}
 	dialer := &net.Dialer{Timeout: dial, KeepAlive: keepAlive}
 	tr := &http.Transport{
-		DialContext:         dialer.DialContext,
-		MaxIdleConnsPerHost: perHost,
-		IdleConnTimeout:     idle,
+		DialContext:            dialer.DialContext,
+		MaxIdleConnsPerHost:    perHost,
+		IdleConnTimeout:        idle,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 	if o.EnvironmentProxy {
 		tr.Proxy = http.ProxyFromEnvironment

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -61,4 +62,24 @@ func TestServe(t *testing.T) {
 	err = Serve(NewServer(http.NotFoundHandler(), ServerOptions{}), ln2)
 	require.Error(t, err, "a closed listener is an error")
 	assert.False(t, errors.Is(err, http.ErrServerClosed))
+}
+
+// A peer's answer whose headers take more than MaxResponseHeaderBytes is
+// refused: a peer cannot make a node hold megabytes of headers per answer
+// (Go's default is 10 MB). Headers of a few KiB, more than any node sends,
+// pass.
+func TestClientRefusesHugeAnswerHeaders(t *testing.T) {
+	size := make(chan int, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("x", <-size))
+	}))
+	defer srv.Close()
+	c := NewClient(ClientOptions{})
+	size <- 16 << 10
+	resp, err := c.Get(srv.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	size <- MaxResponseHeaderBytes + 1
+	_, err = c.Get(srv.URL)
+	require.ErrorContains(t, err, "server response headers exceeded")
 }
