@@ -67,6 +67,9 @@ func TestExecEnvironmentAndLogs(t *testing.T) {
 
 	out := l.logs(tk.ExecutionID, "stdout")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	n, tail := l.logLength(tk.ExecutionID, "stdout", 5)
+	require.Equal(t, int64(5), n, "a log read at once says its length")
+	require.Equal(t, out[len(out)-5:], tail)
 	wd, err := filepath.EvalSymlinks(filepath.Join(e.cfg.DataDir, "executions", "envjob", "v", "2", "1"))
 	require.NoError(t, err)
 	require.Equal(t, wd, lines[0], "the working directory is the execution's")

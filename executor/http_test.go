@@ -502,6 +502,11 @@ func TestLogsOfSimTaskAreEmpty(t *testing.T) {
 	tk := simTask("j", 0, time.Hour, 0)
 	l.deploy(tk)
 	require.Equal(t, "", l.logs(tk.ExecutionID, "stdout"))
+	// Read at once, its length is said, as of every log: a master relays
+	// only an answer whose end it can check.
+	n, body := l.logLength(tk.ExecutionID, "stdout", 100)
+	require.Zero(t, n)
+	require.Empty(t, body)
 }
 
 func TestConfigValidation(t *testing.T) {

@@ -67,6 +67,10 @@ func (e *Executor) serveLogs(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			if follow {
 				w.Header().Set("Trailer", wire.HeaderEnd)
+			} else {
+				// A read at once always says its length: a master relays
+				// only an answer whose end it can check.
+				w.Header().Set("Content-Length", "0")
 			}
 			w.WriteHeader(http.StatusOK)
 			if follow {

@@ -269,6 +269,19 @@ func (l *leader) logs(id, stream string) string {
 	return string(b)
 }
 
+// logLength reads id's stream at once, with tail, and returns the length
+// its answer declares (-1: none) and its body.
+func (l *leader) logLength(id, stream string, tail int) (int64, string) {
+	l.t.Helper()
+	resp, err := httpClient.Get(fmt.Sprintf("%s%s?id=%s&stream=%s&tail=%d", l.base, wire.PathLogs, id, stream, tail))
+	require.NoError(l.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(l.t, err)
+	require.Equal(l.t, http.StatusOK, resp.StatusCode, "%s", b)
+	return resp.ContentLength, string(b)
+}
+
 // status finds id in a list of statuses.
 func status(execs []wire.ExecutionStatus, id string) (wire.ExecutionStatus, bool) {
 	for _, st := range execs {

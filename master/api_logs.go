@@ -235,11 +235,13 @@ func targetOf(p logPlan, members []membership.Member) (logTarget, bool) {
 
 // logAsked is how an executor answered a log read that got no log from
 // it: status 0 when it did not answer (err says why), else its status and
-// error message.
+// error message; a 200 to a read at once whose length (-1: none) was not
+// within the tail asked.
 type logAsked struct {
 	target logTarget
 	status int
 	msg    string
+	length int64
 	err    error
 }
 
@@ -261,6 +263,10 @@ func logFailure(q logQuery, p logPlan, asked *logAsked) (int, string) {
 			a.target.id, a.target.addr, runs, q.execution, a.target.status, a.err)
 	case a.status == http.StatusNotFound && (p.state == wire.StateScheduled || p.state == wire.StateDeploying):
 		return http.StatusConflict, fmt.Sprintf("execution %s has not started on executor %s yet (it is %s): it has no log until it runs", q.execution, a.target.id, p.state)
+	case a.status == http.StatusOK && a.length < 0:
+		return http.StatusBadGateway, fmt.Sprintf("executor %s answered the log of %s without a length: a master relays a log read at once only when it can check its end", a.target.id, q.execution)
+	case a.status == http.StatusOK:
+		return http.StatusBadGateway, fmt.Sprintf("executor %s answered the log of %s with a length of %d bytes, past the %d asked", a.target.id, q.execution, a.length, q.tail)
 	case a.status == http.StatusNotFound:
 		return http.StatusNotFound, fmt.Sprintf("executor %s no longer has the log of %s: it deletes a task's directory --gc-retention after the task ended (sooner when its disk fills), or it lost its data directory", a.target.id, q.execution)
 	}

@@ -48,7 +48,8 @@ type logAnswer struct {
 // askLog asks the executor t for q's log. Its answer's headers must come
 // within logAnswerTimeout; its body is then read under ctx alone, and, for
 // a read at once, within limits.atOnce of the ask. It returns the answer
-// of a 200, else how t answered.
+// of a 200 (at once, one whose length is said, within q.tail), else how t
+// answered.
 func (m *Master) askLog(ctx context.Context, t logTarget, q logQuery) (*logAnswer, logAsked) {
 	a := logAsked{target: t}
 	v := url.Values{"id": {q.execution}, "stream": {q.stream}, "tail": {strconv.FormatInt(q.tail, 10)}}
@@ -104,6 +105,15 @@ func (m *Master) askLog(ctx context.Context, t logTarget, q logQuery) (*logAnswe
 		a.status, a.msg = resp.StatusCode, strictjson.Short(transport.ErrorMessage(body))
 		return nil, a
 	}
+	if n := resp.ContentLength; !q.follow && (n < 0 || n > q.tail) {
+		// Relayed, an answer without its length could be cut and read
+		// as whole; one past the tail would be cut here and read as
+		// whole too.
+		_ = resp.Body.Close()
+		cancel()
+		a.status, a.length = resp.StatusCode, n
+		return nil, a
+	}
 	return &logAnswer{resp: resp, cancel: cancel, deadline: deadline}, a
 }
 
@@ -123,8 +133,8 @@ func (m *Master) relayLog(w http.ResponseWriter, r *http.Request, t logTarget, q
 	if q.follow {
 		h.Set("Trailer", wire.HeaderEnd)
 		h.Set("X-Accel-Buffering", "no") // proxies must not hold the log back
-	} else if n := ans.resp.ContentLength; n >= 0 && n <= q.tail {
-		h.Set("Content-Length", strconv.FormatInt(n, 10))
+	} else {
+		h.Set("Content-Length", strconv.FormatInt(ans.resp.ContentLength, 10)) // within q.tail: askLog
 	}
 	rc := http.NewResponseController(w)
 	if !q.follow {

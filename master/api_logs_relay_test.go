@@ -2,10 +2,12 @@ package master
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -73,7 +75,8 @@ func TestRelayLogEndsCleanlyOnlyWhenComplete(t *testing.T) {
 		assert.Equal(t, wire.PathLogs, r.URL.Path)
 		assert.Equal(t, "j/v/0/0", r.URL.Query().Get("id"))
 		if r.URL.Query().Get("follow") != "1" {
-			_, _ = io.WriteString(w, "0123456789") // more than the tail asked: the master cuts it
+			assert.Equal(t, "4", r.URL.Query().Get("tail"))
+			_, _ = io.WriteString(w, "6789")
 			return
 		}
 		w.Header().Set("Trailer", wire.HeaderEnd)
@@ -109,8 +112,48 @@ func TestRelayLogEndsCleanlyOnlyWhenComplete(t *testing.T) {
 
 	resp, body, err = get("execution=j/v/0/0&tail=4")
 	require.NoError(t, err)
-	require.Equal(t, "0123", string(body))
+	require.Equal(t, "6789", string(body))
+	require.Equal(t, int64(4), resp.ContentLength)
 	require.Empty(t, resp.Trailer.Get(wire.HeaderEnd))
+}
+
+// A log read at once is relayed only when the executor's answer says its
+// length, within the tail asked: a master could not tell a cut answer from
+// a whole one, nor pass on a length it can check. Else a 502 names the
+// executor and what it did.
+func TestAskLogAtOnceWantsALength(t *testing.T) {
+	exe := httptest.NewServer(transport.Role(transport.RoleExecutor, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("stream") {
+		case "stdout": // no length: chunked
+			_, _ = io.WriteString(w, "01")
+			http.NewResponseController(w).Flush()
+			_, _ = io.WriteString(w, "23")
+		default: // longer than the tail
+			_, _ = io.WriteString(w, "0123456789")
+		}
+	})))
+	defer exe.Close()
+	m := relayMaster(defaultLogLimits())
+	target := logTarget{id: "e1", addr: strings.TrimPrefix(exe.URL, "http://"), status: membership.StatusAlive}
+	for _, c := range []struct{ stream, msg string }{
+		{"stdout", "executor e1 answered the log of j/v/0/0 without a length: a master relays a log read at once only when it can check its end"},
+		{"stderr", "executor e1 answered the log of j/v/0/0 with a length of 10 bytes, past the 4 asked"},
+	} {
+		q, err := parseLogQuery("j", url.Values{"execution": {"j/v/0/0"}, "stream": {c.stream}, "tail": {"4"}})
+		require.NoError(t, err)
+		ans, asked := m.askLog(context.Background(), target, q)
+		require.Nil(t, ans, c.stream)
+		status, msg := logFailure(q, logPlan{executor: "e1", state: wire.StateRunning}, &asked)
+		require.Equal(t, http.StatusBadGateway, status, c.stream)
+		require.Equal(t, c.msg, msg, c.stream)
+	}
+	// Followed, a length is neither expected nor taken.
+	q, err := parseLogQuery("j", url.Values{"execution": {"j/v/0/0"}, "follow": {"1"}})
+	require.NoError(t, err)
+	ans, asked := m.askLog(context.Background(), target, q)
+	require.NotNil(t, ans, "%+v", asked)
+	ans.cancel()
+	ans.resp.Body.Close()
 }
 
 // A followed log of a task that writes nothing (not started, quiet, or of
