@@ -92,8 +92,10 @@ func (r *logRead) wait(t *testing.T, timeout time.Duration) {
 // through a master that does not lead, which relays it from the executor:
 // at once (stdout and stderr), and followed as the task writes until it
 // ends (the trailer says so). A read token may not; an attempt not made is
-// a 404; and with the executor killed, a followed log breaks off rather
-// than end as whole, and a read is a 502 naming the executor.
+// a 404; the attempt before the current one is read from the executor it
+// ran on, an older one is a 404 saying where to read it; and with the
+// executor killed, a followed log breaks off rather than end as whole, and
+// a read is a 502 naming the executor.
 func TestLogsThroughAFollower(t *testing.T) {
 	skipShort(t)
 	c := NewCluster(t, Options{ACL: true, TLS: true})
@@ -146,6 +148,25 @@ func TestLogsThroughAFollower(t *testing.T) {
 	require.Equal(t, "first line\nwritten later\n", f.text())
 	require.Equal(t, wire.EndComplete, f.trailer.Get(wire.HeaderEnd))
 	c.WaitJob("lg", 30*time.Second, "FINISHED")
+
+	// Earlier attempts: the one before the current one is read from the
+	// executor it ran on, which the state records; an older one is the
+	// executors' to give (jobmaster job logs --attempt), not the masters'.
+	c.Submit("lg-again", `{"name": "lg-again", "vertices": [{"id": "v", "parallelism": 1,
+		"command": ["sh", "-c", "echo attempt $JOBMASTER_ATTEMPT; [ $JOBMASTER_ATTEMPT -ge 2 ]"]}],
+		"restart": {"strategy": "fixed-delay", "delay": "100ms", "attempts": 3}}`)
+	c.WaitJob("lg-again", 60*time.Second, "FINISHED")
+	require.Equal(t, 2, c.Job("lg-again").Vertices[0].Subtasks[0].Attempt)
+	WaitFor(t, "attempt 1's log, read through a follower", 30*time.Second, func() bool {
+		r = c.readLogVia(t, ctx, via, submit, "lg-again/v/0/1", nil)
+		r.wait(t, 20*time.Second)
+		return r.status == http.StatusOK
+	})
+	require.Equal(t, "attempt 1\n", r.text())
+	r = c.readLogVia(t, ctx, via, submit, "lg-again/v/0/0", nil)
+	r.wait(t, 20*time.Second)
+	require.Equal(t, http.StatusNotFound, r.status, r.text())
+	require.Contains(t, r.text(), "the masters know only where the attempt before the current one ran; read older ones from the executors: jobmaster job logs lg-again v 0 --attempt 0")
 
 	// The executor killed under a followed log: the answer breaks off.
 	c.Submit("lg-cut", `{"name": "lg-cut", "vertices": [{"id": "v", "parallelism": 1, "command": ["sh", "-c", "echo before; sleep 600"]}]}`)

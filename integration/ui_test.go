@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,6 +258,28 @@ func TestUI(t *testing.T) {
 		browse(t, ctx, "ui-log's stderr", uiWait,
 			chromedp.Click(chromedp.CSS(`#log .seg[data-stream="stderr"]`)),
 			js(`document.querySelector('#log').dataset.state === 'shown' && document.querySelector('#log-text').textContent === 'to stderr\n'`))
+	})
+	t.Run("a token that reads 16 logs through one master at once is told so", func(t *testing.T) {
+		c.Submit("ui-busy", `{"name": "ui-busy", "vertices": [{"id": "v", "parallelism": 1, "command": ["sh", "-c", "echo busy; sleep 600"]}]}`)
+		WaitFor(t, "ui-busy to run", uiWait, func() bool { return c.Job("ui-busy").Vertices[0].Subtasks[0].State == wire.StateRunning })
+		rctx, cancel := context.WithCancel(c.ctx())
+		defer cancel()
+		for range 16 {
+			r := c.readLogVia(t, rctx, follower.HTTPAddr, c.ManagementToken, "ui-busy/v/0/0", url.Values{"follow": {"1"}})
+			require.Equal(t, http.StatusOK, r.status, r.text())
+		}
+		var status string
+		browse(t, ctx, "ui-busy's log, one too many", uiWait,
+			chromedp.Navigate(c.URL(follower.HTTPAddr, "/ui/#/jobs/ui-busy")),
+			chromedp.WaitVisible(chromedp.CSS(`#subtasks tr[data-vertex="v"][data-state="RUNNING"] .log-open`)),
+			chromedp.Click(chromedp.CSS(`#subtasks tr[data-vertex="v"] .log-open`)),
+			js(`document.querySelector('#log')?.dataset.state === 'busy'`),
+			eval(`document.querySelector('#log-status').textContent`, &status))
+		require.Contains(t, status, "Too many logs are read with this token at once")
+		require.Contains(t, status, "has 16 log reads relayed by master "+follower.ID+" already")
+		cancel()
+		require.NoError(t, c.Client.CancelJob(c.ctx(), "ui-busy"))
+		c.WaitJob("ui-busy", uiWait, "CANCELED")
 	})
 	t.Run("a followed log shows a line printed later, and says when its task ended", func(t *testing.T) {
 		gate := filepath.Join(t.TempDir(), "go")

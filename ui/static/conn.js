@@ -181,7 +181,9 @@ export async function readLog(job, params, { onStart, onText, signal }) {
       }
       if (res.status === 401) throw new AuthError(res.status, await errorOf(res));
       if (res.status === 503) {
-        // No leader is needed: this master is busy or stopping.
+        // No leader is needed: this master is busy or stopping. (A 429,
+        // this token's own bound on one master, is no reason to take
+        // places on the others: it is the caller's to see.)
         lastErr = new APIError(res.status, await errorOf(res));
         conn.next(base);
         continue;

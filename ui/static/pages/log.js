@@ -124,6 +124,10 @@ export function logPanel(job, { stateOf, fail }) {
         waiting = setTimeout(() => { if (cur && cur.execution === execution) read(); }, WAIT_MS);
       } else if (code === 409) {
         say('unplaced', `${msg}. Tick Follow to wait for it.`);
+      } else if (code === 429) {
+        // The masters' bound on one token's log reads at once: others read
+        // with this token (other pages, tabs or tools).
+        say('busy', `Too many logs are read with this token at once: ${msg}.`);
       } else if (code === 502) {
         say('unreachable', `Its executor is unreachable: ${msg}. A task's log lives on its executor: if the executor is gone for good, the log is gone with it; else the executor keeps it until --gc-retention after the task ended.`);
       } else if (code === 404) {
