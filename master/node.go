@@ -255,6 +255,7 @@ func New(cfg Config) (*Master, error) {
 		m.goFunc(m.warnACLOff)
 	}
 	m.goFunc(m.watchDivergence)
+	m.goFunc(m.watchUnsettledRestore)
 	if tl != nil {
 		m.goFunc(func() {
 			pki.WatchExpiry(tl.NotAfter, m.cfg.Now, time.Hour, m.stop, func(msg string, expired bool) {
