@@ -125,6 +125,9 @@ type PreviousAttempt struct {
 	State   wire.State `json:"state"`
 	Message string     `json:"message,omitempty"`
 	EndTime int64      `json:"end_time_ms,omitempty"`
+	// Executor is where it ran ("" if it was replaced before it was placed,
+	// or recorded by a master of an earlier release).
+	Executor string `json:"executor,omitempty"`
 }
 
 // Cluster answers GET /v1/cluster.

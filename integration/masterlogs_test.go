@@ -156,7 +156,10 @@ func TestLogsThroughAFollower(t *testing.T) {
 		"command": ["sh", "-c", "echo attempt $JOBMASTER_ATTEMPT; [ $JOBMASTER_ATTEMPT -ge 2 ]"]}],
 		"restart": {"strategy": "fixed-delay", "delay": "100ms", "attempts": 3}}`)
 	c.WaitJob("lg-again", 60*time.Second, "FINISHED")
-	require.Equal(t, 2, c.Job("lg-again").Vertices[0].Subtasks[0].Attempt)
+	again := c.Job("lg-again").Vertices[0].Subtasks[0]
+	require.Equal(t, 2, again.Attempt)
+	require.NotNil(t, again.PreviousAttempt)
+	require.NotEmpty(t, again.PreviousAttempt.Executor, "the job's answer names where the previous attempt ran")
 	WaitFor(t, "attempt 1's log, read through a follower", 30*time.Second, func() bool {
 		r = c.readLogVia(t, ctx, via, submit, "lg-again/v/0/1", nil)
 		r.wait(t, 20*time.Second)

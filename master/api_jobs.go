@@ -209,7 +209,7 @@ func jobToAPI(v *fsm.JobView) api.Job {
 				Executor: e.Executor, ExecutionID: e.ID, StartTime: e.StartTime, EndTime: e.EndTime, Message: e.Message}
 			if e.Subtask < len(vv.Previous) && vv.Previous[e.Subtask].State != "" {
 				p := vv.Previous[e.Subtask]
-				st.PreviousAttempt = &api.PreviousAttempt{Attempt: p.Attempt, State: p.State, Message: p.Message, EndTime: p.EndTime}
+				st.PreviousAttempt = &api.PreviousAttempt{Attempt: p.Attempt, State: p.State, Message: p.Message, EndTime: p.EndTime, Executor: p.Executor}
 			}
 			av.Subtasks = append(av.Subtasks, st)
 		}
