@@ -49,8 +49,10 @@ func (c *Client) SnapshotRestoreWith(ctx context.Context, snapshot []byte, o Res
 	if o.ResetACL {
 		path += "?reset_acl=true"
 	}
-	// Its 503s are refusals before anything happened; a 502 or 504 is a
-	// forward whose answer was lost.
+	// Its 503s are final answers, never resent: a refusal before anything
+	// happened, or one that says the outcome is unknown (the leader lost
+	// its leadership or stopped during Raft's restore) and how to tell; a
+	// 502 or 504 is a forward whose answer was lost.
 	req := request{method: http.MethodPut, path: path, body: snapshot,
 		contentType: transport.BinaryType, unknownOn: []int{http.StatusBadGateway, http.StatusGatewayTimeout}}
 	var out api.SnapshotRestored

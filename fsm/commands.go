@@ -110,6 +110,11 @@ type EstablishLeadership struct {
 	// that the new leader's state does not have: it did not take, and a
 	// master whose state has that id diverged (restoreintent.go).
 	Aborted string `codec:"ab,omitempty"`
+	// Expect, when set, is the cluster id of the new leader's state: every
+	// master that applied what the leader did has it, and a master whose
+	// state has another diverged (restoreintent.go). Empty when the leader
+	// names the cluster (Cluster).
+	Expect string `codec:"x,omitempty"`
 }
 
 // SubmitJob adds a job. Submitting the same spec under the same id again is a

@@ -32,8 +32,13 @@ func (s *State) applyRestoreIntent(c *RestoreIntent) Result {
 // settled, and a state whose cluster id the new leader names as a restore
 // that did not take is this master's alone.
 func (s *State) settleRestore(c *EstablishLeadership) {
-	if c.Aborted != "" && c.Aborted == s.cluster {
+	switch {
+	case c.Aborted != "" && c.Aborted == s.cluster:
 		s.diverged = c.Aborted
+	case c.Expect != "" && c.Expect != s.cluster && c.Cluster == "":
+		// Not the leader's state, whatever the cause: a restore that did
+		// not take, whose aborting entry this master skipped.
+		s.diverged = s.cluster
 	}
 	s.restoring = ""
 }

@@ -49,3 +49,24 @@ func TestARestoreThatDidNotTakeIsNamedAndItsHolderDiverges(t *testing.T) {
 	require.Empty(t, took.Restoring())
 	require.Empty(t, took.Diverged())
 }
+
+// A master whose state has another cluster id than the new leader's
+// diverged, whatever the cause (an aborting entry it skipped); one whose
+// state is the leader's does not; a leader naming the cluster expects
+// nothing.
+func TestAStateWithAnotherClusterThanTheLeadersDiverges(t *testing.T) {
+	other := NewState()
+	other.RenameCluster("restored")
+	other.ApplyEntry(1, MustEncode(&EstablishLeadership{Node: "m2", Expect: "cluster"}))
+	require.Equal(t, "restored", other.Diverged())
+
+	same := NewState()
+	same.RenameCluster("cluster")
+	same.ApplyEntry(1, MustEncode(&EstablishLeadership{Node: "m2", Expect: "cluster"}))
+	require.Empty(t, same.Diverged())
+
+	first := NewState()
+	first.ApplyEntry(1, MustEncode(&EstablishLeadership{Node: "m1", Cluster: "cluster"}))
+	require.Empty(t, first.Diverged())
+	require.Equal(t, "cluster", first.Cluster())
+}

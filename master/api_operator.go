@@ -90,6 +90,13 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	// One restore at a time: the state announces one (fsm.RestoreIntent),
+	// and two at once would have the next leader name the wrong one.
+	if !m.restoring.TryLock() {
+		writeError(w, http.StatusConflict, "another snapshot restore is in progress on this master; nothing was restored: wait for it to end")
+		return
+	}
+	defer m.restoring.Unlock()
 	tmp, err := os.CreateTemp(m.cfg.DataDir, "restore-*.snap")
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
@@ -175,6 +182,14 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusServiceUnavailable
 			return err
 		}
+		// The state announces this restore, and no other: what the next
+		// leader names as aborted, should this one not take, is this.
+		var announced string
+		m.fsm.Read(func(st *fsm.State) { announced = st.Restoring() })
+		if announced != id {
+			status = http.StatusConflict
+			return fmt.Errorf("another restore (cluster %s) was announced meanwhile; nothing was restored", announced)
+		}
 		if m.cfg.beforeRestore != nil {
 			m.cfg.beforeRestore()
 		}
@@ -188,7 +203,14 @@ func (m *Master) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	if err := m.replaceState(restore); err != nil {
 		if status == 0 {
 			// Raft's restore began, or this master stopped meanwhile: the
-			// restored state may have reached the others, or not.
+			// restored state may have reached the others, or not; unless
+			// it was not installed here, and so reached no one.
+			var installed bool
+			m.fsm.Read(func(st *fsm.State) { installed = st.Cluster() == id })
+			if !installed {
+				writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the restore failed before its state was installed (%v); nothing was restored", err))
+				return
+			}
 			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the restore's outcome is unknown (%v): 'jobmaster members' shows the cluster id, a new one (%s) if it took; if not, restore again", err, id))
 			return
 		}

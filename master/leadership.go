@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 
 	"jobmaster/fsm"
@@ -190,11 +191,18 @@ func (s *session) establish() (token uint64, cluster string, barrier time.Durati
 		barrier = m.cfg.Now().Sub(b0)
 		if err == nil {
 			cmd := &fsm.EstablishLeadership{Node: m.cfg.NodeID}
-			var restoring string
-			m.fsm.Read(func(st *fsm.State) { cluster, restoring = st.Cluster(), st.Restoring() })
+			var restoring, diverged string
+			m.fsm.Read(func(st *fsm.State) { cluster, restoring, diverged = st.Cluster(), st.Restoring(), st.Diverged() })
+			if diverged != "" {
+				// A restore that did not take (watchDivergence halts it):
+				// this master leads no epoch with it.
+				return 0, "", 0, fmt.Errorf("this master's state is a restore that did not take (cluster %s)", diverged)
+			}
 			if cluster == "" {
 				cluster = newClusterID()
 				cmd.Cluster = cluster
+			} else {
+				cmd.Expect = cluster
 			}
 			if restoring != "" && restoring != cluster {
 				// A restore was announced and this state is not it: it did

@@ -40,6 +40,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,6 +129,8 @@ type Master struct {
 	// cluster's (watchDivergence); haltErr says why.
 	halted  chan struct{}
 	haltErr error
+	// restoring is held by the snapshot restore in progress.
+	restoring sync.Mutex
 }
 
 // New starts a master: Raft, gossip, the HTTP API, and bootstrap.
@@ -146,6 +149,9 @@ func New(cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	} else if was != 0 {
 		cfg.Logger.Warn("data directory made private: it holds every job spec with its env", "node", cfg.NodeID, "dir", cfg.DataDir, "was", was.String(), "now", "drwx------")
+	}
+	if msg, err := os.ReadFile(filepath.Join(cfg.DataDir, divergedFile)); err == nil {
+		return nil, fmt.Errorf("--data-dir %s: this master halted: %s", cfg.DataDir, strings.TrimSpace(string(msg)))
 	}
 	// A restore's uploads (api_operator.go) are removed once it ends; one
 	// that a stop cut short leaves them, each up to --max-snapshot-bytes.
@@ -270,6 +276,10 @@ func New(cfg Config) (*Master, error) {
 	return m, nil
 }
 
+// divergedFile, in the data directory, records a halt (watchDivergence):
+// the master refuses to start on that directory.
+const divergedFile = "DIVERGED"
+
 // Halted is closed when this master must stop: its state is a snapshot
 // restore that did not take (fsm.State.Diverged). HaltErr then says why
 // and what to do; the process shuts the master down and exits.
@@ -298,6 +308,16 @@ func (m *Master) watchDivergence() {
 		if id != "" {
 			m.haltErr = fmt.Errorf("this master's state is a snapshot restore (cluster %s) that its leader began and the cluster did not commit: it is not the cluster's state, and this master stops. Remove its data directory (%s) and start it again: it rejoins and takes the cluster's state from the leader (docs/operations.md, \"Restore\")", id, m.cfg.DataDir)
 			m.log.Error("halting: " + m.haltErr.Error())
+			// Raft stops at once, so that it votes and leads no more
+			// (whatever embeds the master, and however long its stop
+			// takes), and the halt outlives a restart until the data
+			// directory is removed.
+			if err := m.raft.Shutdown().Error(); err != nil {
+				m.log.Error("halting: stopping Raft", "err", err)
+			}
+			if err := os.WriteFile(filepath.Join(m.cfg.DataDir, divergedFile), []byte(m.haltErr.Error()+"\n"), 0o600); err != nil {
+				m.log.Error("halting: recording the halt", "err", err)
+			}
 			close(m.halted)
 			return
 		}
