@@ -53,6 +53,42 @@ func othersOf(c *testCluster, l int) []int {
 	return others
 }
 
+// restoreCutShort has the leader of c restore a backup taken before the
+// job "after" was submitted, with the other masters stopped between the
+// restore's announcement and Raft's restore, so that the restored state
+// reaches no one but the leader; then stops the leader (killed: as kill
+// -9 leaves it, without the entries past its restored snapshot) and starts
+// the others again. It returns the old leader, the new one, and the
+// cluster id before the restore, which the new leader's state still has.
+func restoreCutShort(t *testing.T, c *testCluster, killed bool) (old, leader int, before string) {
+	t.Helper()
+	l := c.leader()
+	requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/kept"), []byte(simpleJob)))
+	backup := do(t, "GET", c.url(l, "/v1/operator/snapshot"), nil)
+	require.Equal(t, http.StatusOK, backup.status)
+	requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/after"), []byte(simpleJob)))
+	before = decode[api.Cluster](t, do(t, "GET", c.url(l, "/v1/cluster"), nil)).ClusterID
+	others := othersOf(c, l)
+	c.masters[l].cfg.beforeRestore = func() {
+		for _, i := range others {
+			c.stop(i)
+		}
+	}
+	r := do(t, "PUT", c.url(l, "/v1/operator/snapshot"), backup.body)
+	require.Equal(t, http.StatusServiceUnavailable, r.status, "the restore cannot commit: %s", r.body)
+	require.Contains(t, string(r.body), "the restore's outcome is unknown")
+	c.stop(l)
+	if killed {
+		dropNoopAfterUserSnapshot(t, c.cfgs[l].DataDir)
+	}
+	for _, i := range others {
+		c.start(i)
+	}
+	n := c.leader()
+	require.Equal(t, before, decode[api.Cluster](t, do(t, "GET", c.url(n, "/v1/cluster"), nil)).ClusterID, "the restore did not take")
+	return l, n, before
+}
+
 // The variant an operator saw: the old leader, back, applies the next
 // leader's entries (its log has no hole past its own last entry). Does it
 // halt?
@@ -64,28 +100,7 @@ func othersOf(c *testCluster, l int) []int {
 // that data directory.
 func TestAKilledLeaderBackWithTheRestoreHalts(t *testing.T) {
 	c := newTestCluster(t, 3)
-	l := c.leader()
-	requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/kept"), []byte(simpleJob)))
-	backup := do(t, "GET", c.url(l, "/v1/operator/snapshot"), nil)
-	require.Equal(t, http.StatusOK, backup.status)
-	requireAccepted(t, do(t, "PUT", c.url(l, "/v1/jobs/after"), []byte(simpleJob)))
-	before := decode[api.Cluster](t, do(t, "GET", c.url(l, "/v1/cluster"), nil)).ClusterID
-	others := othersOf(c, l)
-	c.masters[l].cfg.beforeRestore = func() {
-		for _, i := range others {
-			c.stop(i)
-		}
-	}
-	r := do(t, "PUT", c.url(l, "/v1/operator/snapshot"), backup.body)
-	require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
-	require.Contains(t, string(r.body), "the restore's outcome is unknown")
-	c.stop(l)
-	dropNoopAfterUserSnapshot(t, c.cfgs[l].DataDir)
-	for _, i := range others {
-		c.start(i)
-	}
-	n := c.leader()
-	require.Equal(t, before, decode[api.Cluster](t, do(t, "GET", c.url(n, "/v1/cluster"), nil)).ClusterID)
+	l, n, _ := restoreCutShort(t, c, true)
 	c.start(l)
 	select {
 	case <-c.masters[l].Halted():
