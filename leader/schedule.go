@@ -52,9 +52,11 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	execs := c.schedulable(draining)
 	var ready, tooBig []fsm.ReadyRegion
 	read(func(st *fsm.State) {
-		used := st.UsedSlots()
+		var used []int
 		for i := range execs {
-			execs[i].Used = used[execs[i].ID]
+			at := len(used)
+			used = st.AppendUsedSlots(used, execs[i].ID)
+			execs[i].Used = used[at:len(used):len(used)]
 		}
 		ready, tooBig = st.ReadyRegionsWithin(placement.FreeSlots(execs))
 		if needsResources(ready) {

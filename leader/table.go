@@ -185,9 +185,10 @@ func (x *executor) takesWork() bool {
 	return x.answered && x.status == Alive && x.slots > 0 && !x.gone && !x.diskFull
 }
 
-// schedulable lists the executors that may take new work, in id order,
-// with their slots and capacity (the caller adds what is in use on each).
-// A draining executor takes none.
+// schedulable lists the executors that may take new work, in no order
+// (placement.Plan's choices do not depend on it), with their slots and
+// capacity (the caller adds what is in use on each). A draining executor
+// takes none.
 func (c *Core) schedulable(draining map[string]bool) []placement.Executor {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -197,7 +198,6 @@ func (c *Core) schedulable(draining map[string]bool) []placement.Executor {
 			out = append(out, placement.Executor{ID: x.id, Slots: x.slots, Capacity: x.capacity})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
@@ -246,7 +246,6 @@ func (c *Core) Executors(used map[string][]int, drains map[string]bool, now time
 		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: free, Status: status, SilentMs: &silent,
 			Draining: draining, DiskFull: x.diskFull, StorageError: x.storageError, CPUMillis: x.capacity.CPUMillis, MemoryMB: x.capacity.MemoryMB})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 

@@ -13,7 +13,7 @@ import (
 // package; the scenario tests (package scenario) drive the same core
 // through whole stories.
 type world struct {
-	t    *testing.T
+	t    testing.TB
 	st   *fsm.State
 	core *Core
 	now  time.Time
@@ -23,13 +23,18 @@ func (w *world) read(fn func(*fsm.State)) { fn(w.st) }
 
 // newWorld establishes a leader over a fresh state, with executors of one
 // slot each that have answered a heartbeat.
-func newWorld(t *testing.T, cfg Config, now time.Time, executors ...string) *world {
+func newWorld(t testing.TB, cfg Config, now time.Time, executors ...string) *world {
+	return newWorldSlots(t, cfg, now, 1, executors...)
+}
+
+// newWorldSlots is newWorld with executors of the given slots each.
+func newWorldSlots(t testing.TB, cfg Config, now time.Time, slots int, executors ...string) *world {
 	w := &world{t: t, st: fsm.NewState(), now: now}
 	res := w.apply(&fsm.EstablishLeadership{Node: "m1"})
 	w.core = New(cfg, res[0].Epoch, now)
 	var members []Member
 	for _, id := range executors {
-		members = append(members, Member{ID: id, Addr: id + ":1", Slots: 1})
+		members = append(members, Member{ID: id, Addr: id + ":1", Slots: slots})
 	}
 	w.core.Refresh(now, members, nil)
 	for _, id := range executors {
@@ -37,7 +42,7 @@ func newWorld(t *testing.T, cfg Config, now time.Time, executors ...string) *wor
 		if !ok {
 			t.Fatalf("no heartbeat to %s", id)
 		}
-		w.commit(w.core.HeartbeatAnswered(w.read, h, &wire.Report{Version: wire.Version, Executor: id, Slots: 1}, now))
+		w.commit(w.core.HeartbeatAnswered(w.read, h, &wire.Report{Version: wire.Version, Executor: id, Slots: slots}, now))
 	}
 	return w
 }

@@ -161,55 +161,67 @@ type freeHeap struct {
 }
 
 type freeExec struct {
-	id    string
-	slots []int // free slot numbers, ascending
+	id string
+	// free is how many free slots it has; slots lists their numbers,
+	// ascending, once listed (numbered: made when first taken from).
+	exec     *Executor
+	free     int
+	slots    []int
+	numbered bool
 	// res is what it has free for resources.
 	res jobspec.Resources
 	idx int // its position in the heap, -1 while it has no free slot
 }
 
-// freeSlotsOf calls take with each free slot number of executor e, whose
-// slots in use are used, in order: the slots below its count that are not
-// in use, as many as its count less those in use.
-func freeSlotsOf(e Executor, used map[int]bool, take func(int)) {
-	for s, room, n := 0, e.Slots-len(used), 0; s < e.Slots && n < room; s++ {
-		if !used[s] {
-			take(s)
-			n++
-		}
-	}
-}
+// freeCount is how many slots Plan may place on e: its count less those in
+// use (Used lists distinct numbers), whatever their numbers.
+func freeCount(e Executor) int { return max(0, e.Slots-len(e.Used)) }
 
-// FreeSlots is the number of slots Plan may place on, over executors.
-func FreeSlots(executors []Executor) int {
-	n := 0
-	for _, e := range executors {
-		freeSlotsOf(e, usedSet(e), func(int) { n++ })
+// freeSlotNumbers lists the free slot numbers of executor e in order: the
+// slots below its count that are not in use, as many as freeCount.
+func freeSlotNumbers(e Executor) []int {
+	room := freeCount(e)
+	if room == 0 {
+		return nil
 	}
-	return n
-}
-
-// usedSet is the set of e's slots in use.
-func usedSet(e Executor) map[int]bool {
 	used := make(map[int]bool, len(e.Used))
 	for _, u := range e.Used {
 		used[u] = true
 	}
-	return used
+	out := make([]int, 0, room)
+	for s := 0; s < e.Slots && len(out) < room; s++ {
+		if !used[s] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
+// FreeSlots is the number of slots Plan may place on, over executors. It
+// costs a step per executor, not per slot.
+func FreeSlots(executors []Executor) int {
+	n := 0
+	for _, e := range executors {
+		n += freeCount(e)
+	}
+	return n
+}
+
+// newFreeHeap orders the executors by their free slots. It counts them
+// and lists no slot number: an executor's free numbers are listed when
+// Plan first takes one of them (a pass that places a few regions on a
+// fleet of thousands of slots lists the few executors it uses).
 func newFreeHeap(executors []Executor) *freeHeap {
 	h := &freeHeap{all: make([]*freeExec, 0, len(executors))}
-	for _, e := range executors {
-		used := usedSet(e)
-		fe := &freeExec{id: e.ID, idx: -1, res: jobspec.Resources{CPUMillis: e.Capacity.CPUMillis - e.InUse.CPUMillis,
+	for i := range executors {
+		e := &executors[i]
+		fe := &freeExec{id: e.ID, exec: e, free: freeCount(*e), idx: -1, res: jobspec.Resources{CPUMillis: e.Capacity.CPUMillis - e.InUse.CPUMillis,
 			MemoryMB: e.Capacity.MemoryMB - e.InUse.MemoryMB}}
-		freeSlotsOf(e, used, func(s int) { fe.slots = append(fe.slots, s) })
 		h.all = append(h.all, fe)
-		if len(fe.slots) > 0 {
+		if fe.free > 0 {
 			fe.idx = len(h.items)
 			h.items = append(h.items, fe)
-			h.free += len(fe.slots)
+			h.free += fe.free
 		}
 	}
 	heap.Init(h)
@@ -227,12 +239,21 @@ func (h *freeHeap) lookup(id string) *freeExec {
 	return h.byID[id]
 }
 
+// number lists fe's free slot numbers, once.
+func (fe *freeExec) number() {
+	if !fe.numbered {
+		fe.slots, fe.numbered = freeSlotNumbers(*fe.exec), true
+	}
+}
+
 // takeFrom hands out the lowest free slot of fe, which has one.
 func (h *freeHeap) takeFrom(fe *freeExec) ref {
+	fe.number()
 	r := ref{fe.id, fe.slots[0]}
 	fe.slots = fe.slots[1:]
+	fe.free--
 	h.free--
-	if len(fe.slots) == 0 {
+	if fe.free == 0 {
 		heap.Remove(h, fe.idx)
 	} else {
 		heap.Fix(h, fe.idx)
@@ -248,7 +269,7 @@ func (h *freeHeap) fitting(res jobspec.Resources) *freeExec {
 		if !res.Fits(fe.res) {
 			continue
 		}
-		if best == nil || len(fe.slots) > len(best.slots) || len(fe.slots) == len(best.slots) && fe.id < best.id {
+		if best == nil || fe.free > best.free || fe.free == best.free && fe.id < best.id {
 			best = fe
 		}
 	}
@@ -282,6 +303,7 @@ func (h *freeHeap) undo(steps []taken, held map[key]ref) {
 			continue
 		}
 		delete(held, st.key)
+		fe.number()
 		at := 0
 		for at < len(fe.slots) && fe.slots[at] < st.at.slot {
 			at++
@@ -289,6 +311,7 @@ func (h *freeHeap) undo(steps []taken, held map[key]ref) {
 		fe.slots = append(fe.slots, 0)
 		copy(fe.slots[at+1:], fe.slots[at:])
 		fe.slots[at] = st.at.slot
+		fe.free++
 		h.free++
 		if fe.idx < 0 {
 			heap.Push(h, fe)
@@ -301,8 +324,8 @@ func (h *freeHeap) undo(steps []taken, held map[key]ref) {
 func (h *freeHeap) Len() int { return len(h.items) }
 func (h *freeHeap) Less(i, j int) bool {
 	a, b := h.items[i], h.items[j]
-	if len(a.slots) != len(b.slots) {
-		return len(a.slots) > len(b.slots)
+	if a.free != b.free {
+		return a.free > b.free
 	}
 	return a.id < b.id
 }
