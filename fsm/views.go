@@ -327,6 +327,16 @@ func (s *State) UsedSlots() map[string][]int {
 	return out
 }
 
+// AppendUsedSlots appends the numbers of executor ex's slots in use to
+// dst, in no order: what a scheduling pass reads per executor, without
+// the map and sorting UsedSlots makes.
+func (s *State) AppendUsedSlots(dst []int, ex string) []int {
+	for n := range s.slots[ex] {
+		dst = append(dst, n)
+	}
+	return dst
+}
+
 // ResourcesInUse returns, per executor, the resources its live executions
 // need together (executors whose executions need none are left out).
 func (s *State) ResourcesInUse() map[string]jobspec.Resources {
@@ -464,16 +474,27 @@ func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
 	// After the cut: a region of a job that holds slots and that needs no
 	// new one (it shares its job's held slots) takes nothing from the
 	// others, and is listed wherever it stands in the queue.
+	// Found from whichever is shorter: the queue, or the jobs holding
+	// slots (a stream of small jobs keeps the queue short while hundreds
+	// run).
 	var more []readyItem
-	for job := range s.slotOf {
-		if listed[job] != nil {
-			continue
+	if len(s.ready.items) < len(s.slotOf) {
+		for _, it := range s.ready.items {
+			if _, holds := s.slotOf[it.ref.job]; holds && listed[it.ref.job] == nil && s.leastNewSlots(it.ref) == 0 {
+				more = append(more, it)
+			}
 		}
-		j := s.jobs[job]
-		for ri := range j.Regions {
-			ref := regionRef{job, ri}
-			if s.ready.has(ref) && s.leastNewSlots(ref) == 0 {
-				more = append(more, readyItem{ref, j.SubmitIndex})
+	} else {
+		for job := range s.slotOf {
+			if listed[job] != nil {
+				continue
+			}
+			j := s.jobs[job]
+			for ri := range j.Regions {
+				ref := regionRef{job, ri}
+				if s.ready.has(ref) && s.leastNewSlots(ref) == 0 {
+					more = append(more, readyItem{ref, j.SubmitIndex})
+				}
 			}
 		}
 	}

@@ -19,12 +19,7 @@ func placedOf(p Plan) []Region {
 }
 
 func slotsWorld(t *testing.T, now time.Time, slots int) *world {
-	w := &world{t: t, st: fsm.NewState(), now: now}
-	w.core = New(Config{Heartbeat: time.Second, Timeout: time.Hour}, w.apply(&fsm.EstablishLeadership{Node: "m1"})[0].Epoch, now)
-	w.core.Refresh(now, []Member{{ID: "e0", Addr: "e0:1", Slots: slots}}, nil)
-	h, _ := w.core.Heartbeat(w.read, "e0", now)
-	w.commit(w.core.HeartbeatAnswered(w.read, h, &wire.Report{Version: wire.Version, Executor: "e0", Slots: slots}, now))
-	return w
+	return newWorldSlots(t, Config{Heartbeat: time.Second, Timeout: time.Hour}, now, slots, "e0")
 }
 
 // Behind 1,000 waiting regions that need more slots than are free, a job
@@ -58,12 +53,27 @@ func TestASmallJobIsPlacedBehindAThousandBigOnes(t *testing.T) {
 // A region that needs no new slot (its keys held by its job's running
 // region) is placed in the pass whose older regions take the free slots:
 // left after the cut, it would wait for an unrelated slot to free, since
-// no pass runs without a free slot.
+// no pass runs without a free slot. Such regions are found from the
+// queue or from the jobs holding slots, whichever is shorter: both ways
+// are run, with no other job running and with more running jobs than
+// regions queued.
 func TestARegionSharingHeldSlotsIsPlacedInThePassOfTheCut(t *testing.T) {
+	for _, others := range []int{0, 3} {
+		t.Run(fmt.Sprintf("others running=%d", others), func(t *testing.T) { regionSharingHeldSlots(t, others) })
+	}
+}
+
+func regionSharingHeldSlots(t *testing.T, others int) {
 	t0 := time.Unix(1000, 0)
-	w := slotsWorld(t, t0, 3)
-	w.submit("x", `{"vertices":[{"id":"v","parallelism":2,"command":["x"]}]}`)
+	w := slotsWorld(t, t0, 3+others)
 	pass := func() []Region { p := w.core.Schedule(w.read, t0); w.commit(p.Ready); return placedOf(p) }
+	for i := range others {
+		w.submit(fmt.Sprintf("o%d", i), `{"vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`)
+	}
+	if d := pass(); len(d) != others {
+		t.Fatalf("others: %v", d)
+	}
+	w.submit("x", `{"vertices":[{"id":"v","parallelism":2,"command":["x"]}]}`)
 	if d := pass(); len(d) != 1 {
 		t.Fatalf("x: %v", d)
 	}
