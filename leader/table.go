@@ -246,6 +246,7 @@ func (c *Core) Executors(used map[string][]int, drains map[string]bool, now time
 		out = append(out, api.Executor{ID: x.id, HTTPAddr: x.addr, Slots: x.slots, FreeSlots: free, Status: status, SilentMs: &silent,
 			Draining: draining, DiskFull: x.diskFull, StorageError: x.storageError, CPUMillis: x.capacity.CPUMillis, MemoryMB: x.capacity.MemoryMB})
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
