@@ -276,6 +276,11 @@ func checkInvariants(t tb, s *State) {
 		}
 	}
 	require.Len(t, s.ready.pos, len(s.ready.items))
+	perJob := map[string]int{}
+	for _, it := range s.ready.items {
+		perJob[it.ref.job]++
+	}
+	require.Equal(t, perJob, s.ready.jobs, "ready regions per job")
 	require.Equal(t, r.restarting, s.restarting, "restarting")
 	require.Equal(t, r.canceling, s.canceling, "canceling")
 	require.Equal(t, r.live, s.live, "live executions per region")

@@ -16,6 +16,8 @@ import (
 type readyQueue struct {
 	items []readyItem
 	pos   map[regionRef]int
+	// jobs counts the regions queued per job.
+	jobs map[string]int
 }
 
 type readyItem struct {
@@ -23,7 +25,9 @@ type readyItem struct {
 	submit uint64
 }
 
-func newReadyQueue() readyQueue { return readyQueue{pos: make(map[regionRef]int)} }
+func newReadyQueue() readyQueue {
+	return readyQueue{pos: make(map[regionRef]int), jobs: make(map[string]int)}
+}
 
 func (a readyItem) compare(b readyItem) int {
 	if c := cmp.Compare(a.submit, b.submit); c != 0 {
@@ -46,11 +50,15 @@ func (q *readyQueue) Push(x any) {
 	it := x.(readyItem)
 	q.pos[it.ref] = len(q.items)
 	q.items = append(q.items, it)
+	q.jobs[it.ref.job]++
 }
 func (q *readyQueue) Pop() any {
 	it := q.items[len(q.items)-1]
 	q.items = q.items[:len(q.items)-1]
 	delete(q.pos, it.ref)
+	if q.jobs[it.ref.job]--; q.jobs[it.ref.job] == 0 {
+		delete(q.jobs, it.ref.job)
+	}
 	return it
 }
 

@@ -430,18 +430,26 @@ func (s *State) ReadyRegions() []ReadyRegion {
 // slots it places on, unless a region that did not surely take slots took
 // some: then a region left out waits a pass while that one was placed.
 //
+// With free 0 it lists only the regions that need no new slot, and does
+// not walk the queue.
+//
 // tooBig lists the regions of the first kind met before the cut, with
 // their job, region and submit index only.
 func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
 	sure := 0                      // the new slots the regions listed surely take
 	skipped := 0                   // the regions left out since the last listed
 	listed := map[string]*surely{} // the jobs with a region listed
+	if free == 0 {
+		// Without a free slot only the regions that need none can be
+		// placed: the queue is not walked.
+		return s.sharingHeldSlots(nil, listed), nil
+	}
 	s.ready.inOrder(func(it readyItem) bool {
 		l := listed[it.ref.job]
 		if free >= 0 {
 			// A job's regions are next to each other in the queue: the
 			// rest of a job listed may share the slots placed for it.
-			if (sure >= free && free > 0 || skipped >= maxSkipped) && l == nil {
+			if (sure >= free || skipped >= maxSkipped) && l == nil {
 				return false
 			}
 			least := s.leastNewSlots(it.ref)
@@ -471,30 +479,39 @@ func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
 	if free < 0 {
 		return ready, tooBig
 	}
-	// After the cut: a region of a job that holds slots and that needs no
-	// new one (it shares its job's held slots) takes nothing from the
-	// others, and is listed wherever it stands in the queue.
-	// Found from whichever is shorter: the queue, or the jobs holding
-	// slots (a stream of small jobs keeps the queue short while hundreds
-	// run).
+	return s.sharingHeldSlots(ready, listed), tooBig
+}
+
+// sharingHeldSlots appends to ready, in queue order, the regions waiting
+// that need no new slot (they share slots their job holds) of the jobs
+// not in listed: after a pass's cut they take nothing from the others,
+// and are listed wherever they stand in the queue. They are found from
+// whichever is shorter: the queue, or the jobs holding slots (a stream of
+// small jobs keeps the queue short while hundreds run).
+func (s *State) sharingHeldSlots(ready []ReadyRegion, listed map[string]*surely) []ReadyRegion {
 	var more []readyItem
-	if len(s.ready.items) < len(s.slotOf) {
-		for _, it := range s.ready.items {
-			if _, holds := s.slotOf[it.ref.job]; holds && listed[it.ref.job] == nil && s.leastNewSlots(it.ref) == 0 {
-				more = append(more, it)
+	look := func(job string) {
+		if listed[job] != nil {
+			return
+		}
+		j := s.jobs[job]
+		for ri := range j.Regions {
+			ref := regionRef{job, ri}
+			if s.ready.has(ref) && s.leastNewSlots(ref) == 0 {
+				more = append(more, readyItem{ref, j.SubmitIndex})
+			}
+		}
+	}
+	if len(s.ready.jobs) < len(s.slotOf) {
+		for job := range s.ready.jobs {
+			if _, holds := s.slotOf[job]; holds {
+				look(job)
 			}
 		}
 	} else {
 		for job := range s.slotOf {
-			if listed[job] != nil {
-				continue
-			}
-			j := s.jobs[job]
-			for ri := range j.Regions {
-				ref := regionRef{job, ri}
-				if s.ready.has(ref) && s.leastNewSlots(ref) == 0 {
-					more = append(more, readyItem{ref, j.SubmitIndex})
-				}
+			if s.ready.jobs[job] > 0 {
+				look(job)
 			}
 		}
 	}
@@ -502,7 +519,7 @@ func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
 	for _, it := range more {
 		ready = append(ready, s.readyRegion(it.ref))
 	}
-	return ready, tooBig
+	return ready
 }
 
 // surely is what the regions of one job listed by a scheduling pass

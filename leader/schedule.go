@@ -28,9 +28,10 @@ type Plan struct {
 // Schedule places the ready regions that fit onto the executors that take
 // work (placement.Plan), at now.
 func (c *Core) Schedule(read Reader, now time.Time) Plan {
-	// Nothing to plan without a free slot: jobs queued for slots cost a
-	// count per executor, not a pass (with thousands queued, listing and
-	// ordering them on every submission took half the leader's CPU).
+	// Nothing to plan without a free slot but the regions that need none:
+	// jobs queued for slots cost a count per executor and a look for
+	// those, not a pass (with thousands queued, listing and ordering them
+	// on every submission took half the leader's CPU).
 	var inUse map[string]int
 	var draining map[string]bool
 	read(func(st *fsm.State) {
@@ -42,15 +43,25 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	if inUse == nil {
 		return Plan{}
 	}
-	free := c.freeSlots(inUse, draining)
-	if free == 0 {
-		return Plan{NoFreeSlot: true}
+	// Without a free slot only the regions that need none can be placed
+	// (they join slots their job holds: a region of a running job that
+	// restarts while every slot is taken does not wait for one to free).
+	if c.freeSlots(inUse, draining) == 0 {
+		none := true
+		read(func(st *fsm.State) {
+			ready, _ := st.ReadyRegionsWithin(0)
+			none = len(ready) == 0
+		})
+		if none {
+			return Plan{NoFreeSlot: true}
+		}
 	}
 	// The regions listed are those the free slots placement.Plan places
 	// on could take (ReadyRegionsWithin), counted from the same slots in
 	// use.
 	execs := c.schedulable(draining)
 	var ready, tooBig []fsm.ReadyRegion
+	free := 0
 	read(func(st *fsm.State) {
 		var used []int
 		for i := range execs {
@@ -58,7 +69,8 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 			used = st.AppendUsedSlots(used, execs[i].ID)
 			execs[i].Used = used[at:len(used):len(used)]
 		}
-		ready, tooBig = st.ReadyRegionsWithin(placement.FreeSlots(execs))
+		free = placement.FreeSlots(execs)
+		ready, tooBig = st.ReadyRegionsWithin(free)
 		if needsResources(ready) {
 			inUse := st.ResourcesInUse()
 			for i := range execs {
@@ -68,6 +80,9 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	})
 	plan := placement.Plan(offDraining(ready, draining), execs)
 	var out Plan
+	if free == 0 && len(plan) == 0 {
+		return Plan{NoFreeSlot: true}
+	}
 	placed := make(map[Region]bool, len(plan))
 	f := c.fenced(now)
 	for _, p := range plan {

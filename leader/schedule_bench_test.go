@@ -42,3 +42,32 @@ func BenchmarkSchedulePass(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSchedulePassFull is a pass while every slot is taken: 1,000
+// executors of 10 slots run 1,000 jobs of 10, and 1,000 more wait. It runs
+// after every change of the state, so it must cost little more than a
+// count.
+//
+//	go test -run '^$' -bench BenchmarkSchedulePassFull -benchmem ./leader/
+func BenchmarkSchedulePassFull(b *testing.B) {
+	t0 := time.Unix(1_700_000_000, 0)
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("e%04d", i)
+	}
+	w := newWorldSlots(b, Config{Heartbeat: time.Second, Timeout: time.Hour}, t0, 10, ids...)
+	const spec = `{"vertices":[{"id":"v","parallelism":10,"command":["/bin/true"]}]}`
+	for j := range 1000 {
+		w.submit(fmt.Sprintf("run-%04d", j), spec)
+	}
+	w.schedule()
+	for j := range 1000 {
+		w.submit(fmt.Sprintf("wait-%04d", j), spec)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := w.core.Schedule(w.read, t0); !p.NoFreeSlot {
+			b.Fatalf("placed %d with every slot taken", len(p.Propose))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,18 +53,29 @@ func TestASmallJobIsPlacedBehindAThousandBigOnes(t *testing.T) {
 
 // A region that needs no new slot (its keys held by its job's running
 // region) is placed in the pass whose older regions take the free slots:
-// left after the cut, it would wait for an unrelated slot to free, since
-// no pass runs without a free slot. Such regions are found from the
-// queue or from the jobs holding slots, whichever is shorter: both ways
-// are run, with no other job running and with more running jobs than
-// regions queued.
+// left after the cut, it would wait for an unrelated slot to free. And it
+// is placed while every slot is taken: a pass without a free slot looks
+// for such regions (before, none ran then, and the region waited until
+// any slot anywhere freed). Such regions are found from the queue or from
+// the jobs holding slots, whichever is shorter: both ways are run, with no
+// other job running and with more running jobs than jobs queued.
 func TestARegionSharingHeldSlotsIsPlacedInThePassOfTheCut(t *testing.T) {
 	for _, others := range []int{0, 3} {
-		t.Run(fmt.Sprintf("others running=%d", others), func(t *testing.T) { regionSharingHeldSlots(t, others) })
+		t.Run(fmt.Sprintf("others running=%d", others), func(t *testing.T) { regionSharingHeldSlots(t, others, false) })
 	}
 }
 
-func regionSharingHeldSlots(t *testing.T, others int) {
+func TestARegionSharingHeldSlotsIsPlacedWhileEverySlotIsTaken(t *testing.T) {
+	for _, others := range []int{0, 3} {
+		t.Run(fmt.Sprintf("others running=%d", others), func(t *testing.T) { regionSharingHeldSlots(t, others, true) })
+	}
+}
+
+// regionSharingHeldSlots: x holds 2 of 3 slots (with others more, each
+// running a job of its own), a waits for 2, b holds the third with two
+// regions sharing it; b's region 1 fails and restarts, while the cluster
+// is full, or once x has ended and a is about to take x's two slots.
+func regionSharingHeldSlots(t *testing.T, others int, full bool) {
 	t0 := time.Unix(1000, 0)
 	w := slotsWorld(t, t0, 3+others)
 	pass := func() []Region { p := w.core.Schedule(w.read, t0); w.commit(p.Ready); return placedOf(p) }
@@ -83,30 +95,32 @@ func regionSharingHeldSlots(t *testing.T, others int) {
 	if d := pass(); len(d) != 2 {
 		t.Fatalf("b: %v", d)
 	}
+	// The cluster is full, a waits: no pass.
+	if p := w.core.Schedule(w.read, t0); !p.NoFreeSlot {
+		t.Fatalf("want no free slot, got %+v", placedOf(p))
+	}
 	report := func(id string, st wire.State) {
 		w.commit(Ready{Propose: []fsm.Command{&fsm.ReportExecutions{Fenced: w.core.fenced(t0), Executor: "e0",
 			Updates: []fsm.ReportUpdate{{ID: id, State: st}}}}})
 	}
 	report("b/p/0/0", wire.StateRunning)
 	report("b/q/0/0", wire.StateFailed) // region 1 of b restarts, sharing b/p's slot
+	if !full {
+		// x ends: two slots free, which a takes.
+		report("x/v/0/0", wire.StateFinished)
+		report("x/v/1/0", wire.StateFinished)
+	}
 	r, _ := w.core.Restarts(w.read, t0.Add(time.Second))
 	w.commit(r)
-	// The cluster is full: no pass (as ever).
-	if p := w.core.Schedule(w.read, t0); !p.NoFreeSlot {
-		t.Fatalf("want no free slot, got %+v", placedOf(p))
-	}
-	// x ends: two slots free. a takes both.
-	report("x/v/0/0", wire.StateFinished)
-	report("x/v/1/0", wire.StateFinished)
 	p := w.core.Schedule(w.read, t0)
 	got := placedOf(p)
 	w.commit(p.Ready)
-	var ready []fsm.ReadyRegion
-	w.read(func(st *fsm.State) { ready = st.ReadyRegions() })
-	if len(ready) == 0 {
-		return
+	if !slices.Contains(got, Region{"b", 1}) {
+		var ready []fsm.ReadyRegion
+		w.read(func(st *fsm.State) { ready = st.ReadyRegions() })
+		t.Fatalf("pass placed %v (NoFreeSlot=%v); ready %+v", got, p.NoFreeSlot, ready)
 	}
-	p2 := w.core.Schedule(w.read, t0)
-	t.Fatalf("pass placed %v; still ready %s/%d (keys %+v, needs no new slot); next pass NoFreeSlot=%v placed %v",
-		got, ready[0].Job, ready[0].Region, ready[0].Keys, p2.NoFreeSlot, placedOf(p2))
+	if want := !full; slices.Contains(got, Region{"a", 0}) != want {
+		t.Fatalf("pass placed %v: a placed should be %v", got, want)
+	}
 }
