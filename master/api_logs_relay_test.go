@@ -344,7 +344,14 @@ func TestRelayRefusal(t *testing.T) {
 	require.Equal(t, relayCaller{key: "token a1b2", name: `token "ci" (accessor a1b2)`}, ci)
 	anon := relayCallerOf(nil, "10.0.0.7:5000")
 	require.Equal(t, relayCaller{key: "address 10.0.0.7", name: "client 10.0.0.7"}, anon)
-	require.Equal(t, "address ::1", relayCallerOf(nil, "[::1]:80").key)
+	// An IPv6 caller counts as its /64 (one host's usual share): two
+	// addresses of one /64 are one caller, of two /64s two.
+	require.Equal(t, "address ::/64", relayCallerOf(nil, "[::1]:80").key)
+	require.Equal(t, relayCallerOf(nil, "[2001:db8:1:2::7]:5000"), relayCallerOf(nil, "[2001:db8:1:2:ffff::9%eth0]:6000"))
+	require.Equal(t, relayCaller{key: "address 2001:db8:1:2::/64", name: "client 2001:db8:1:2::/64"}, relayCallerOf(nil, "[2001:db8:1:2::7]:5000"))
+	require.NotEqual(t, relayCallerOf(nil, "[2001:db8:1:2::7]:5000"), relayCallerOf(nil, "[2001:db8:1:3::7]:5000"))
+	// An IPv4 address seen as IPv6 (a dual-stack listener) is the IPv4 one.
+	require.Equal(t, "address 10.0.0.7", relayCallerOf(nil, "[::ffff:10.0.0.7]:5000").key)
 	for _, c := range []struct {
 		name               string
 		mine, total        int

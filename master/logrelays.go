@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 )
 
@@ -21,15 +22,23 @@ type relayCaller struct {
 
 // relayCallerOf is the caller of a log read: c's token when it has one
 // (ACLs on), else the IP address of remoteAddr (host:port, as
-// http.Request.RemoteAddr has it).
+// http.Request.RemoteAddr has it); an IPv6 address counts as its /64
+// network, which one host is commonly given whole (counted by address,
+// one such host could take every relay).
 func relayCallerOf(c *caller, remoteAddr string) relayCaller {
 	if c != nil && c.token.AccessorID != "" {
 		return relayCaller{key: "token " + c.token.AccessorID,
 			name: fmt.Sprintf("token %q (accessor %s)", c.token.Name, c.token.AccessorID)}
 	}
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
+	host := remoteAddr
+	if ap, err := netip.ParseAddrPort(remoteAddr); err == nil {
+		host = ap.Addr().Unmap().WithZone("").String()
+		if a := ap.Addr().Unmap(); a.Is6() {
+			p, _ := a.WithZone("").Prefix(64)
+			host = p.String()
+		}
+	} else if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		host = h
 	}
 	return relayCaller{key: "address " + host, name: "client " + host}
 }
