@@ -129,6 +129,7 @@ func (s *State) track(e *Execution, k slotKey) {
 	if !ok {
 		g := s.slotOf.set(k, slotRef{e.Executor, e.Slot}, groupWidth(s.jobs[e.Job], k.group))
 		use = slotUse{g: g, index: int32(k.index)}
+		s.noteJoinable(k.job)
 	}
 	use.refs++
 	slots[e.Slot] = use
@@ -159,6 +160,7 @@ func (s *State) untrack(e *Execution) {
 		}
 		delete(slots, e.Slot)
 		s.slotOf.del(use.key())
+		s.noteJoinable(use.g.job)
 		if len(slots) == 0 {
 			delete(s.slots, e.Executor)
 		}

@@ -163,12 +163,14 @@ func (s *State) setRegionStatus(j *Job, ri int, st RegionStatus) {
 	switch old {
 	case RegionReady:
 		s.ready.remove(ref)
+		s.noteJoinable(ref.job)
 	case RegionRestarting:
 		delete(s.restarting, ref)
 	}
 	switch st {
 	case RegionReady:
 		s.ready.add(ref, j.SubmitIndex)
+		s.noteJoinable(ref.job)
 	case RegionRestarting:
 		s.restarting[ref] = struct{}{}
 	}

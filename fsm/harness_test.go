@@ -281,6 +281,14 @@ func checkInvariants(t tb, s *State) {
 		perJob[it.ref.job]++
 	}
 	require.Equal(t, perJob, s.ready.jobs, "ready regions per job")
+	require.Equal(t, r.joinable, s.joinable, "joinable")
+	joinable := map[string]struct{}{}
+	for job := range perJob {
+		if s.slotOf[job] != nil {
+			joinable[job] = struct{}{}
+		}
+	}
+	require.Equal(t, joinable, s.joinable, "joinable: the jobs holding slots with regions queued")
 	require.Equal(t, r.restarting, s.restarting, "restarting")
 	require.Equal(t, r.canceling, s.canceling, "canceling")
 	require.Equal(t, r.live, s.live, "live executions per region")

@@ -456,6 +456,7 @@ func (s *State) rebuildDerived(execs iter.Seq[*Execution]) error {
 			switch r.Status {
 			case RegionReady:
 				s.ready.add(regionRef{j.ID, ri}, j.SubmitIndex)
+				s.noteJoinable(j.ID)
 			case RegionRestarting:
 				s.restarting[regionRef{j.ID, ri}] = struct{}{}
 			}

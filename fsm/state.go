@@ -139,6 +139,10 @@ type State struct {
 	slots      map[string]map[int]slotUse // executor -> slot -> use
 	slotOf     slotTable
 	ready      readyQueue
+	// joinable is the jobs that hold slots and have regions queued: where
+	// a region that needs no new slot can be (sharingHeldSlots), so that a
+	// pass with every slot taken looks at those only (noteJoinable).
+	joinable   map[string]struct{}
 	restarting map[regionRef]struct{}
 	canceling  map[string]map[string]struct{} // executor -> CANCELING ids
 	// live counts the current executions of each region that have not
@@ -193,12 +197,23 @@ func (s *State) resetDerived() {
 	s.slots = make(map[string]map[int]slotUse)
 	s.slotOf = make(slotTable)
 	s.ready = newReadyQueue()
+	s.joinable = make(map[string]struct{})
 	s.restarting = make(map[regionRef]struct{})
 	s.canceling = make(map[string]map[string]struct{})
 	s.live = make(map[regionRef]int)
 	s.current = make(map[string][][]*Execution)
 	s.partsOn = make(map[string]map[string]*Partition)
 	s.indexTokens()
+}
+
+// noteJoinable keeps job's place in joinable once its slots held or its
+// regions queued have changed.
+func (s *State) noteJoinable(job string) {
+	if s.ready.jobs[job] > 0 && s.slotOf[job] != nil {
+		s.joinable[job] = struct{}{}
+	} else {
+		delete(s.joinable, job)
+	}
 }
 
 // currentOf returns job j's table of current executions, creating it.

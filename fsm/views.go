@@ -416,9 +416,10 @@ func (s *State) ReadyRegions() []ReadyRegion {
 //     lock), and now reads the few from the ready queue's top. Past that
 //     cut it still lists the rest of the regions of the job last listed
 //     (a job's regions are next to each other in the queue, and may share
-//     the slots placed for it), and the regions that need no new slot
-//     (they share slots their job holds), found from the jobs that hold
-//     slots.
+//     the slots placed for it), and the regions that may need no new
+//     slot (they share slots their job holds: leastNewSlots 0, a lower
+//     bound), found from the jobs that hold slots and have regions queued
+//     (sharingHeldSlots).
 //
 // A region surely takes its keys' slots when none of its keys is held
 // (nothing can keep it off a draining executor), none declares resources
@@ -430,8 +431,8 @@ func (s *State) ReadyRegions() []ReadyRegion {
 // slots it places on, unless a region that did not surely take slots took
 // some: then a region left out waits a pass while that one was placed.
 //
-// With free 0 it lists only the regions that need no new slot, and does
-// not walk the queue.
+// With free 0 it lists only the regions that may need no new slot, and
+// does not walk the queue.
 //
 // tooBig lists the regions of the first kind met before the cut, with
 // their job, region and submit index only.
@@ -483,11 +484,13 @@ func (s *State) ReadyRegionsWithin(free int) (ready, tooBig []ReadyRegion) {
 }
 
 // sharingHeldSlots appends to ready, in queue order, the regions waiting
-// that need no new slot (they share slots their job holds) of the jobs
-// not in listed: after a pass's cut they take nothing from the others,
-// and are listed wherever they stand in the queue. They are found from
-// whichever is shorter: the queue, or the jobs holding slots (a stream of
-// small jobs keeps the queue short while hundreds run).
+// that may need no new slot (they share slots their job holds, by
+// leastNewSlots, a lower bound) of the jobs not in listed: after a pass's
+// cut they take nothing from the others, and are listed wherever they
+// stand in the queue. They are found from the jobs that hold slots and
+// have regions queued (joinable), not from either alone: a full cluster
+// with thousands running and thousands queued looks at the few it can
+// join.
 func (s *State) sharingHeldSlots(ready []ReadyRegion, listed map[string]*surely) []ReadyRegion {
 	var more []readyItem
 	look := func(job string) {
@@ -502,18 +505,8 @@ func (s *State) sharingHeldSlots(ready []ReadyRegion, listed map[string]*surely)
 			}
 		}
 	}
-	if len(s.ready.jobs) < len(s.slotOf) {
-		for job := range s.ready.jobs {
-			if _, holds := s.slotOf[job]; holds {
-				look(job)
-			}
-		}
-	} else {
-		for job := range s.slotOf {
-			if s.ready.jobs[job] > 0 {
-				look(job)
-			}
-		}
+	for job := range s.joinable {
+		look(job)
 	}
 	slices.SortFunc(more, readyItem.compare)
 	for _, it := range more {
@@ -681,7 +674,7 @@ func (s *State) newSlots(r regionRef) int {
 // drainHolds names the draining executor (the smallest id) where a slot
 // that ready region r would join is held, "" if none is: a draining
 // executor gets no new work, so the region waits (the leader's
-// offDraining reads the same keys).
+// onTakers reads the same keys).
 func (s *State) drainHolds(r regionRef) string {
 	if len(s.drains) == 0 {
 		return ""

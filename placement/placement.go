@@ -36,7 +36,7 @@ type Executor struct {
 	// numbers (one restarted with fewer slots may still hold numbers at or
 	// above Slots until those executions end).
 	Slots int
-	// Used are the slot numbers in use.
+	// Used are the slot numbers in use, each once.
 	Used []int
 	// Capacity is what it offers for tasks' resources, and InUse what its
 	// live executions need of it.
