@@ -19,7 +19,8 @@ type Region struct {
 type Plan struct {
 	Ready
 	// NoFreeSlot: regions are ready, but no executor that takes work has a
-	// free slot, so no plan was made.
+	// free slot, and none of them could join slots its job holds: nothing
+	// was placed.
 	NoFreeSlot bool
 	// Waiting is the ready regions the plan could not place.
 	Waiting []Region
@@ -28,10 +29,10 @@ type Plan struct {
 // Schedule places the ready regions that fit onto the executors that take
 // work (placement.Plan), at now.
 func (c *Core) Schedule(read Reader, now time.Time) Plan {
-	// Nothing to plan without a free slot but the regions that need none:
-	// jobs queued for slots cost a count per executor and a look for
-	// those, not a pass (with thousands queued, listing and ordering them
-	// on every submission took half the leader's CPU).
+	// Without a free slot only the regions that need none (every key held
+	// by its job) can be placed: queued jobs cost a count per executor and
+	// a look for those, not a pass (with thousands queued, listing and
+	// ordering them on every submission took half the leader's CPU).
 	var inUse map[string]int
 	var draining map[string]bool
 	read(func(st *fsm.State) {
@@ -43,25 +44,14 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	if inUse == nil {
 		return Plan{}
 	}
-	// Without a free slot only the regions that need none can be placed
-	// (they join slots their job holds: a region of a running job that
-	// restarts while every slot is taken does not wait for one to free).
 	if c.freeSlots(inUse, draining) == 0 {
-		none := true
-		read(func(st *fsm.State) {
-			ready, _ := st.ReadyRegionsWithin(0)
-			none = len(ready) == 0
-		})
-		if none {
-			return Plan{NoFreeSlot: true}
-		}
+		return c.scheduleJoining(read, draining, now)
 	}
 	// The regions listed are those the free slots placement.Plan places
 	// on could take (ReadyRegionsWithin), counted from the same slots in
 	// use.
 	execs := c.schedulable(draining)
 	var ready, tooBig []fsm.ReadyRegion
-	free := 0
 	read(func(st *fsm.State) {
 		var used []int
 		for i := range execs {
@@ -69,20 +59,51 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 			used = st.AppendUsedSlots(used, execs[i].ID)
 			execs[i].Used = used[at:len(used):len(used)]
 		}
-		free = placement.FreeSlots(execs)
-		ready, tooBig = st.ReadyRegionsWithin(free)
+		ready, tooBig = st.ReadyRegionsWithin(placement.FreeSlots(execs))
 		if needsResources(ready) {
-			inUse := st.ResourcesInUse()
-			for i := range execs {
-				execs[i].InUse = inUse[execs[i].ID]
+			addInUse(st, execs)
+		}
+	})
+	return c.planned(placement.Plan(onTakers(ready, inList(execs)), execs), ready, tooBig, now)
+}
+
+// scheduleJoining is a pass while no executor that takes work has a free
+// slot: it places the ready regions whose every key is held by their job
+// on an executor that takes work (a region of a running job restarted
+// while every slot is taken does not wait for one to free), and no other.
+func (c *Core) scheduleJoining(read Reader, draining map[string]bool, now time.Time) Plan {
+	var ready []fsm.ReadyRegion
+	read(func(st *fsm.State) {
+		listed, _ := st.ReadyRegionsWithin(0)
+		for _, r := range listed {
+			if allHeld(r) {
+				ready = append(ready, r)
 			}
 		}
 	})
-	plan := placement.Plan(offDraining(ready, draining), execs)
-	var out Plan
-	if free == 0 && len(plan) == 0 {
+	// Their holders are looked up one by one: the executors are listed
+	// only when a region can go.
+	if ready = onTakers(ready, func(id string) bool { return c.takesWork(id, draining) }); len(ready) == 0 {
 		return Plan{NoFreeSlot: true}
 	}
+	execs := c.schedulable(draining)
+	for i := range execs {
+		execs[i].Slots = 0 // none is free: Plan hands none out
+	}
+	if needsResources(ready) {
+		read(func(st *fsm.State) { addInUse(st, execs) })
+	}
+	plan := placement.Plan(ready, execs)
+	if len(plan) == 0 {
+		return Plan{NoFreeSlot: true}
+	}
+	return c.planned(plan, ready, nil, now)
+}
+
+// planned is the pass's Plan: plan's placements to propose at now, and
+// the regions of ready and tooBig it did not place, waiting.
+func (c *Core) planned(plan []placement.Placement, ready, tooBig []fsm.ReadyRegion, now time.Time) Plan {
+	var out Plan
 	placed := make(map[Region]bool, len(plan))
 	f := c.fenced(now)
 	for _, p := range plan {
@@ -100,6 +121,24 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 	return out
 }
 
+// addInUse sets what the live executions on each of execs need.
+func addInUse(st *fsm.State, execs []placement.Executor) {
+	inUse := st.ResourcesInUse()
+	for i := range execs {
+		execs[i].InUse = inUse[execs[i].ID]
+	}
+}
+
+// allHeld reports whether every key of r is held by its job.
+func allHeld(r fsm.ReadyRegion) bool {
+	for _, k := range r.Keys {
+		if !k.Held {
+			return false
+		}
+	}
+	return true
+}
+
 // needsResources reports whether a ready region declares resources (only
 // then are those in use worth adding up).
 func needsResources(ready []fsm.ReadyRegion) bool {
@@ -113,19 +152,18 @@ func needsResources(ready []fsm.ReadyRegion) bool {
 	return false
 }
 
-// offDraining leaves out the ready regions that would join a slot held on
-// a draining executor: they wait until the holder has ended (at the
-// drain's deadline at the latest), so a draining executor gets no new
-// placement.
-func offDraining(ready []fsm.ReadyRegion, draining map[string]bool) []fsm.ReadyRegion {
-	if len(draining) == 0 {
-		return ready
-	}
+// onTakers leaves out the ready regions that would join a slot held on an
+// executor that takes no new work (takes false): one that drains, whose
+// disk is full, that has not answered this session, that is lost or gone.
+// They wait until it takes work again or the holder has ended (for a
+// draining executor, at the drain's deadline at the latest), so such an
+// executor gets no new placement.
+func onTakers(ready []fsm.ReadyRegion, takes func(executor string) bool) []fsm.ReadyRegion {
 	out := ready[:0:0]
 	for _, r := range ready {
 		ok := true
 		for _, k := range r.Keys {
-			if k.Held && draining[k.Executor] {
+			if k.Held && !takes(k.Executor) {
 				ok = false
 				break
 			}
@@ -135,6 +173,21 @@ func offDraining(ready []fsm.ReadyRegion, draining map[string]bool) []fsm.ReadyR
 		}
 	}
 	return out
+}
+
+// inList is whether an executor is among execs, as onTakers asks (the set
+// made when first asked).
+func inList(execs []placement.Executor) func(string) bool {
+	var set map[string]bool
+	return func(id string) bool {
+		if set == nil {
+			set = make(map[string]bool, len(execs))
+			for _, e := range execs {
+				set[e.ID] = true
+			}
+		}
+		return set[id]
+	}
 }
 
 // Restarts proposes the restart of every job with a region whose restart

@@ -124,3 +124,64 @@ func regionSharingHeldSlots(t *testing.T, others int, full bool) {
 		t.Fatalf("pass placed %v: a placed should be %v", got, want)
 	}
 }
+
+// A region that would join a slot its job holds on an executor that takes
+// no new work (here its disk is full) waits, whether or not another
+// executor has a free slot: such an executor gets no new placement
+// (docs/operations.md). So does one whose resources its holder does not
+// have free, while every slot is taken.
+func TestARegionJoiningHeldSlotsWaitsOnAnExecutorTakingNoWork(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		spare     bool
+		resources string
+		diskFull  bool
+	}{
+		{"every slot taken", false, "", true},
+		{"a slot free elsewhere", true, "", true},
+		{"every slot taken, resources over the capacity of a holder taking work", false, `,"resources":{"memory_mb":5000}`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t0 := time.Unix(1000, 0)
+			ids := []string{"e0"}
+			if c.spare {
+				ids = append(ids, "e1")
+			}
+			w := newWorldSlots(t, Config{Heartbeat: time.Second, Timeout: time.Hour}, t0, 1, ids...)
+			if c.spare {
+				w.submit("a", `{"vertices":[{"id":"v","parallelism":1,"command":["x"]}]}`)
+			}
+			w.submit("b", `{"restart":{"strategy":"fixed-delay","attempts":10,"delay":"0s"},"failover":"region","vertices":[{"id":"p","parallelism":1,"command":["x"]},{"id":"q","parallelism":1,"command":["x"]`+c.resources+`}]}`)
+			w.schedule()
+			holder, other := "", ""
+			for _, ex := range ids {
+				w.st.ExpectedEach(ex, func(e *fsm.Execution) {
+					if e.Job == "b" {
+						holder = ex
+					} else {
+						other = ex
+					}
+				})
+			}
+			if holder == "" {
+				t.Fatal("b not placed")
+			}
+			h, _ := w.core.Heartbeat(w.read, holder, t0)
+			w.commit(w.core.HeartbeatAnswered(w.read, h, &wire.Report{Version: wire.Version, Executor: holder, Slots: 1, DiskFull: c.diskFull, CPUMillis: 1000, MemoryMB: 1000}, t0))
+			report := func(ex, id string, st wire.State) {
+				w.commit(Ready{Propose: []fsm.Command{&fsm.ReportExecutions{Fenced: w.core.fenced(t0), Executor: ex,
+					Updates: []fsm.ReportUpdate{{ID: id, State: st}}}}})
+			}
+			if c.spare {
+				report(other, "a/v/0/0", wire.StateFinished)
+			}
+			report(holder, "b/p/0/0", wire.StateRunning)
+			report(holder, "b/q/0/0", wire.StateFailed)
+			r, _ := w.core.Restarts(w.read, t0.Add(time.Second))
+			w.commit(r)
+			if p := w.core.Schedule(w.read, t0); len(p.Propose) != 0 {
+				t.Fatalf("placed %v on %s", placedOf(p), holder)
+			}
+		})
+	}
+}

@@ -201,6 +201,15 @@ func (c *Core) schedulable(draining map[string]bool) []placement.Executor {
 	return out
 }
 
+// takesWork is whether executor id may take new work (as schedulable
+// lists them).
+func (c *Core) takesWork(id string, draining map[string]bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	x := c.execs[id]
+	return x != nil && x.takesWork() && !draining[id]
+}
+
 // freeSlots counts the free slots of the executors that may take new work,
 // given the number of slots in use on each.
 func (c *Core) freeSlots(inUse map[string]int, draining map[string]bool) int {
