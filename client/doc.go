@@ -1,5 +1,6 @@
 // Package client is the Go client of the masters' HTTP API (the bodies are
-// in package api) and of the executors' log endpoint.
+// in package api) and of the executors' log endpoint; a task's log whose
+// executor cannot be reached is read through the masters (LogsOf).
 //
 // A Client holds a list of master addresses. Any master answers any request
 // (followers forward to the leader), so a call goes to the master that last

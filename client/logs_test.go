@@ -14,11 +14,14 @@ import (
 	"jobmaster/wire"
 )
 
-// logsCluster is a fake master that knows one job and the given executors.
-func logsCluster(t *testing.T, executors []api.Executor) *server {
+// logsCluster is a fake master that knows one job and the given executors,
+// and serves the masters' log route (GET /v1/jobs/wc/logs) with route, if
+// given.
+func logsCluster(t *testing.T, executors []api.Executor, route ...http.HandlerFunc) *server {
 	job := api.Job{ID: "wc", Status: "RUNNING", Vertices: []api.Vertex{
 		{ID: "split", Parallelism: 2, Subtasks: []api.Subtask{
-			{Index: 0, State: "RUNNING", Executor: "e1", ExecutionID: "wc/split/0/1", Attempt: 1},
+			{Index: 0, State: "RUNNING", Executor: "e1", ExecutionID: "wc/split/0/2", Attempt: 2,
+				PreviousAttempt: &api.PreviousAttempt{Attempt: 1, State: "FAILED", Executor: "e2"}},
 			{Index: 1, State: "SCHEDULED"},
 		}},
 		{ID: "count", Parallelism: 1, Subtasks: []api.Subtask{
@@ -31,6 +34,12 @@ func logsCluster(t *testing.T, executors []api.Executor) *server {
 			writeJSON(w, http.StatusOK, job)
 		case "/v1/cluster":
 			writeJSON(w, http.StatusOK, api.Cluster{Executors: executors})
+		case "/v1/jobs/wc/logs":
+			if len(route) > 0 {
+				route[0](w, r)
+				return
+			}
+			writeJSON(w, http.StatusNotFound, api.Error{Error: "not found"})
 		default:
 			writeJSON(w, http.StatusNotFound, api.Error{Error: "not found"})
 		}
@@ -57,7 +66,7 @@ func TestLogs(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, rc.Close())
 		assert.Equal(t, "hello from "+stream+"\n", string(data))
-		assert.Equal(t, "id=wc%2Fsplit%2F0%2F1&stream="+stream, query)
+		assert.Equal(t, "id=wc%2Fsplit%2F0%2F2&stream="+stream, query)
 	}
 }
 
@@ -83,10 +92,10 @@ func TestLogsErrors(t *testing.T) {
 		{name: "unknown executor", job: "wc", vertex: "count", stream: Stdout, want: `executor "gone", which ran execution wc/count/0/0, is not known to the cluster`},
 		{name: "unreachable executor", job: "wc", vertex: "split", stream: Stdout,
 			executors: []api.Executor{{ID: "e1", HTTPAddr: dead, Status: "lost"}},
-			want:      `cannot reach executor "e1" at ` + dead + ` (status lost) for the logs of wc/split/0/1: connection refused`},
+			want:      `cannot reach executor "e1" at ` + dead + ` (status lost) for the logs of wc/split/0/2: connection refused; nor could the masters relay it: `},
 		{name: "executor has no logs", job: "wc", vertex: "split", stream: Stdout,
 			executors: []api.Executor{{ID: "e1", HTTPAddr: missing.addr(), Status: "alive"}},
-			want:      `executor "e1", logs of wc/split/0/1: unknown execution (HTTP 404)`},
+			want:      `executor "e1", logs of wc/split/0/2: unknown execution (HTTP 404)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
