@@ -279,6 +279,58 @@ func TestJobLogs(t *testing.T) {
 	assert.Contains(t, r.stderr, "takes 3 arguments (JOB VERTEX SUBTASK)")
 }
 
+// A log whose executor refuses the client is read through the masters,
+// with the client's token; --via-masters asks no executor; when both
+// fail, the error names the executor's failure, then the masters'.
+func TestJobLogsThroughTheMasters(t *testing.T) {
+	f := newFakeMaster(t)
+	f.addJob(t, "wc", wcSpec, "RUNNING")
+	withToken := cli{env: map[string]string{addressEnv: f.addr(), tokenEnv: "ci-secret"}}
+
+	r := withToken.run("job", "logs", "wc", "split", "1", "--via-masters")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "relayed stdout of wc/split/1/0\n", r.stdout)
+	r = withToken.run("job", "logs", "wc", "split", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "stdout of wc/split/1/0\n", r.stdout, "the executor answers: it is read from")
+
+	f.execRefuses.Store(true)
+	r = withToken.run("job", "logs", "wc", "split", "1", "--stderr")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "relayed stderr of wc/split/1/0\n", r.stdout)
+	assert.Empty(t, r.stderr)
+	f.mu.Lock()
+	setStatus(&f.jobs["wc"].job, "FINISHED")
+	f.mu.Unlock()
+	r = withToken.run("job", "logs", "wc", "split", "1", "-f")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "relayed stdout of wc/split/1/0\n", r.stdout)
+	assert.Equal(t, "split/1 attempt 0 ended FINISHED\n", r.stderr)
+
+	// An answer as long as the most the masters relay may lack the log's
+	// start: said on stderr.
+	f.relayedBytes.Store(api.LogTailMax)
+	r = withToken.run("job", "logs", "wc", "split", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Len(t, r.stdout, api.LogTailMax)
+	assert.Equal(t, "Note: the masters relay at most the last 16 MiB of a log: this is the end of the log of wc/split/1/0, which may begin earlier (the whole log is on executor e1)\n", r.stderr)
+	f.relayedBytes.Store(0)
+
+	r = runCLI(f.addr(), "job", "logs", "wc", "split", "1")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, `Error: executor "e1", logs of wc/split/1/0: this executor answers only peers with a certificate from the cluster's CA; none was presented (HTTP 403); `+
+		"nor could the masters relay it: permission denied: GET /v1/jobs/wc/logs needs a token (HTTP 401)\n", r.stderr)
+
+	// The masters' 404 does not hide why the executor was not read from.
+	f.relayGone.Store(true)
+	exec := f.exec.Listener.Addr().String()
+	f.exec.Close()
+	r = withToken.run("job", "logs", "wc", "split", "1")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, `Error: cannot reach executor "e1" at `+exec+` (status alive) for the logs of wc/split/1/0: connection refused; `+
+		"nor could the masters relay it: executor e1 no longer has the log of wc/split/1/0 (HTTP 404)\n", r.stderr)
+}
+
 func TestMembers(t *testing.T) {
 	f := newFakeMaster(t)
 	r := runCLI(f.addr(), "members")

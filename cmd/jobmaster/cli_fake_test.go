@@ -8,8 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +27,15 @@ import (
 type fakeMaster struct {
 	srv  *httptest.Server
 	exec *httptest.Server // the executor serving logs
+	// execRefuses makes the executor refuse every log read, as one with
+	// TLS refuses a client without a certificate of the cluster.
+	execRefuses atomic.Bool
+	// relayedBytes, when not 0, is how many bytes the masters' log route
+	// answers a read at once with.
+	relayedBytes atomic.Int64
+	// relayGone makes the masters' log route answer that the executor no
+	// longer has the log.
+	relayGone atomic.Bool
 
 	mu     sync.Mutex
 	jobs   map[string]*fakeJob
@@ -59,6 +70,7 @@ func newFakeMaster(t *testing.T, script ...string) *fakeMaster {
 	mux.HandleFunc("GET /v1/jobs", f.list)
 	mux.HandleFunc("GET /v1/jobs/{id}", f.get)
 	mux.HandleFunc("POST /v1/jobs/{id}/cancel", f.cancel)
+	mux.HandleFunc("GET /v1/jobs/{id}/logs", f.logs)
 	mux.HandleFunc("GET /v1/cluster", f.cluster)
 	mux.HandleFunc("POST /v1/executors/{id}/drain", f.drain)
 	mux.HandleFunc("DELETE /v1/executors/{id}/drain", f.drain)
@@ -67,6 +79,10 @@ func newFakeMaster(t *testing.T, script ...string) *fakeMaster {
 	f.exec = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != wire.PathLogs {
 			http.NotFound(w, r)
+			return
+		}
+		if f.execRefuses.Load() {
+			writeJSON(w, http.StatusForbidden, api.Error{Error: "this executor answers only peers with a certificate from the cluster's CA; none was presented"})
 			return
 		}
 		fmt.Fprintf(w, "%s of %s\n", r.URL.Query().Get("stream"), r.URL.Query().Get("id"))
@@ -240,6 +256,30 @@ func (f *fakeMaster) drain(w http.ResponseWriter, r *http.Request) {
 	d, _ := time.ParseDuration(req.Deadline)
 	f.drains[id] = 1_700_000_000_000 + d.Milliseconds()
 	writeJSON(w, http.StatusAccepted, api.DrainResponse{Executor: id, Draining: true, Deadline: f.drains[id]})
+}
+
+// logs relays a log as the masters do (GET /v1/jobs/{id}/logs), to a
+// request with a token: "relayed STREAM of EXECUTION", followed or not.
+func (f *fakeMaster) logs(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(api.TokenHeader) == "" {
+		writeJSON(w, http.StatusUnauthorized, api.Error{Error: "permission denied: GET " + r.URL.Path + " needs a token"})
+		return
+	}
+	q := r.URL.Query()
+	if f.relayGone.Load() {
+		writeJSON(w, http.StatusNotFound, api.Error{Error: "executor e1 no longer has the log of " + q.Get("execution")})
+		return
+	}
+	w.Header().Set(api.LogExecutorHeader, "e1")
+	if q.Get("follow") == "1" {
+		w.Header().Set("Trailer", wire.HeaderEnd)
+		defer w.Header().Set(wire.HeaderEnd, wire.EndComplete)
+	} else if n := f.relayedBytes.Load(); n > 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		_, _ = io.WriteString(w, strings.Repeat("x", int(n)))
+		return
+	}
+	fmt.Fprintf(w, "relayed %s of %s\n", q.Get("stream"), q.Get("execution"))
 }
 
 func (f *fakeMaster) cluster(w http.ResponseWriter, r *http.Request) {

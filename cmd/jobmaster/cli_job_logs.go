@@ -17,9 +17,10 @@ import (
 	"jobmaster/wire"
 )
 
-// newJobLogsCmd builds `jobmaster job logs JOB VERTEX SUBTASK [--stderr] [-f]`.
+// newJobLogsCmd builds `jobmaster job logs JOB VERTEX SUBTASK [--stderr] [-f]
+// [--attempt N] [--via-masters]`.
 func newJobLogsCmd(o *clientOpts) *cobra.Command {
-	var stderr, follow bool
+	var stderr, follow, viaMasters bool
 	var attempt int
 	cmd := &cobra.Command{
 		Use:   "logs JOB VERTEX SUBTASK | logs EXECUTION-ID",
@@ -27,10 +28,19 @@ func newJobLogsCmd(o *clientOpts) *cobra.Command {
 		Long: `Print the stdout (or, with --stderr, the stderr) of the current attempt of
 one subtask, read from the executor that runs or ran it. SUBTASK is the
 0-based subtask index. The output is the raw log, with or without --json.
---attempt N reads attempt N instead (the executors are asked in turn, the
+--attempt N reads attempt N instead (the executors are asked in turn: for
+the attempt before the current one, the one it ran on first; else the
 current attempt's first), as long as its executor keeps it (--gc-retention).
 A job id used again goes on from the attempt numbers of the job before it,
 so an attempt below this job's first may be that earlier job's.
+
+When the executor cannot be reached, or refuses this client (with TLS an
+executor wants a client certificate of the cluster), the log of the current
+attempt, or of the one before it, is read through the masters instead,
+which relay it (GET /v1/jobs/{id}/logs): that needs a submit or management
+token, and gives at most the last 16 MiB of the log (said on stderr when
+the log may be longer). --via-masters reads through the masters without
+asking the executor first: for a client off the executors' network.
 
 With -f (--follow) the command prints what the task writes as it writes it,
 and exits once the task has ended (waiting first, if the subtask has not
@@ -38,7 +48,7 @@ been placed yet); it says on stderr how the task ended.
 
 An execution id as 'job status' lists it (JOB/VERTEX/SUBTASK/ATTEMPT) names
 that attempt of that subtask.`,
-		Example: "  jobmaster job logs wc-1 split 0\n  jobmaster job logs wc-1 count 1 --stderr\n  jobmaster job logs wc-1 report 0 -f\n  jobmaster job logs wc-1 split 0 --attempt 0   # the attempt before a restart\n  jobmaster job logs wc-1/split/0/1             # an execution id: attempt 1",
+		Example: "  jobmaster job logs wc-1 split 0\n  jobmaster job logs wc-1 count 1 --stderr\n  jobmaster job logs wc-1 report 0 -f\n  jobmaster job logs wc-1 split 0 --attempt 0   # the attempt before a restart\n  jobmaster job logs wc-1/split/0/1             # an execution id: attempt 1\n  jobmaster job logs wc-1 split 0 --via-masters # through the masters only",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				return nil // an execution id, checked below
@@ -66,7 +76,7 @@ that attempt of that subtask.`,
 			if stderr {
 				stream = client.Stderr
 			}
-			lo := client.LogOptions{Stream: stream, Follow: follow}
+			lo := client.LogOptions{Stream: stream, Follow: follow, ViaMasters: viaMasters}
 			if cmd.Flags().Changed("attempt") {
 				if attempt < 0 {
 					return usageErrorf(cmd, "--attempt must be an attempt number (0, 1, ...), got %d", attempt)
@@ -79,6 +89,7 @@ that attempt of that subtask.`,
 	cmd.Flags().BoolVar(&stderr, "stderr", false, "print stderr instead of stdout")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing what the task writes until it ends, then exit")
 	cmd.Flags().IntVar(&attempt, "attempt", 0, "read this attempt's log instead of the current one's")
+	cmd.Flags().BoolVar(&viaMasters, "via-masters", false, "read the log through the masters only, never from its executor (the current attempt or the one before it; at most the last 16 MiB)")
 	o.staleFlag(cmd)
 	return cmd
 }
@@ -127,6 +138,9 @@ func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask in
 		}
 	}
 	logs, err := c.LogsOf(ctx, job, vertex, subtask, lo)
+	if _, both := errors.AsType[*client.LogReadError](err); both {
+		return err // the executor's failure, then the masters'
+	}
 	if apiErr, ok := errors.AsType[*client.APIError](err); ok && apiErr.StatusCode == http.StatusNotFound && apiErr.Message != "" {
 		return errors.New(apiErr.Message) // like 'job status': the message says what is missing
 	}
@@ -140,12 +154,25 @@ func printLogs(cmd *cobra.Command, o *clientOpts, job, vertex string, subtask in
 		}
 		return fmt.Errorf("read the logs of %s[%d]: %w", vertex, subtask, err)
 	}
+	if logs.MayLackStart {
+		fmt.Fprintln(cmd.ErrOrStderr(), lackedStartLine(logs))
+	}
 	if lo.Follow && current {
 		if st := recordedEnd(ctx, c, job, vertex, subtask); st != nil {
 			fmt.Fprintln(cmd.ErrOrStderr(), endedLine(vertex, st))
 		}
 	}
 	return nil
+}
+
+// lackedStartLine says that a log read through a master may lack its start.
+func lackedStartLine(l *client.Log) string {
+	on := "its executor"
+	if l.Executor != "" {
+		on = "executor " + l.Executor
+	}
+	return fmt.Sprintf("Note: the masters relay at most the last %d MiB of a log: this is the end of the log of %s, which may begin earlier (the whole log is on %s)",
+		api.LogTailMax>>20, l.ExecutionID, on)
 }
 
 // recordedEnd reads the subtask until the masters have recorded the end of
