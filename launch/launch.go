@@ -28,6 +28,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"jobmaster/placement"
 	"jobmaster/transport"
 )
 
@@ -66,6 +67,27 @@ func render[T any](command string, o T, register func(*pflag.FlagSet, *T), extra
 // listValue is a comma-separated list flag bound to a []string (--join).
 // Spaces around items and empty items are dropped; the last occurrence of
 // the flag wins. Its help shows it as a string, as a string flag's does.
+// policyValue is a placement policy flag (placement.ParsePolicy).
+type policyValue struct{ p *placement.Policy }
+
+func (v policyValue) Set(s string) error {
+	p, err := placement.ParsePolicy(s)
+	if err != nil {
+		return err
+	}
+	*v.p = p
+	return nil
+}
+
+func (v policyValue) String() string {
+	if v.p == nil {
+		return placement.Spread.String()
+	}
+	return v.p.String()
+}
+
+func (v policyValue) Type() string { return "policy" }
+
 type listValue struct{ p *[]string }
 
 func newListValue(p *[]string, def []string) *listValue {

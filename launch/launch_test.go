@@ -143,6 +143,11 @@ func vary(t *testing.T, f *pflag.Flag) string {
 		d, err := time.ParseDuration(f.DefValue)
 		require.NoError(t, err)
 		return (d + 1500*time.Millisecond).String()
+	case "policy":
+		if f.DefValue == "spread" {
+			return "pack"
+		}
+		return "spread"
 	case "bool":
 		b, err := strconv.ParseBool(f.DefValue)
 		require.NoError(t, err)

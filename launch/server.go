@@ -41,6 +41,7 @@ func ServerFlags(fs *pflag.FlagSet, o *Server) {
 	fs.DurationVar(&c.ExecutorLease, "executor-lease", master.DefaultExecutorLease, "the executors' --lease (checked against --executor-timeout)")
 	fs.DurationVar(&c.DeployTimeout, "deploy-timeout", master.DefaultDeployTimeout, "how long a deployment may stay unacknowledged before it fails")
 	fs.DurationVar(&c.MinRestartDelay, "min-restart-delay", master.DefaultMinRestartDelay, "the least time between a job's failure and its restart, whatever its restart strategy's delay (0: no minimum)")
+	fs.Var(policyValue{&c.Placement}, "placement", "how the leader chooses executors for new slots: spread (the one with the most free slots: work spreads over the executors) or pack (the one with the fewest free slots that has one: executors fill one after another)")
 	fs.DurationVar(&c.DeadMasterCleanup, "dead-master-cleanup", 0, "remove from the Raft configuration a master lost this long, never below the quorum of --bootstrap-expect (0: off)")
 	fs.DurationVar(&c.JobRetention, "job-retention", master.DefaultJobRetention, "forget a job this long after it ended (0: keep ended jobs forever)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"jobmaster/fsm"
+	"jobmaster/placement"
 	"jobmaster/wire"
 )
 
@@ -29,6 +30,9 @@ type Config struct {
 	// none): a job with a delay of 0s and unlimited attempts does not
 	// restart in a tight loop.
 	MinRestartDelay time.Duration
+	// Placement is how a scheduling pass chooses executors for new slots
+	// (placement.Spread, the zero value, or placement.Pack).
+	Placement placement.Policy
 }
 
 // HeartbeatRPCTimeout is how long the leader waits for the answer to a

@@ -64,7 +64,7 @@ func (c *Core) Schedule(read Reader, now time.Time) Plan {
 			addInUse(st, execs)
 		}
 	})
-	return c.planned(placement.Plan(onTakers(ready, inList(execs)), execs), ready, tooBig, now)
+	return c.planned(placement.PlanBy(c.cfg.Placement, onTakers(ready, inList(execs)), execs), ready, tooBig, now)
 }
 
 // scheduleJoining is a pass while no executor that takes work has a free
@@ -93,7 +93,7 @@ func (c *Core) scheduleJoining(read Reader, draining map[string]bool, now time.T
 	if needsResources(ready) {
 		read(func(st *fsm.State) { addInUse(st, execs) })
 	}
-	plan := placement.Plan(ready, execs)
+	plan := placement.PlanBy(c.cfg.Placement, ready, execs)
 	if len(plan) == 0 {
 		return Plan{NoFreeSlot: true}
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"jobmaster/leader"
 	"jobmaster/membership"
+	"jobmaster/placement"
 	"jobmaster/transport"
 	"jobmaster/wire"
 	"log/slog"
@@ -58,6 +59,9 @@ type Config struct {
 	// MinRestartDelay is the least time between a job's failure and its
 	// restart, whatever its restart strategy says (0: none).
 	MinRestartDelay time.Duration
+	// Placement is how the leader chooses executors for new slots
+	// (--placement: spread, the default, or pack).
+	Placement placement.Policy
 	// DeadMasterCleanup, when positive, has the leader remove from the Raft
 	// configuration a master lost for longer than this (gossip says it
 	// failed, or no longer knows it), never below the quorum of the
@@ -144,7 +148,7 @@ const (
 // leaderConfig is the leader core's timing.
 func (c *Config) leaderConfig() leader.Config {
 	return leader.Config{Heartbeat: c.ExecutorHeartbeat, Timeout: c.ExecutorTimeout, Lease: c.ExecutorLease,
-		RPCTimeout: c.heartbeatRPCTimeout(), AckDeadline: c.DeployTimeout, MinRestartDelay: c.MinRestartDelay}
+		RPCTimeout: c.heartbeatRPCTimeout(), AckDeadline: c.DeployTimeout, MinRestartDelay: c.MinRestartDelay, Placement: c.Placement}
 }
 
 // minExecutorTimeout is the shortest executor timeout that is safe with

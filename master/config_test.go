@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"jobmaster/fsm"
+	"jobmaster/placement"
 	"testing"
 	"time"
 
@@ -81,5 +82,13 @@ func TestRetryable(t *testing.T) {
 		if retryable(err) {
 			t.Errorf("%v: retryable", err)
 		}
+	}
+}
+
+// --placement reaches the leader's core (the policy it plans by).
+func TestConfigPlacementReachesTheLeader(t *testing.T) {
+	for _, p := range []placement.Policy{placement.Spread, placement.Pack} {
+		c := Config{Placement: p}
+		require.Equal(t, p, c.leaderConfig().Placement)
 	}
 }

@@ -256,7 +256,7 @@ func New(cfg Config) (*Master, error) {
 		}
 	})
 	m.log.Info("master started", "http", m.httpAddr, "raft", rp.advertise, "gossip", cfg.GossipAddr,
-		"existing_state", rp.hadState, "bootstrap_expect", cfg.BootstrapExpect, "tls", tl != nil, "gossip_encrypted", len(gossipKeys) > 0, "acl", cfg.ACL)
+		"existing_state", rp.hadState, "bootstrap_expect", cfg.BootstrapExpect, "tls", tl != nil, "gossip_encrypted", len(gossipKeys) > 0, "acl", cfg.ACL, "placement", cfg.Placement.String())
 	if !cfg.ACL {
 		m.goFunc(m.warnACLOff)
 	}

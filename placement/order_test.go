@@ -48,9 +48,10 @@ func TestPlanDoesNotDependOnExecutorOrder(t *testing.T) {
 			}
 			regions = append(regions, region(fmt.Sprintf("j%d", j%3), j, keys...))
 		}
-		plan := Plan(regions, execs)
+		policy := rapid.SampledFrom([]Policy{Spread, Pack}).Draw(t, "policy")
+		plan := PlanBy(policy, regions, execs)
 		shuffled := rapid.Permutation(execs).Draw(t, "executor order")
-		if again := Plan(regions, shuffled); !slices.EqualFunc(plan, again, samePlacement) {
+		if again := PlanBy(policy, regions, shuffled); !slices.EqualFunc(plan, again, samePlacement) {
 			t.Fatalf("plans differ with the executors reordered:\n%+v\n%+v", plan, again)
 		}
 		byID := map[string]Executor{}

@@ -10,23 +10,62 @@
 //     earlier in the same plan) reuses that slot: subtask i of every vertex
 //     of a slot sharing group shares one slot;
 //   - each new slot goes to the executor with the most free slots (ties by
-//     id), which spreads work across executors;
+//     id), which spreads work across executors (Spread, the default); with
+//     Pack, to the one with the fewest free slots that has one (ties by
+//     id), which fills executors one after another;
 //   - a slot whose executions declare resources goes only to an executor
 //     whose free resources (its capacity less what its live executions
 //     and the plan's earlier placements need) cover them, the one with the
-//     most free slots among those (ties by id); a key held or placed
-//     earlier adds its needs to that slot's executor, which must have them
-//     free too. A slot without resources is placed by slots alone;
+//     most (Pack: fewest) free slots among those (ties by id); a key held
+//     or placed earlier adds its needs to that slot's executor, which must
+//     have them free too. A slot without resources is placed by slots
+//     alone;
 //   - regions are considered in the order given (oldest job first); one that
 //     does not fit is skipped and later, smaller ones may still run.
 package placement
 
 import (
 	"container/heap"
+	"fmt"
 
 	"jobmaster/fsm"
 	"jobmaster/jobspec"
 )
+
+// Policy is which executor Plan gives a new slot.
+type Policy int
+
+const (
+	// Spread gives it to the executor with the most free slots: work
+	// spreads over the executors, and a job's subtasks over as many of
+	// them as it has slot keys.
+	Spread Policy = iota
+	// Pack gives it to the executor with the fewest free slots that has
+	// one: executors fill one after another, as Nomad's binpack and
+	// Flink's default slot allocation do. A small job runs on one or two
+	// executors, with as many deployments and its exchanges mostly local,
+	// and whole executors stay free for wide jobs; a busy one runs more of
+	// the work, and its loss fails more at once.
+	Pack
+)
+
+// ParsePolicy reads a policy by name: spread or pack.
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "spread":
+		return Spread, nil
+	case "pack":
+		return Pack, nil
+	}
+	return Spread, fmt.Errorf("unknown placement policy %q: use spread or pack", s)
+}
+
+func (p Policy) String() string {
+	if p == Pack {
+		return "pack"
+	}
+	return "spread"
+}
 
 // Executor is an executor that can take work.
 type Executor struct {
@@ -64,9 +103,14 @@ type ref struct {
 	slot     int
 }
 
-// Plan places as many of the regions as fit.
+// Plan places as many of the regions as fit, spreading (Spread).
 func Plan(regions []fsm.ReadyRegion, executors []Executor) []Placement {
-	h := newFreeHeap(executors)
+	return PlanBy(Spread, regions, executors)
+}
+
+// PlanBy places as many of the regions as fit, by policy.
+func PlanBy(policy Policy, regions []fsm.ReadyRegion, executors []Executor) []Placement {
+	h := newFreeHeap(executors, policy == Pack)
 	held := make(map[key]ref)
 	var out []Placement
 	var undo []taken
@@ -150,8 +194,10 @@ type taken struct {
 	res     jobspec.Resources
 }
 
-// freeHeap orders executors by free slots, most first, ties by id.
+// freeHeap orders executors by free slots, most first (pack: fewest
+// first), ties by id.
 type freeHeap struct {
+	pack  bool // fewest free first
 	items []*freeExec
 	free  int
 	// all is every executor, byID the same by id (made when first needed:
@@ -211,8 +257,8 @@ func FreeSlots(executors []Executor) int {
 // and lists no slot number: an executor's free numbers are listed when
 // Plan first takes one of them (a pass that places a few regions on a
 // fleet of thousands of slots lists the few executors it uses).
-func newFreeHeap(executors []Executor) *freeHeap {
-	h := &freeHeap{all: make([]*freeExec, 0, len(executors))}
+func newFreeHeap(executors []Executor, pack bool) *freeHeap {
+	h := &freeHeap{pack: pack, all: make([]*freeExec, 0, len(executors))}
 	for i := range executors {
 		e := &executors[i]
 		fe := &freeExec{id: e.ID, exec: e, free: freeCount(*e), idx: -1, res: jobspec.Resources{CPUMillis: e.Capacity.CPUMillis - e.InUse.CPUMillis,
@@ -261,15 +307,15 @@ func (h *freeHeap) takeFrom(fe *freeExec) ref {
 	return r
 }
 
-// fitting is the executor with a free slot and res free that has the most
-// free slots (ties by id), nil if none.
+// fitting is the executor with a free slot and res free that comes first
+// (most free slots, or with pack fewest; ties by id), nil if none.
 func (h *freeHeap) fitting(res jobspec.Resources) *freeExec {
 	var best *freeExec
 	for _, fe := range h.items {
 		if !res.Fits(fe.res) {
 			continue
 		}
-		if best == nil || fe.free > best.free || fe.free == best.free && fe.id < best.id {
+		if best == nil || h.before(fe, best) {
 			best = fe
 		}
 	}
@@ -321,11 +367,13 @@ func (h *freeHeap) undo(steps []taken, held map[key]ref) {
 	}
 }
 
-func (h *freeHeap) Len() int { return len(h.items) }
-func (h *freeHeap) Less(i, j int) bool {
-	a, b := h.items[i], h.items[j]
+func (h *freeHeap) Len() int           { return len(h.items) }
+func (h *freeHeap) Less(i, j int) bool { return h.before(h.items[i], h.items[j]) }
+
+// before is whether a new slot goes to a rather than b.
+func (h *freeHeap) before(a, b *freeExec) bool {
 	if a.free != b.free {
-		return a.free > b.free
+		return a.free > b.free != h.pack
 	}
 	return a.id < b.id
 }

@@ -27,6 +27,31 @@ func TestPlanSpreadsAcrossExecutors(t *testing.T) {
 	}, p[0].Slots)
 }
 
+// Pack fills the executor with the fewest free slots first (ties by id):
+// a job of four on executors of 2 and 3 free takes e1's 2, then e2's; the
+// next job goes where the fewest are left.
+func TestPlanPackFillsExecutorsOneAfterAnother(t *testing.T) {
+	exs := []Executor{{ID: "e1", Slots: 2}, {ID: "e2", Slots: 3}, {ID: "e3", Slots: 3}}
+	p := PlanBy(Pack, []fsm.ReadyRegion{
+		region("a", 0, need("g", 0), need("g", 1), need("g", 2)),
+		region("b", 0, need("g", 0)),
+	}, exs)
+	require.Len(t, p, 2)
+	require.Equal(t, []fsm.SlotAssign{
+		{Group: "g", Index: 0, Executor: "e1", Slot: 0},
+		{Group: "g", Index: 1, Executor: "e1", Slot: 1},
+		{Group: "g", Index: 2, Executor: "e2", Slot: 0},
+	}, p[0].Slots)
+	require.Equal(t, []fsm.SlotAssign{{Group: "g", Index: 0, Executor: "e2", Slot: 1}}, p[1].Slots, "e2 has 2 left, e3 3")
+	for _, name := range []string{"spread", "pack"} {
+		pol, err := ParsePolicy(name)
+		require.NoError(t, err)
+		require.Equal(t, name, pol.String())
+	}
+	_, err := ParsePolicy("binpack")
+	require.ErrorContains(t, err, `unknown placement policy "binpack": use spread or pack`)
+}
+
 func TestPlanIsAllOrNothingAndSkipsWhatDoesNotFit(t *testing.T) {
 	p := Plan([]fsm.ReadyRegion{
 		region("big", 0, need("g", 0), need("g", 1), need("g", 2)),

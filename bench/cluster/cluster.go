@@ -23,6 +23,7 @@ import (
 	"jobmaster/internal/freeport"
 	"jobmaster/launch"
 	"jobmaster/pki"
+	"jobmaster/placement"
 	"jobmaster/transport"
 )
 
@@ -38,6 +39,8 @@ type Config struct {
 	// NewHTTPClient, ClientOptions) then speak TLS too and send the
 	// management token with every request.
 	TLS bool
+	// Placement is the masters' --placement.
+	Placement placement.Policy
 }
 
 // masters is the number of masters; every node runs with the binary's
@@ -115,6 +118,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		o.NodeID, o.DataDir = n.ID, n.DataDir
 		o.HTTPAddr, o.RaftAddr, o.GossipAddr = n.HTTPAddr, n.RaftAddr, n.GossipAddr
 		o.Join, o.BootstrapExpect = c.GossipAddrs(), masters
+		o.Placement = cfg.Placement
 		if c.sec != nil {
 			o.TLS, o.GossipKeyring, o.ACL = c.sec.files(pki.Server, n.ID), c.sec.keyring, true
 		}

@@ -23,6 +23,7 @@ import (
 	"jobmaster/bench/procstat"
 	"jobmaster/bench/results"
 	"jobmaster/client"
+	"jobmaster/placement"
 	"jobmaster/transport"
 )
 
@@ -52,6 +53,8 @@ type Env struct {
 	// encryption, ACLs on with a token on every request. Their figures go
 	// in groups named "<group> tls+acl".
 	TLS bool
+	// Placement is the masters' --placement.
+	Placement placement.Policy
 
 	mu       sync.Mutex
 	clusters int
@@ -100,7 +103,7 @@ func (e *Env) startCluster(ctx context.Context, name string, secure bool) (*clus
 	dir := filepath.Join(e.Dir, fmt.Sprintf("%02d-%s", e.clusters, name))
 	e.mu.Unlock()
 	start := time.Now()
-	c, err := cluster.Start(ctx, cluster.Config{Bin: e.Bin, Dir: dir, TLS: secure})
+	c, err := cluster.Start(ctx, cluster.Config{Bin: e.Bin, Dir: dir, TLS: secure, Placement: e.Placement})
 	if err != nil {
 		return nil, fmt.Errorf("%s: start cluster: %w", name, err)
 	}

@@ -36,6 +36,7 @@ import (
 	"jobmaster/bench/macro"
 	"jobmaster/bench/micro"
 	"jobmaster/bench/results"
+	"jobmaster/placement"
 )
 
 // benchmarks are the macro benchmarks, in the order they run.
@@ -67,6 +68,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the load generator; sim fleets run in a child process) here")
 	fleets := flag.String("executors", "100,1000", "placement: sizes of the sim executor fleets (10,000 slots in each)")
 	levels := flag.String("clients", "1,3,16,64,256", "submission: the concurrency levels, each against a fresh cluster and then etcd")
+	policy := flag.String("placement", "spread", "the masters' --placement: spread (their default) or pack")
 	tlsMode := flag.String("tls", "off", "failover and submission: off (plain clusters), on (secure clusters: TLS, gossip encryption, ACLs with a token on every request) or both (plain, then secure)")
 	flag.Parse()
 	var modes []bool
@@ -98,7 +100,12 @@ func main() {
 	// the way out); a second one kills the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
-	err := run(ctx, *out, *only, *bin, *dir, *keep, *quick, sizes, clients, modes)
+	pol, err := placement.ParsePolicy(*policy)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jmbench: -placement:", err)
+		os.Exit(2)
+	}
+	err = run(ctx, *out, *only, *bin, *dir, *keep, *quick, sizes, clients, modes, pol)
 	var failed *benchErrors
 	switch {
 	case errors.As(err, &failed) && !*strict:
@@ -133,7 +140,7 @@ func names() string {
 	return strings.Join(n, ", ")
 }
 
-func run(ctx context.Context, out, only, bin, dir string, keep, quick bool, fleets, clients []int, tlsModes []bool) error {
+func run(ctx context.Context, out, only, bin, dir string, keep, quick bool, fleets, clients []int, tlsModes []bool, policy placement.Policy) error {
 	selected := map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -202,7 +209,10 @@ func run(ctx context.Context, out, only, bin, dir string, keep, quick bool, flee
 		if err != nil {
 			return err
 		}
-		env := &macro.Env{Bin: abs, Exe: exe, Dir: dir, Run: res, Quick: quick, Fleets: fleets, Clients: clients, Log: logf}
+		env := &macro.Env{Bin: abs, Exe: exe, Dir: dir, Run: res, Quick: quick, Fleets: fleets, Clients: clients, Log: logf, Placement: policy}
+		if policy != placement.Spread {
+			logf("masters run with --placement %s", policy)
+		}
 		for _, m := range macros {
 			if ctx.Err() != nil {
 				break
