@@ -64,9 +64,6 @@ func render[T any](command string, o T, register func(*pflag.FlagSet, *T), extra
 	return append(args, extra...)
 }
 
-// listValue is a comma-separated list flag bound to a []string (--join).
-// Spaces around items and empty items are dropped; the last occurrence of
-// the flag wins. Its help shows it as a string, as a string flag's does.
 // policyValue is a placement policy flag (placement.ParsePolicy).
 type policyValue struct{ p *placement.Policy }
 
@@ -88,6 +85,9 @@ func (v policyValue) String() string {
 
 func (v policyValue) Type() string { return "policy" }
 
+// listValue is a comma-separated list flag bound to a []string (--join).
+// Spaces around items and empty items are dropped; the last occurrence of
+// the flag wins. Its help shows it as a string, as a string flag's does.
 type listValue struct{ p *[]string }
 
 func newListValue(p *[]string, def []string) *listValue {

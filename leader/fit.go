@@ -14,8 +14,9 @@ import (
 // Unfit is the submit-time check of a job's resources: an error naming
 // the first pipelined region of spec that declares resources and could
 // never be placed, nil if none. A region can never fit when it would not
-// fit (placement.Plan, the scheduler's own rule) even with every executor
-// the table knows idle: its slots need more than any one executor offers,
+// fit (placement.PlanBy with the core's policy, the scheduler's own rule:
+// a region spread places may not fit packed, and the other way round)
+// even with every executor the table knows idle: its slots need more than any one executor offers,
 // or more than all of them together. Every executor that has reported its
 // capacity counts, whatever its liveness (one that is lost may come
 // back). With no capacity known yet (a new cluster, a leader before its
@@ -42,7 +43,7 @@ func (c *Core) Unfit(spec *jobspec.Spec) error {
 		if !ok {
 			continue
 		}
-		if len(placement.Plan([]fsm.ReadyRegion{rr}, fleet)) == 1 {
+		if len(placement.PlanBy(c.cfg.Placement, []fsm.ReadyRegion{rr}, fleet)) == 1 {
 			continue
 		}
 		return unfitError(spec, rg, rr, fleet)

@@ -48,6 +48,7 @@ import (
 	"jobmaster/client"
 	"jobmaster/fsm"
 	"jobmaster/master"
+	"jobmaster/placement"
 	"jobmaster/transport"
 	"jobmaster/wire"
 )
@@ -66,8 +67,14 @@ func main() {
 	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile here")
 	memProfile := flag.String("memprofile", "", "write an allocation profile here")
 	traceFile := flag.String("trace", "", "write an execution trace of the first 2 s of the load here")
+	policy := flag.String("placement", "spread", "the masters' --placement: spread or pack")
 	raftMetrics = flag.Bool("raftmetrics", false, "submit, place: print Raft's timings (medians, in ms) and counts after the load (pooled over the three masters where each records one)")
 	flag.Parse()
+	var err error
+	if placementPolicy, err = placement.ParsePolicy(*policy); err != nil {
+		fmt.Fprintln(os.Stderr, "jmprofile: -placement:", err)
+		os.Exit(2)
+	}
 
 	if err := run(*load, *clients, *executors, *slots, *jobs, *width, *rounds, *duration, profiles{
 		cpu: *cpuProfile, block: *blockProfile, mutex: *mutexProfile, mem: *memProfile, trace: *traceFile,
@@ -78,6 +85,9 @@ func main() {
 }
 
 var raftMetrics *bool
+
+// placementPolicy is the masters' --placement (-placement).
+var placementPolicy placement.Policy
 
 // printRaftMetrics prints the medians and counts of Raft's timings that
 // leader serves on /v1/metrics (hashicorp/raft's own, through go-metrics):
@@ -126,7 +136,7 @@ func startMasters(dir string) ([]*master.Master, []string, error) {
 		m, err := master.New(master.Config{
 			NodeID: fmt.Sprintf("m%d", i+1), DataDir: filepath.Join(dir, fmt.Sprintf("m%d", i+1)),
 			HTTPAddr: a.http, RaftAddr: a.raft, GossipAddr: a.gossip, Join: join, BootstrapExpect: 3,
-			Logger: quiet, RaftLog: io.Discard,
+			Logger: quiet, RaftLog: io.Discard, Placement: placementPolicy,
 		})
 		if err != nil {
 			return ms, nil, err
