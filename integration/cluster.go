@@ -15,6 +15,7 @@ import (
 	"jobmaster/launch"
 	"jobmaster/membership"
 	"jobmaster/pki"
+	"jobmaster/placement"
 	"jobmaster/transport"
 )
 
@@ -55,6 +56,8 @@ type Options struct {
 	BootstrapExpect int
 	// DeadMasterCleanup is every master's --dead-master-cleanup (0: off).
 	DeadMasterCleanup time.Duration
+	// Placement is every master's --placement (the zero value: spread).
+	Placement placement.Policy
 	// JobRetention is every master's --job-retention (0: the default).
 	JobRetention time.Duration
 	// DrainGrace is every executor's --drain-grace (0: the default).
@@ -186,6 +189,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			o.JobRetention = opts.JobRetention
 		}
 		o.DeadMasterCleanup = opts.DeadMasterCleanup
+		o.Placement = opts.Placement
 		o.LogLevel = "debug"
 		if opts.LogFormat != "" {
 			o.LogFormat = opts.LogFormat
