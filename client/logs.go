@@ -208,11 +208,13 @@ func (c *Client) earlierAttemptLogs(ctx context.Context, job *api.Job, vertex st
 			unreachable = append(unreachable, x.ID+" (no answer)")
 		}
 	}
-	msg := fmt.Sprintf("no executor has the logs of %s (attempt %d of %s[%d]): the one that ran it deleted them (--gc-retention) or is gone", q.execution, attempt, vertex, st.Index)
 	if len(unreachable) > 0 {
-		msg += "; not asked successfully: " + strings.Join(unreachable, ", ")
+		// Those not asked come first: one of them may well have the log
+		// (an executor that refuses this client answers every read so).
+		return nil, fmt.Errorf("the logs of %s (attempt %d of %s[%d]) are on no executor that answered, and %d could not be asked: %s; one of those may have them (with TLS, reading an executor takes a client certificate: --client-cert), or the one that ran it deleted them (--gc-retention) or is gone",
+			q.execution, attempt, vertex, st.Index, len(unreachable), strings.Join(unreachable, ", "))
 	}
-	return nil, errors.New(msg)
+	return nil, fmt.Errorf("no executor has the logs of %s (attempt %d of %s[%d]): the one that ran it deleted them (--gc-retention) or is gone", q.execution, attempt, vertex, st.Index)
 }
 
 // FindSubtask returns the subtask with the given index of a job's vertex, or

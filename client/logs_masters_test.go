@@ -228,7 +228,7 @@ func TestEarlierAttemptLogsThroughTheMasters(t *testing.T) {
 
 	attempt = 0
 	_, err = c.LogsOf(context.Background(), "wc", "split", 0, LogOptions{Stream: Stdout, Attempt: &attempt})
-	require.ErrorContains(t, err, "no executor has the logs of wc/split/0/0")
+	require.ErrorContains(t, err, "the logs of wc/split/0/0 (attempt 0 of split[0]) are on no executor that answered, and 1 could not be asked: e2 (no answer); one of those may have them")
 	assert.Equal(t, []string{"wc/split/0/0"}, asked)
 	assert.Len(t, route.asked(), 1, "an attempt older than the one before the current one went to the masters")
 }

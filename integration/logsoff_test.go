@@ -142,14 +142,7 @@ func TestJobLogsWithoutReachingTheExecutors(t *testing.T) {
 
 	// The attempt before the current one, from the executor the state
 	// says it ran on: refused there, read through the masters.
-	c.Submit("off-again", `{"name": "off-again", "vertices": [{"id": "v", "parallelism": 1,
-		"command": ["sh", "-c", "echo attempt $JOBMASTER_ATTEMPT; [ $JOBMASTER_ATTEMPT -ge 2 ]"]}],
-		"restart": {"strategy": "fixed-delay", "delay": "100ms", "attempts": 3}}`)
-	c.WaitJob("off-again", 60*time.Second, "FINISHED")
-	again := c.Job("off-again").Vertices[0].Subtasks[0]
-	require.Equal(t, 2, again.Attempt)
-	require.NotNil(t, again.PreviousAttempt)
-	require.NotEmpty(t, again.PreviousAttempt.Executor)
+	c.thirdAttempt(t, "off-again")
 	cmd, stdout, stderr := cli("job", "logs", "off-again/v/0/1")
 	require.NoError(t, cmd.Run(), stderr.String())
 	require.Equal(t, "attempt 1\n", stdout.String())
@@ -161,7 +154,7 @@ func TestJobLogsWithoutReachingTheExecutors(t *testing.T) {
 	// that refused; the masters say they do not relay it.
 	cmd, _, stderr = cli("job", "logs", "off-again/v/0/0")
 	require.Error(t, cmd.Run())
-	require.Contains(t, stderr.String(), "no executor has the logs of off-again/v/0/0")
+	require.Contains(t, stderr.String(), "the logs of off-again/v/0/0 (attempt 0 of v[0]) are on no executor that answered, and 2 could not be asked: ")
 	require.Contains(t, stderr.String(), "(HTTP 403: this executor answers only peers with a certificate")
 	cmd, _, stderr = cli("job", "logs", "off-again/v/0/0", "--via-masters")
 	require.Error(t, cmd.Run())

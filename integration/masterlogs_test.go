@@ -152,14 +152,7 @@ func TestLogsThroughAFollower(t *testing.T) {
 	// Earlier attempts: the one before the current one is read from the
 	// executor it ran on, which the state records; an older one is the
 	// executors' to give (jobmaster job logs --attempt), not the masters'.
-	c.Submit("lg-again", `{"name": "lg-again", "vertices": [{"id": "v", "parallelism": 1,
-		"command": ["sh", "-c", "echo attempt $JOBMASTER_ATTEMPT; [ $JOBMASTER_ATTEMPT -ge 2 ]"]}],
-		"restart": {"strategy": "fixed-delay", "delay": "100ms", "attempts": 3}}`)
-	c.WaitJob("lg-again", 60*time.Second, "FINISHED")
-	again := c.Job("lg-again").Vertices[0].Subtasks[0]
-	require.Equal(t, 2, again.Attempt)
-	require.NotNil(t, again.PreviousAttempt)
-	require.NotEmpty(t, again.PreviousAttempt.Executor, "the job's answer names where the previous attempt ran")
+	c.thirdAttempt(t, "lg-again")
 	WaitFor(t, "attempt 1's log, read through a follower", 30*time.Second, func() bool {
 		r = c.readLogVia(t, ctx, via, submit, "lg-again/v/0/1", nil)
 		r.wait(t, 20*time.Second)
@@ -196,4 +189,19 @@ func TestLogsThroughAFollower(t *testing.T) {
 	r.wait(t, 20*time.Second)
 	require.Equal(t, http.StatusBadGateway, r.status, r.text())
 	require.Contains(t, r.text(), "executor "+ex+" at ")
+}
+
+// thirdAttempt runs job id, a subtask that prints its attempt and fails
+// until its third, to the end, and checks that the job's answer names the
+// executor its previous attempt ran on.
+func (c *Cluster) thirdAttempt(t *testing.T, id string) {
+	t.Helper()
+	c.Submit(id, `{"name": "`+id+`", "vertices": [{"id": "v", "parallelism": 1,
+		"command": ["sh", "-c", "echo attempt $JOBMASTER_ATTEMPT; [ $JOBMASTER_ATTEMPT -ge 2 ]"]}],
+		"restart": {"strategy": "fixed-delay", "delay": "100ms", "attempts": 3}}`)
+	c.WaitJob(id, 60*time.Second, "FINISHED")
+	st := c.Job(id).Vertices[0].Subtasks[0]
+	require.Equal(t, 2, st.Attempt)
+	require.NotNil(t, st.PreviousAttempt)
+	require.NotEmpty(t, st.PreviousAttempt.Executor, "the job's answer names where the previous attempt ran")
 }
