@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"jobmaster/api"
+	"jobmaster/placement"
 )
 
 // chaosConfig shapes one chaos run.
@@ -46,6 +47,8 @@ type chaosConfig struct {
 	// NodeGOMAXPROCS, when positive, is every node's GOMAXPROCS: starved
 	// nodes, as on a loaded machine.
 	NodeGOMAXPROCS int
+	// Placement is the masters' --placement.
+	Placement placement.Policy
 }
 
 func (c *chaosConfig) defaults() {
@@ -188,7 +191,7 @@ func runChaos(t *testing.T, cfg chaosConfig) *chaosOutcome {
 		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", cfg.NodeGOMAXPROCS))
 	}
 	c := NewCluster(t, Options{Executors: cfg.Executors, Lease: chaosLease, Timeout: chaosTimeout,
-		Netns: useNetns, CutMode: cfg.CutMode, Dir: dir, Env: env,
+		Netns: useNetns, CutMode: cfg.CutMode, Dir: dir, Env: env, Placement: cfg.Placement,
 		ArtifactKind: "chaos", ArtifactName: cfg.Test})
 	o.artifacts = c.ArtifactDir()
 	nem := newNemesis(c, chaosLease, logf)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"jobmaster/placement"
 )
 
 var (
@@ -25,6 +27,7 @@ var (
 	chaosSlack    = flag.Duration("chaos.slack", 100*time.Millisecond, "overlap forgiven between two runs of a subtask (recording skew)")
 	chaosConverge = flag.Duration("chaos.converge", 30*time.Second, "how long to wait, after the jobs ended, for every master to reach the leader's applied index")
 	chaosProcs    = flag.Int("chaos.gomaxprocs", 0, "GOMAXPROCS of every node (0: one per CPU); 1 starves them as a loaded machine does")
+	chaosPlace    = flag.String("chaos.placement", "spread", "the masters' --placement: spread or pack")
 )
 
 // runDir is where a run keeps its files: under -chaos.dir if given.
@@ -65,7 +68,7 @@ func replayFlags() string {
 	var out []string
 	flag.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "chaos.cut", "chaos.netns", "chaos.executors", "chaos.slack", "chaos.converge", "chaos.gomaxprocs":
+		case "chaos.cut", "chaos.netns", "chaos.executors", "chaos.slack", "chaos.converge", "chaos.gomaxprocs", "chaos.placement":
 			out = append(out, fmt.Sprintf("-%s=%s", f.Name, f.Value))
 		case "test.cpu":
 			out = append(out, "-cpu="+f.Value.String())
@@ -75,6 +78,15 @@ func replayFlags() string {
 		return ""
 	}
 	return " " + strings.Join(out, " ")
+}
+
+// chaosPolicy is -chaos.placement, checked.
+func chaosPolicy(t *testing.T) placement.Policy {
+	p, err := placement.ParsePolicy(*chaosPlace)
+	if err != nil {
+		t.Fatalf("-chaos.placement: %v", err)
+	}
+	return p
 }
 
 // soakReplay is the make command that replays a soak.
@@ -124,7 +136,7 @@ func TestChaosSoak(t *testing.T) {
 	o := runChaos(t, chaosConfig{
 		Seed: seed, Duration: *chaosDuration, Executors: *chaosExecs, MaxPause: 3 * time.Second,
 		Netns: *chaosNetns, CutMode: CutMode(*chaosCut), Dir: dir, ReportPath: *chaosReport, Drain: 5 * time.Minute, Slack: *chaosSlack,
-		Converge: *chaosConverge, NodeGOMAXPROCS: *chaosProcs, Test: fmt.Sprintf("TestChaosSoak-seed%d", seed),
+		Converge: *chaosConverge, NodeGOMAXPROCS: *chaosProcs, Placement: chaosPolicy(t), Test: fmt.Sprintf("TestChaosSoak-seed%d", seed),
 		Replay: soakReplay(seed),
 	})
 	if *chaosKit != "" {

@@ -44,6 +44,8 @@ type ReplayKit struct {
 		// NodeGOMAXPROCS is the GOMAXPROCS every node ran with (0: the
 		// runtime's default, one per CPU).
 		NodeGOMAXPROCS int `json:"node_gomaxprocs"`
+		// Placement is the masters' --placement.
+		Placement string `json:"placement"`
 	} `json:"cluster"`
 
 	Workload struct {
@@ -173,7 +175,7 @@ func newReplayKit(test string, cfg chaosConfig, nodeProcs int) *ReplayKit {
 	k.Machine = MachineLoad{CPUs: runtime.NumCPU(), TestGOMAXPROCS: runtime.GOMAXPROCS(0), LoadStart: loadavg()}
 	k.Cluster.Masters, k.Cluster.Executors, k.Cluster.Slots = 3, cfg.Executors, 4
 	k.Cluster.Heartbeat, k.Cluster.Lease, k.Cluster.Timeout = (200 * time.Millisecond).String(), chaosLease.String(), chaosTimeout.String()
-	k.Cluster.CutMode, k.Cluster.NodeGOMAXPROCS = string(cfg.CutMode), nodeProcs
+	k.Cluster.CutMode, k.Cluster.NodeGOMAXPROCS, k.Cluster.Placement = string(cfg.CutMode), nodeProcs, cfg.Placement.String()
 	k.Workload.Clients, k.Workload.InFlight = cfg.Clients, cfg.InFlight
 	k.Workload.Drain, k.Workload.Converge, k.Workload.Slack = cfg.Drain.String(), cfg.Converge.String(), cfg.Slack.String()
 	k.Nemesis.MaxPause = cfg.MaxPause.String()
