@@ -275,12 +275,18 @@ func (c *Client) executorLogs(ctx context.Context, exec *api.Executor, base stri
 	}
 	if hres.StatusCode != http.StatusOK {
 		defer cancel()
-		defer hres.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(hres.Body, 64<<10))
-		apiErr := &APIError{StatusCode: hres.StatusCode, Message: transport.ErrorMessage(body), Method: http.MethodGet, Path: path}
-		return nil, fmt.Errorf("executor %q, logs of %s: %w", exec.ID, q.execution, apiErr)
+		return nil, fmt.Errorf("executor %q, logs of %s: %w", exec.ID, q.execution, logAnswerError(hres, path))
 	}
 	return &Log{ReadCloser: logBody(hres, q.follow, cancel), ExecutionID: q.execution, Executor: exec.ID}, nil
+}
+
+// logAnswerError is the *APIError of a log read's answer that is not the
+// log (GET path): its status and the message of its body (64 KiB at most),
+// which it closes.
+func logAnswerError(hres *http.Response, path string) *APIError {
+	defer hres.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(hres.Body, 64<<10))
+	return &APIError{StatusCode: hres.StatusCode, Message: transport.ErrorMessage(body), Method: http.MethodGet, Path: path}
 }
 
 // logBody is the reader of a log's answer, which cancel releases once

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -153,9 +152,7 @@ func (c *Client) masterLog(ctx context.Context, base, path string, q logRead, wa
 	leader := hres.Header.Get(api.LeaderHeader)
 	if hres.StatusCode != http.StatusOK {
 		defer cancel()
-		defer hres.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(hres.Body, 64<<10))
-		return nil, leader, &APIError{StatusCode: hres.StatusCode, Message: transport.ErrorMessage(body), Method: http.MethodGet, Path: path}
+		return nil, leader, logAnswerError(hres, path)
 	}
 	return &Log{
 		ReadCloser:   logBody(hres, q.follow, cancel),
